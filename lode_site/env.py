@@ -1,0 +1,125 @@
+"""Typed readers for lode's environment variables, the one place settings are parsed.
+
+Every helper fails loudly: a bad value stops start-up with a message naming the
+variable, the value and what was expected, instead of silently falling back.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+TRUE_WORDS = {"1", "true", "yes", "on"}
+FALSE_WORDS = {"0", "false", "no", "off", ""}
+
+
+def env_str(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    word = raw.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise ImproperlyConfigured(
+        f"{name}={raw!r} is not a boolean; use one of {sorted(TRUE_WORDS | FALSE_WORDS - {''})}"
+    )
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def data_dir(base_dir: Path) -> Path:
+    """The data folder (`LODE_DATA_DIR`, default `./var/`), created if missing."""
+    raw = os.environ.get("LODE_DATA_DIR", "")
+    path = Path(raw).expanduser() if raw.strip() else base_dir / "var"
+    if not path.is_absolute():
+        path = (base_dir / path).resolve()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ImproperlyConfigured(f"LODE_DATA_DIR={str(path)!r} cannot be created: {exc}") from exc
+    return path
+
+
+def secret_key(folder: Path) -> str:
+    """`SECRET_KEY` from the environment, else one generated once into the data folder.
+
+    The generated key lives in `<data>/secret_key` (mode 0600) so sessions survive
+    restarts; it is never part of the repository.
+    """
+    from_env = os.environ.get("SECRET_KEY", "").strip()
+    if from_env:
+        if len(from_env) < 32:
+            raise ImproperlyConfigured("SECRET_KEY is set but shorter than 32 characters")
+        return from_env
+    key_file = folder / "secret_key"
+    if key_file.exists():
+        key = key_file.read_text(encoding="utf-8").strip()
+        if len(key) >= 32:
+            return key
+        raise ImproperlyConfigured(f"{key_file} is damaged (too short); delete it to regenerate")
+    key = secrets.token_urlsafe(50)
+    try:
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process won the race; use its key
+        return key_file.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ImproperlyConfigured(f"cannot write the secret key to {key_file}: {exc}") from exc
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(key)
+    return key
+
+
+def database(folder: Path) -> dict[str, Any]:
+    """Parse `DATABASE_URL`; default is the SQLite file `<data>/lode.sqlite3`."""
+    import dj_database_url
+
+    raw = os.environ.get("DATABASE_URL", "").strip()
+    if not raw:
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(folder / "lode.sqlite3"),
+            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": (
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"
+            )},
+        }
+    try:
+        config = dj_database_url.parse(raw, conn_max_age=60)
+    except Exception as exc:  # dj-database-url raises several types for bad URLs
+        raise ImproperlyConfigured(f"DATABASE_URL could not be parsed: {exc}") from exc
+    engine = config.get("ENGINE", "")
+    if engine not in {"django.db.backends.sqlite3", "django.db.backends.postgresql"}:
+        raise ImproperlyConfigured(
+            f"DATABASE_URL names {engine or 'an unknown engine'}; lode supports sqlite:// and "
+            "postgres:// only"
+        )
+    if engine == "django.db.backends.postgresql" and not config.get("NAME"):
+        raise ImproperlyConfigured("DATABASE_URL for PostgreSQL must name a database")
+    return config

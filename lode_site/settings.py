@@ -1,0 +1,106 @@
+"""lode's settings: everything that varies comes from the environment via `lode_site.env`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from lode_site import env
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = env.data_dir(BASE_DIR)
+
+# Models must never be fetched at run time (see ../shared/MODELS.md).
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+SECRET_KEY = env.secret_key(DATA_DIR)
+DEBUG = env.env_bool("DEBUG", False)
+ALLOWED_HOSTS = env.env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "ninja",
+    "lode_site",
+    "notes",
+    "externals",
+    "retrieval",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "lode_site.middleware.LodeLoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "lode_site.urls"
+WSGI_APPLICATION = "lode_site.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": env.database(DATA_DIR)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "notes:list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env.env_str("TIME_ZONE", "UTC")
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "static"
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# Upper bounds on what one request may carry; larger bodies get a clear 400/413.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.env_int("LODE_MAX_REQUEST_BYTES", 5_000_000, minimum=1024)
+LODE_MAX_NOTE_BYTES = env.env_int("LODE_MAX_NOTE_BYTES", 2_000_000, minimum=1024)
+LODE_MAX_QUERY_CHARS = env.env_int("LODE_MAX_QUERY_CHARS", 1000, minimum=16)
+
+# Chunking (retrieval/chunking.py): passage size bound in words and overlap between windows.
+LODE_CHUNK_MAX_WORDS = env.env_int("LODE_CHUNK_MAX_WORDS", 200, minimum=20)
+LODE_CHUNK_OVERLAP_WORDS = env.env_int("LODE_CHUNK_OVERLAP_WORDS", 20, minimum=0)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"lode": {"handlers": ["console"], "level": env.env_str("LODE_LOG_LEVEL", "INFO")}},
+}

@@ -1,0 +1,125 @@
+"""The canonical document store: documents (notes or externals) and their immutable versions.
+
+A document points at its head version; versions are never edited, so a citation pinned to
+a version id always means the same bytes. History exists for audit, undo and annotation
+migration, not retrieval: only head versions are chunked into searchable passages.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class TrustTier(models.TextChoices):
+    """The trust gradient, highest first (DESIGN.md): notes outrank everything else."""
+
+    NOTE = "note", "Your note"
+    ANNOTATION = "annotation", "Your annotation"
+    EXTERNAL_CURRENT = "external", "External snapshot"
+    EXTERNAL_STALE = "external_stale", "Stale external snapshot"
+    INFERRED = "inferred", "Inferred edge"
+
+
+class Document(models.Model):
+    class Kind(models.TextChoices):
+        NOTE = "note", "Note"
+        EXTERNAL = "external", "External"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="documents"
+    )
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.NOTE)
+    title = models.CharField(max_length=500)
+    head = models.OneToOneField(
+        "notes.Version",
+        on_delete=models.PROTECT,
+        related_name="head_of",
+        null=True,
+        blank=True,
+        help_text="The current version; null only while the first version is being written.",
+    )
+    trust_tier = models.CharField(
+        max_length=16, choices=TrustTier.choices, default=TrustTier.NOTE
+    )
+    # A stable key from an outside system (a BEIR `_id`, a path) so imports are idempotent
+    # and evaluation can map hits back to the source's identifiers.
+    external_key = models.CharField(max_length=500, blank=True, default="")
+    tags = models.ManyToManyField("notes.Tag", through="notes.DocumentTag", related_name="documents")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        indexes = [models.Index(fields=["owner", "deleted_at", "-updated_at"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "external_key"],
+                condition=~models.Q(external_key=""),
+                name="document_unique_external_key_per_owner",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def is_deleted(self) -> bool:
+        return self.deleted_at is not None
+
+
+class Version(models.Model):
+    """One immutable state of a document's body. Never updated after insert."""
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField(help_text="1 for the first version, then +1 per save.")
+    parent = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="children"
+    )
+    title = models.CharField(max_length=500)
+    body = models.TextField()
+    sha256 = models.CharField(max_length=64, help_text="SHA-256 of the UTF-8 body.")
+    byte_size = models.PositiveBigIntegerField()
+    extractor_name = models.CharField(max_length=100)
+    extractor_version = models.CharField(max_length=50)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["document_id", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["document", "number"], name="version_unique_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.title} v{self.number}"
+
+
+class Tag(models.Model):
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tags")
+    name = models.CharField(max_length=100)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="tag_unique_per_owner")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class DocumentTag(models.Model):
+    """A tag on a document, either typed in the tag field or found as `#hashtag` in the body."""
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE)
+    tag = models.ForeignKey(Tag, on_delete=models.CASCADE)
+    from_body = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["document", "tag", "from_body"], name="document_tag_unique"
+            )
+        ]

@@ -1,0 +1,240 @@
+"""Writes to notes: create, edit (with conflict detection), soft delete, restore, tags.
+
+Every write runs in one transaction that also writes the version's passages, so the
+lexical index is current when it commits. Callers pass the user; permission checks happen
+here as well as in the selectors, so a view cannot forget them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from notes.models import Document, DocumentTag, Tag, TrustTier, Version
+from retrieval.indexing import index_new_head, unindex_document
+
+NOTE_EXTRACTOR = "markdown-note"
+NOTE_EXTRACTOR_VERSION = "1"
+MAX_TITLE_CHARS = 500
+MAX_TAG_CHARS = 100
+
+TAG_RE = re.compile(r"^[^\W_][\w-]*$")
+# `#tag` not preceded by a word char, `&` (entities), `/` (URL fragments) or another `#`,
+# starting with a letter so that `#1` (issue numbers) and markdown headings (`# Title`) don't count.
+HASHTAG_RE = re.compile(r"(?<![\w&/#])#([^\W\d_][\w-]{0,99})")
+CODE_RE = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]*`", re.DOTALL)
+
+
+class EditConflict(Exception):
+    """The note's head moved since the edit began; nothing was saved."""
+
+    def __init__(self, *, document: Document, base: Version, head: Version, title: str, body: str):
+        super().__init__(
+            f"This note was changed (version {head.number}) after you started editing "
+            f"version {base.number}. Your text was not saved; compare and save again."
+        )
+        self.document = document
+        self.base = base
+        self.head = head
+        self.title = title
+        self.body = body
+
+
+@dataclass(frozen=True)
+class TagSet:
+    manual: tuple[str, ...]
+    from_body: tuple[str, ...]
+
+
+def parse_tags(raw: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """Tags from the tag field: comma or space separated, `#` optional, case-folded."""
+    items = raw if isinstance(raw, (list, tuple)) else re.split(r"[\s,]+", raw or "")
+    seen: list[str] = []
+    for item in items:
+        name = item.strip().lstrip("#").casefold()
+        if not name:
+            continue
+        if len(name) > MAX_TAG_CHARS or not TAG_RE.match(name):
+            raise ValidationError(
+                f"Tag {item!r} is not valid: use letters, digits, '-' and '_' "
+                f"(up to {MAX_TAG_CHARS} characters), starting with a letter or digit."
+            )
+        if name not in seen:
+            seen.append(name)
+    return tuple(seen)
+
+
+def hashtags(body: str) -> tuple[str, ...]:
+    """`#hashtags` in a note body, outside code spans and fences."""
+    prose = CODE_RE.sub(" ", body)
+    found: list[str] = []
+    for match in HASHTAG_RE.finditer(prose):
+        name = match.group(1).rstrip("-").casefold()
+        if name and name not in found:
+            found.append(name)
+    return tuple(found)
+
+
+def validate_content(*, title: str, body: str) -> tuple[str, str]:
+    title = (title or "").strip()
+    if "\x00" in title or "\x00" in body:
+        raise ValidationError("Notes cannot contain NUL characters.")
+    if not title:
+        raise ValidationError("A note needs a title.")
+    if len(title) > MAX_TITLE_CHARS:
+        raise ValidationError(f"The title is over {MAX_TITLE_CHARS} characters.")
+    size = len(body.encode("utf-8", errors="surrogatepass"))
+    if size > settings.LODE_MAX_NOTE_BYTES:
+        raise ValidationError(
+            f"The note is {size:,} bytes; the limit is {settings.LODE_MAX_NOTE_BYTES:,} bytes."
+        )
+    try:
+        body.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError("The note contains characters that are not valid Unicode.") from None
+    return title, body
+
+
+def _set_tags(document: Document, *, manual: tuple[str, ...], body: str) -> None:
+    DocumentTag.objects.filter(document=document).delete()
+    rows = []
+    for names, from_body in ((manual, False), (hashtags(body), True)):
+        for name in names:
+            tag, _ = Tag.objects.get_or_create(owner=document.owner, name=name)
+            rows.append(DocumentTag(document=document, tag=tag, from_body=from_body))
+    DocumentTag.objects.bulk_create(rows)
+
+
+def version_create(
+    *,
+    document: Document,
+    title: str,
+    body: str,
+    user: AbstractBaseUser | None,
+    extractor_name: str = NOTE_EXTRACTOR,
+    extractor_version: str = NOTE_EXTRACTOR_VERSION,
+) -> Version:
+    """Append an immutable version, make it the head and index its passages.
+
+    Must run inside a transaction that holds the document row (see `note_update`).
+    """
+    parent = document.head
+    data = body.encode("utf-8")
+    version = Version.objects.create(
+        document=document,
+        number=(parent.number + 1) if parent else 1,
+        parent=parent,
+        title=title,
+        body=body,
+        sha256=hashlib.sha256(data).hexdigest(),
+        byte_size=len(data),
+        extractor_name=extractor_name,
+        extractor_version=extractor_version,
+        created_by=user,
+    )
+    document.head = version
+    document.title = title
+    document.save(update_fields=["head", "title", "updated_at"])
+    index_new_head(document, version)
+    return version
+
+
+def note_create(
+    *,
+    owner: AbstractBaseUser,
+    title: str,
+    body: str,
+    tags: str | list[str] | tuple[str, ...] = (),
+    external_key: str = "",
+) -> Document:
+    """Create a note with its first version; the note is searchable on commit."""
+    title, body = validate_content(title=title, body=body)
+    manual = parse_tags(tags)
+    with transaction.atomic():
+        document = Document.objects.create(
+            owner=owner,
+            kind=Document.Kind.NOTE,
+            title=title,
+            trust_tier=TrustTier.NOTE,
+            external_key=external_key,
+        )
+        version_create(document=document, title=title, body=body, user=owner)
+        _set_tags(document, manual=manual, body=body)
+    return document
+
+
+def _locked(document: Document, user: AbstractBaseUser) -> Document:
+    """Re-read the document under a row lock and check the user owns it and it is live."""
+    locked = Document.objects.select_for_update().select_related("head").get(pk=document.pk)
+    if locked.owner_id != user.pk:
+        raise PermissionDenied("You cannot change this note.")
+    if locked.deleted_at is not None:
+        raise ValidationError("This note was deleted.")
+    return locked
+
+
+def note_update(
+    *,
+    document: Document,
+    user: AbstractBaseUser,
+    base_version_id: int,
+    title: str,
+    body: str,
+    tags: str | list[str] | tuple[str, ...] | None = None,
+) -> Version:
+    """Save an edit made on top of `base_version_id`.
+
+    Raises `EditConflict` (and saves nothing) when the head moved since that version: no
+    silent last-write-wins. An edit that changes neither title nor body writes no version
+    but still updates the tags.
+    """
+    title, body = validate_content(title=title, body=body)
+    manual = parse_tags(tags) if tags is not None else None
+    with transaction.atomic():
+        locked = _locked(document, user)
+        head = locked.head
+        if head is None or head.pk != base_version_id:
+            base = Version.objects.filter(pk=base_version_id, document=locked).first()
+            raise EditConflict(
+                document=locked, base=base or head, head=head, title=title, body=body
+            )
+        if manual is None:
+            manual = tuple(
+                locked.documenttag_set.filter(from_body=False).values_list("tag__name", flat=True)
+            )
+        version = head
+        if head.title != title or head.body != body:
+            version = version_create(document=locked, title=title, body=body, user=user)
+        _set_tags(locked, manual=manual, body=body)
+    document.refresh_from_db()
+    return version
+
+
+def note_restore(*, document: Document, user: AbstractBaseUser, version_id: int) -> Version:
+    """Restore an old version by writing its content as a new head version."""
+    with transaction.atomic():
+        locked = _locked(document, user)
+        old = Version.objects.get(pk=version_id, document=locked)
+        manual = tuple(
+            locked.documenttag_set.filter(from_body=False).values_list("tag__name", flat=True)
+        )
+        version = version_create(document=locked, title=old.title, body=old.body, user=user)
+        _set_tags(locked, manual=manual, body=old.body)
+    document.refresh_from_db()
+    return version
+
+
+def note_delete(*, document: Document, user: AbstractBaseUser) -> None:
+    """Soft-delete: the note and its history stay stored but leave every search at once."""
+    with transaction.atomic():
+        locked = _locked(document, user)
+        locked.deleted_at = timezone.now()
+        locked.save(update_fields=["deleted_at", "updated_at"])
+        unindex_document(locked)

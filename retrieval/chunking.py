@@ -1,0 +1,354 @@
+"""Deterministic, model-free markdown chunking.
+
+A note body is cut into *passages*, the unit that gets indexed for search. The
+chunker works in three stages:
+
+1. **Blocks.** markdown-it-py finds the top-level block structure (headings,
+   paragraphs, list items, code, tables, quotes, HTML, thematic breaks). Each
+   block's ``.map`` line range is translated into a code-point range of the
+   original body and trimmed of edge whitespace. Lines markdown-it maps to no
+   block (link reference definitions, for instance) become ``"other"`` blocks,
+   so every non-whitespace character of the body belongs to some block.
+2. **Sections.** Every top-level heading opens a new section, which runs up to
+   the next heading. The section is the "parent" used for small-to-big
+   retrieval, and passages never span two sections.
+3. **Passages.** Consecutive blocks of a section are packed greedily while the
+   total stays within ``max_words``. A heading always travels with the first
+   passage of its section. A group that is still too large is cut into
+   balanced, overlapping word windows whose cuts snap to sentence ends.
+
+Offsets are Python ``str`` indices (Unicode code points) into the *original*
+body, so ``body[chunk.start:chunk.end] == chunk.text`` always holds, even for
+CRLF line endings, NUL characters or astral-plane emoji.
+
+Word-count guarantee: every passage has at most ``max_words + overlap`` words,
+where ``overlap = min(overlap_words, max_words // 2)``. Windows only ever cut
+between words, so a single very long "word" is never broken up.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+DEFAULT_MAX_WORDS = 200
+DEFAULT_OVERLAP_WORDS = 20
+
+# Only the block structure is needed, so the (comparatively slow) inline pass
+# is switched off: it roughly halves parse time on abstract-sized bodies.
+# Built once at import time because constructing a MarkdownIt is not free.
+_BLOCK_MD = MarkdownIt("commonmark").enable("table").disable("inline")
+# A full parser, used only to strip inline markup from heading texts.
+_INLINE_MD = MarkdownIt("commonmark")
+
+# markdown-it normalises exactly these three sequences to "\n" before counting
+# lines; str.splitlines() would also split on \x0b, \x1c, \u2028 and friends,
+# which would put our line numbers out of step with the token maps.
+_LINE_BREAK_RE = re.compile(r"\r\n?|\n")
+# Python's regex \s and str.isspace()/str.split()/str.strip() agree on what
+# whitespace is, so word spans found here match word_count() exactly.
+_WORD_RE = re.compile(r"\S+")
+# A word that ends a sentence: terminal punctuation, then optional closers.
+_SENTENCE_END_RE = re.compile(r"[.!?][\"'\u201d\u2019)\]}\u00bb]*$")
+# Characters that can start inline markup; headings without them skip the
+# inline parse entirely.
+_INLINE_MARKUP_RE = re.compile(r"[*_`\[\]<>&\\!]")
+
+# Block token type -> block_kind. Anything unlisted (e.g. "hr") is "other".
+_KIND_BY_TOKEN = {
+    "paragraph_open": "paragraph",
+    "heading_open": "heading",
+    "list_item_open": "list_item",
+    "fence": "code",
+    "code_block": "code",
+    "table_open": "table",
+    "blockquote_open": "quote",
+    "html_block": "html",
+}
+_LIST_OPENERS = frozenset({"bullet_list_open", "ordered_list_open"})
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One passage of a note body.
+
+    ``text == body[start:end]``; offsets are code points, lines are 1-based
+    and counted on ``\\r\\n``, ``\\r`` and ``\\n``. ``[parent_start,
+    parent_end)`` is the whitespace-trimmed heading section containing the
+    passage, for small-to-big context expansion.
+    """
+
+    position: int
+    block_kind: str
+    heading_path: tuple[str, ...]
+    start: int
+    end: int
+    start_line: int
+    end_line: int
+    parent_start: int
+    parent_end: int
+    text: str
+
+
+@dataclass(slots=True)
+class _Block:
+    kind: str
+    start: int
+    end: int
+    words: int
+    heading_level: int = 0
+    heading_text: str = ""
+
+
+def word_count(text: str) -> int:
+    """Return the number of whitespace-separated tokens in ``text``."""
+    return len(text.split())
+
+
+def chunk_markdown(
+    body: str,
+    *,
+    max_words: int = DEFAULT_MAX_WORDS,
+    overlap_words: int = DEFAULT_OVERLAP_WORDS,
+) -> list[Chunk]:
+    """Split a markdown ``body`` into passages of at most about ``max_words`` words.
+
+    Blocks of one heading section are packed greedily; oversized groups are
+    split into ``ceil(words / max_words)`` balanced windows that overlap by
+    ``overlap_words`` words (capped at ``max_words // 2`` so that consecutive
+    windows are never mostly duplicates). Returns ``[]`` for blank bodies.
+    The result is a pure function of the arguments.
+    """
+    if max_words < 1:
+        raise ValueError("max_words must be at least 1")
+    if overlap_words < 0:
+        raise ValueError("overlap_words must not be negative")
+    if not body or body.isspace():
+        return []
+    overlap = min(overlap_words, max_words // 2)
+
+    line_starts, line_ends = _line_bounds(body)
+    blocks = _blocks(body, line_starts, line_ends)
+
+    chunks: list[Chunk] = []
+    heading_stack: list[tuple[int, str]] = []
+    for section in _sections(blocks):
+        first = section[0]
+        if first.kind == "heading":
+            # Close every heading at the same or a deeper level, then open this one.
+            while heading_stack and heading_stack[-1][0] >= first.heading_level:
+                heading_stack.pop()
+            heading_stack.append((first.heading_level, first.heading_text))
+        path = tuple(text for _, text in heading_stack)
+        parent_start, parent_end = first.start, section[-1].end
+        for kind, start, end in _pack(body, section, max_words, overlap):
+            chunks.append(
+                Chunk(
+                    position=len(chunks),
+                    block_kind=kind,
+                    heading_path=path,
+                    start=start,
+                    end=end,
+                    # line_starts[0] == 0, so bisect_right yields a 1-based line.
+                    start_line=bisect_right(line_starts, start),
+                    end_line=bisect_right(line_starts, end - 1),
+                    parent_start=parent_start,
+                    parent_end=parent_end,
+                    text=body[start:end],
+                )
+            )
+    return chunks
+
+
+def _line_bounds(body: str) -> tuple[list[int], list[int]]:
+    """Return the start offset and end offset (before the break) of every line."""
+    starts = [0]
+    ends: list[int] = []
+    for match in _LINE_BREAK_RE.finditer(body):
+        ends.append(match.start())
+        starts.append(match.end())
+    ends.append(len(body))
+    return starts, ends
+
+
+def _trim(body: str, start: int, end: int) -> tuple[int, int]:
+    """Shrink ``[start, end)`` so it neither starts nor ends with whitespace."""
+    segment = body[start:end]
+    stripped = segment.strip()
+    if not stripped:
+        return start, start
+    lead = len(segment) - len(segment.lstrip())
+    return start + lead, start + lead + len(stripped)
+
+
+def _blocks(body: str, line_starts: list[int], line_ends: list[int]) -> list[_Block]:
+    """Find the body's blocks in order, each trimmed, covering all non-blank text."""
+    n_lines = len(line_starts)
+    tokens = _BLOCK_MD.parse(body)
+
+    # (first_line, end_line, kind, token index) for every block we keep whole:
+    # top-level blocks, except that lists are replaced by their items.
+    spans: list[tuple[int, int, str, int]] = []
+    for index, token in enumerate(tokens):
+        if token.map is None or token.nesting == -1:
+            continue
+        if token.level == 0 and token.type not in _LIST_OPENERS:
+            kind = _KIND_BY_TOKEN.get(token.type, "other")
+        elif token.level == 1 and token.type == "list_item_open":
+            # Items of a top-level list; nested lists stay inside their item.
+            kind = "list_item"
+        else:
+            continue
+        spans.append((token.map[0], token.map[1], kind, index))
+    spans.sort(key=lambda span: span[0])  # already in order; cheap insurance
+
+    blocks: list[_Block] = []
+
+    def add(first: int, last: int, kind: str, token_index: int = -1) -> None:
+        start, end = _trim(body, line_starts[first], line_ends[last - 1])
+        if start == end:
+            return
+        block = _Block(kind, start, end, word_count(body[start:end]))
+        if kind == "heading":
+            block.heading_level = int(tokens[token_index].tag[1:])
+            block.heading_text = _heading_text(tokens[token_index + 1])
+        blocks.append(block)
+
+    # Walk the spans line by line: anything between them is an "other" block,
+    # and overlapping maps (not expected, but cheap to guard) are clipped so
+    # that blocks stay disjoint and in order.
+    covered = 0
+    for first, end_line, kind, index in spans:
+        end_line = min(end_line, n_lines)
+        if first > covered:
+            add(covered, first, "other")
+        first = max(first, covered)
+        if first >= end_line:
+            continue
+        add(first, end_line, kind, index)
+        covered = end_line
+    if covered < n_lines:
+        add(covered, n_lines, "other")
+    return blocks
+
+
+def _heading_text(inline: Token) -> str:
+    """Return a heading's text with markdown markup removed and spaces collapsed."""
+    content = inline.content
+    if _INLINE_MARKUP_RE.search(content):
+        parts: list[str] = []
+        for token in _INLINE_MD.parseInline(content)[0].children or ():
+            if token.type in ("text", "code_inline", "image"):
+                parts.append(token.content)
+            elif token.type in ("softbreak", "hardbreak"):
+                parts.append(" ")
+        content = "".join(parts)
+    return " ".join(content.split())
+
+
+def _sections(blocks: list[_Block]) -> list[list[_Block]]:
+    """Group blocks into sections: each top-level heading starts a new one."""
+    sections: list[list[_Block]] = []
+    for block in blocks:
+        if block.kind == "heading" or not sections:
+            sections.append([block])
+        else:
+            sections[-1].append(block)
+    return sections
+
+
+def _group_kind(group: list[_Block]) -> str:
+    """Kind of a packed group; a leading heading does not make it "mixed"."""
+    kinds = {block.kind for block in group if block.kind != "heading"}
+    if not kinds:
+        return "heading"
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def _pack(
+    body: str, section: list[_Block], max_words: int, overlap: int
+) -> list[tuple[str, int, int]]:
+    """Pack one section's blocks into ``(kind, start, end)`` passages."""
+    passages: list[tuple[str, int, int]] = []
+    group: list[_Block] = []
+    group_words = 0
+
+    def flush() -> None:
+        nonlocal group, group_words
+        if not group:
+            return
+        kind = _group_kind(group)
+        start, end = group[0].start, group[-1].end
+        if group_words <= max_words:
+            passages.append((kind, start, end))
+        else:
+            passages.extend(
+                (kind, w_start, w_end)
+                for w_start, w_end in _windows(body, start, end, max_words, overlap)
+            )
+        group, group_words = [], 0
+
+    for block in section:
+        # A lone heading is never flushed: it must join the next block, even
+        # if that pushes the group over the limit and forces a window split.
+        heading_only = len(group) == 1 and group[0].kind == "heading"
+        if group and group_words + block.words > max_words and not heading_only:
+            flush()
+        group.append(block)
+        group_words += block.words
+        if group_words > max_words:
+            flush()
+    flush()
+    return passages
+
+
+def _windows(
+    body: str, start: int, end: int, max_words: int, overlap: int
+) -> list[tuple[int, int]]:
+    """Cut ``body[start:end]`` into balanced, overlapping, word-aligned windows.
+
+    With ``W`` words, ``n = ceil(W / max_words)`` windows are made. Cut ``k``
+    aims at word ``k * W / n`` and moves to the nearest sentence end within
+    a quarter window, but only where every window still has at most
+    ``max_words`` fresh words, so the word bound holds whatever the snapping.
+    """
+    words = [(m.start(), m.end()) for m in _WORD_RE.finditer(body, start, end)]
+    total = len(words)
+    n = math.ceil(total / max_words)
+    if n <= 1:
+        return [(words[0][0], words[-1][1])]
+    size = total / n
+    tolerance = size / 4
+    sentence_end = [bool(_SENTENCE_END_RE.search(body, s, e)) for s, e in words]
+
+    # cuts[k] is the index of the first fresh word of window k.
+    cuts = [0]
+    for k in range(1, n):
+        prev = cuts[-1]
+        # Feasible cuts: each window gets >= 1 fresh word and <= max_words of
+        # them, and the remaining windows can still absorb the rest. The
+        # invariant prev >= total - (n - k + 1) * max_words keeps this non-empty.
+        low = max(prev + 1, total - (n - k) * max_words)
+        high = min(prev + max_words, total - (n - k))
+        target = k * size
+        best = min(high, max(low, math.floor(target + 0.5)))
+        best_distance = math.inf
+        # A cut at c means word c - 1 closes the previous window.
+        for cut in range(
+            max(low, math.ceil(target - tolerance)), 1 + min(high, int(target + tolerance))
+        ):
+            if sentence_end[cut - 1] and abs(cut - target) < best_distance:
+                best, best_distance = cut, abs(cut - target)
+        cuts.append(best)
+    cuts.append(total)
+
+    windows = []
+    for k in range(n):
+        first = max(0, cuts[k] - overlap) if k else 0
+        windows.append((words[first][0], words[cuts[k + 1] - 1][1]))
+    return windows
