@@ -294,14 +294,14 @@ def _pack(
         group, group_words = [], 0
 
     for block in section:
-        # A lone heading is never flushed: it must join the next block, even
-        # if that pushes the group over the limit and forces a window split.
-        heading_only = len(group) == 1 and group[0].kind == "heading"
-        if group and group_words + block.words > max_words and not heading_only:
+        if group and group_words + block.words > max_words and group[-1].kind != "heading":
             flush()
         group.append(block)
         group_words += block.words
-        if group_words > max_words:
+        # A heading is never flushed on its own (only the section's first block
+        # can be one): it waits for the next block, even if that pushes the group
+        # over the limit and forces a window split.
+        if group_words > max_words and block.kind != "heading":
             flush()
     flush()
     return passages

@@ -1,0 +1,145 @@
+"""Set up and run lode, or run its tests, from a fresh checkout. Standard library only, so
+any `python3` (even one too old for Django) can start it:
+
+    python3 -m lode_site.bootstrap run     # create .venv, install, migrate, serve on :8000
+    python3 -m lode_site.bootstrap test    # create .venv, install with dev extras, run pytest
+
+It finds a Python >= 3.12 (this one, `python3.13`/`python3.12` on PATH, or a pyenv
+install), creates `.venv/` at the project root with it, and (re)installs the pinned
+dependencies whenever `pyproject.toml` changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv"
+VENV_PYTHON = VENV / "bin" / "python"
+MIN_VERSION = (3, 12)
+
+
+def say(message: str) -> None:
+    print(f"[lode] {message}", flush=True)
+
+
+def python_version(executable: str) -> tuple[int, int] | None:
+    try:
+        out = subprocess.run(
+            [executable, "-c", "import sys; print(sys.version_info[0], sys.version_info[1])"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout.split()
+        return int(out[0]), int(out[1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def candidate_pythons() -> list[str]:
+    found = [sys.executable]
+    for name in ("python3.14", "python3.13", "python3.12", "python3"):
+        path = shutil.which(name)
+        if path:
+            found.append(path)
+    pyenv_root = os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))
+    found.extend(sorted(glob.glob(f"{pyenv_root}/versions/3.1[2-9]*/bin/python3"), reverse=True))
+    return list(dict.fromkeys(found))
+
+
+def find_python() -> str:
+    for executable in candidate_pythons():
+        version = python_version(executable)
+        if version and version >= MIN_VERSION:
+            return executable
+    sys.exit(
+        "[lode] lode needs Python 3.12 or newer and none was found.\n"
+        "  Debian 13:  sudo apt install python3 python3-venv   (ships 3.13)\n"
+        "  Debian 12:  install 3.12 with pyenv (https://github.com/pyenv/pyenv), e.g.\n"
+        "              pyenv install 3.12 — then run this command again."
+    )
+
+
+def ensure_venv(*, dev: bool) -> None:
+    version = python_version(str(VENV_PYTHON)) if VENV_PYTHON.exists() else None
+    if version is None or version < MIN_VERSION:
+        if VENV.exists():
+            say(f"replacing {VENV} (its Python is missing or older than 3.12)")
+            shutil.rmtree(VENV)
+        python = find_python()
+        say(f"creating {VENV} with {python}")
+        result = subprocess.run([python, "-m", "venv", str(VENV)])
+        if result.returncode != 0:
+            sys.exit("[lode] could not create the virtual environment; on Debian install "
+                     "the venv module: sudo apt install python3-venv")
+    extras = ".[dev]" if dev else "."
+    stamp = VENV / f".lode-installed{'-dev' if dev else ''}"
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    say(f"installing lode and its pinned dependencies ({extras}) into .venv")
+    pip = [str(VENV_PYTHON), "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "install", "--upgrade", "pip"], check=True, cwd=ROOT)
+    subprocess.run([*pip, "install", "-e", extras], check=True, cwd=ROOT)
+    stamp.write_text(digest)
+
+
+def manage(*args: str, env: dict[str, str] | None = None) -> None:
+    subprocess.run([str(VENV_PYTHON), "manage.py", *args], check=True, cwd=ROOT, env=env)
+
+
+def run(args: argparse.Namespace) -> int:
+    ensure_venv(dev=False)
+    env = dict(os.environ)
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if args.debug:
+        env["DEBUG"] = "1"
+    manage("migrate", "--noinput", env=env)
+    manage("collectstatic", "--noinput", "-v", "0", env=env)
+    manage("lode_first_user", "--url", f"http://{args.host}:{args.port}/", env=env)
+    say(f"serving lode at http://{args.host}:{args.port}/  (Ctrl-C stops it)")
+    server = subprocess.Popen(
+        [str(VENV_PYTHON), "manage.py", "runserver", f"{args.host}:{args.port}", "--noreload"],
+        cwd=ROOT, env=env,
+    )
+    try:
+        return server.wait()
+    except KeyboardInterrupt:
+        server.terminate()
+        return server.wait()
+
+
+def test(args: argparse.Namespace, extra: list[str]) -> int:
+    ensure_venv(dev=True)
+    env = dict(os.environ)
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    database = env.get("DATABASE_URL", "") or "SQLite"
+    say(f"running the test suite on {database.split('@')[-1]}")
+    return subprocess.run([str(VENV_PYTHON), "-m", "pytest", *extra], cwd=ROOT, env=env).returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m lode_site.bootstrap", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run_parser = sub.add_parser("run", help="set up and serve lode")
+    run_parser.add_argument("--host", default="127.0.0.1")
+    run_parser.add_argument("--port", default=8000, type=int)
+    run_parser.add_argument("--debug", action="store_true", help="turn on Django's DEBUG")
+    sub.add_parser("test", help="set up and run the tests (extra arguments go to pytest)")
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "run":
+        if extra:
+            parser.error(f"unrecognised arguments: {' '.join(extra)}")
+        return run(args)
+    return test(args, extra)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
