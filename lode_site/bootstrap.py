@@ -34,7 +34,10 @@ def python_version(executable: str) -> tuple[int, int] | None:
     try:
         out = subprocess.run(
             [executable, "-c", "import sys; print(sys.version_info[0], sys.version_info[1])"],
-            capture_output=True, text=True, timeout=30, check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         ).stdout.split()
         return int(out[0]), int(out[1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
@@ -75,8 +78,10 @@ def ensure_venv(*, dev: bool) -> None:
         say(f"creating {VENV} with {python}")
         result = subprocess.run([python, "-m", "venv", str(VENV)])
         if result.returncode != 0:
-            sys.exit("[lode] could not create the virtual environment; on Debian install "
-                     "the venv module: sudo apt install python3-venv")
+            sys.exit(
+                "[lode] could not create the virtual environment; on Debian install "
+                "the venv module: sudo apt install python3-venv"
+            )
     extras = ".[dev]" if dev else "."
     stamp = VENV / f".lode-installed{'-dev' if dev else ''}"
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
@@ -105,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
     say(f"serving lode at http://{args.host}:{args.port}/  (Ctrl-C stops it)")
     server = subprocess.Popen(
         [str(VENV_PYTHON), "manage.py", "runserver", f"{args.host}:{args.port}", "--noreload"],
-        cwd=ROOT, env=env,
+        cwd=ROOT,
+        env=env,
     )
     try:
         return server.wait()
@@ -125,8 +131,11 @@ def test(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m lode_site.bootstrap", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python3 -m lode_site.bootstrap",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     run_parser = sub.add_parser("run", help="set up and serve lode")
     run_parser.add_argument("--host", default="127.0.0.1")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import sqlite3
 import tempfile
 
@@ -17,8 +16,13 @@ def data_folder_writable(app_configs, **kwargs) -> list[Error]:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
             pass
     except OSError as exc:
-        return [Error(f"The data folder {folder} is not writable: {exc}", id="lode.E001",
-                      hint="Set LODE_DATA_DIR to a writable folder.")]
+        return [
+            Error(
+                f"The data folder {folder} is not writable: {exc}",
+                id="lode.E001",
+                hint="Set LODE_DATA_DIR to a writable folder.",
+            )
+        ]
     return []
 
 
@@ -28,12 +32,16 @@ def sqlite_has_fts5(app_configs, **kwargs) -> list[Error]:
         return []
     try:
         conn = sqlite3.connect(":memory:")
-        conn.execute("CREATE VIRTUAL TABLE t USING fts5(a, tokenize='porter unicode61 remove_diacritics 2')")
+        conn.execute(
+            "CREATE VIRTUAL TABLE t USING fts5(a, tokenize='porter unicode61 remove_diacritics 2')"
+        )
         conn.close()
     except sqlite3.Error as exc:
-        return [Error(f"This Python's SQLite ({sqlite3.sqlite_version}) lacks FTS5: {exc}",
-                      id="lode.E002", hint="Use a Python built against SQLite with FTS5 enabled.")]
+        return [
+            Error(
+                f"This Python's SQLite ({sqlite3.sqlite_version}) lacks FTS5: {exc}",
+                id="lode.E002",
+                hint="Use a Python built against SQLite with FTS5 enabled.",
+            )
+        ]
     return []
-
-
-

@@ -104,3 +104,9 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {"lode": {"handlers": ["console"], "level": env.env_str("LODE_LOG_LEVEL", "INFO")}},
 }
+
+# Rerank stage (retrieval/rerank.py): "learned" (default, ships with lode), "cross-encoder"
+# (needs a local model folder) or "off".
+LODE_RERANK = env.env_choice("LODE_RERANK", "learned", ("learned", "cross-encoder", "off"))
+LODE_RERANK_MODEL_DIR = env.env_str("LODE_RERANK_MODEL_DIR", "")
+LODE_RERANK_MODEL_NAME = env.env_str("LODE_RERANK_MODEL_NAME", "Xenova/ms-marco-MiniLM-L-6-v2")

@@ -29,7 +29,15 @@ class DocumentAdmin(admin.ModelAdmin):
 
 @admin.register(Version)
 class VersionAdmin(ReadOnlyAdmin):
-    list_display = ["id", "document", "number", "title", "byte_size", "extractor_name", "created_at"]
+    list_display = [
+        "id",
+        "document",
+        "number",
+        "title",
+        "byte_size",
+        "extractor_name",
+        "created_at",
+    ]
     list_select_related = ["document"]
     search_fields = ["title", "sha256"]
     raw_id_fields = ["document", "parent"]

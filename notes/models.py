@@ -39,13 +39,13 @@ class Document(models.Model):
         blank=True,
         help_text="The current version; null only while the first version is being written.",
     )
-    trust_tier = models.CharField(
-        max_length=16, choices=TrustTier.choices, default=TrustTier.NOTE
-    )
+    trust_tier = models.CharField(max_length=16, choices=TrustTier.choices, default=TrustTier.NOTE)
     # A stable key from an outside system (a BEIR `_id`, a path) so imports are idempotent
     # and evaluation can map hits back to the source's identifiers.
     external_key = models.CharField(max_length=500, blank=True, default="")
-    tags = models.ManyToManyField("notes.Tag", through="notes.DocumentTag", related_name="documents")
+    tags = models.ManyToManyField(
+        "notes.Tag", through="notes.DocumentTag", related_name="documents"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
@@ -99,12 +99,16 @@ class Version(models.Model):
 
 
 class Tag(models.Model):
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tags")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tags"
+    )
     name = models.CharField(max_length=100)
 
     class Meta:
         ordering = ["name"]
-        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="tag_unique_per_owner")]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="tag_unique_per_owner")
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -123,3 +127,6 @@ class DocumentTag(models.Model):
                 fields=["document", "tag", "from_body"], name="document_tag_unique"
             )
         ]
+
+    def __str__(self) -> str:
+        return f"{self.tag_id} on {self.document_id}"

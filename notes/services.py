@@ -96,7 +96,7 @@ def validate_content(*, title: str, body: str) -> tuple[str, str]:
             f"The note is {size:,} bytes; the limit is {settings.LODE_MAX_NOTE_BYTES:,} bytes."
         )
     try:
-        body.encode("utf-8")
+        (title + body).encode("utf-8")
     except UnicodeEncodeError:
         raise ValidationError("The note contains characters that are not valid Unicode.") from None
     return title, body
@@ -172,7 +172,9 @@ def note_create(
 
 def _locked(document: Document, user: AbstractBaseUser) -> Document:
     """Re-read the document under a row lock and check the user owns it and it is live."""
-    locked = Document.objects.select_for_update().select_related("head").get(pk=document.pk)
+    locked = (
+        Document.objects.select_for_update(of=("self",)).select_related("head").get(pk=document.pk)
+    )
     if locked.owner_id != user.pk:
         raise PermissionDenied("You cannot change this note.")
     if locked.deleted_at is not None:

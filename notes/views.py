@@ -105,7 +105,9 @@ def note_edit(request: HttpRequest, note_id: int) -> HttpResponse:
             initial={
                 "title": note.head.title,
                 "body": note.head.body,
-                "tags": " ".join(name for name, from_body in selectors.note_tags(note) if not from_body),
+                "tags": " ".join(
+                    name for name, from_body in selectors.note_tags(note) if not from_body
+                ),
                 "base_version": note.head.pk,
             }
         )

@@ -8,7 +8,16 @@ from retrieval.models import Passage
 
 @admin.register(Passage)
 class PassageAdmin(ReadOnlyAdmin):
-    list_display = ["id", "document", "version", "position", "block_kind", "is_head", "start", "end"]
+    list_display = [
+        "id",
+        "document",
+        "version",
+        "position",
+        "block_kind",
+        "is_head",
+        "start",
+        "end",
+    ]
     list_filter = ["is_head", "block_kind"]
     list_select_related = ["document", "version"]
     search_fields = ["text_sha256"]

@@ -19,14 +19,51 @@ from django.conf import settings
 
 # Letters and digits, as SQLite's unicode61 tokenizer sees them (underscore separates).
 WORD_RE = re.compile(r"[^\W_]+")
+# An identifier: word characters joined by - _ . / : (nginx.conf, allkeys-lru,
+# ERR_SSL_PROTOCOL_ERROR). Such a term is also matched verbatim for the exact-match boost.
+IDENTIFIER_RE = re.compile(r"^\w+(?:[-_./:]+\w+)+$")
 # A quoted phrase, a -quoted phrase, or a run of non-space characters.
 PIECE_RE = re.compile(r'(-?)"([^"]*)"?|(\S+)')
 
 # Dropped from the optional (OR-ed) terms when the query has other words: they match
 # nearly every passage and only cost time. Kept when they are all the query has.
 STOPWORDS = frozenset(
-    """a an and are as at be but by for from has have in into is it its of on or that the
-    their then there these they this to was were will with""".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "were",
+        "will",
+        "with",
+    ]
 )
 
 
@@ -41,6 +78,8 @@ class ParsedQuery:
     terms: tuple[tuple[str, ...], ...] = ()
     phrases: tuple[tuple[str, ...], ...] = ()
     excluded: tuple[tuple[str, ...], ...] = ()
+    # Quoted phrases and identifiers as typed, for verbatim (exact-match) checks.
+    needles: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -53,7 +92,9 @@ class ParsedQuery:
 
 def tokens(text: str) -> tuple[str, ...]:
     """Case-folded letter/digit runs after NFKC, the way the index tokenises text."""
-    return tuple(m.group(0).casefold() for m in WORD_RE.finditer(unicodedata.normalize("NFKC", text)))
+    return tuple(
+        m.group(0).casefold() for m in WORD_RE.finditer(unicodedata.normalize("NFKC", text))
+    )
 
 
 def clean(raw: str) -> str:
@@ -72,15 +113,21 @@ def parse(raw: str) -> ParsedQuery:
     terms: list[tuple[str, ...]] = []
     phrases: list[tuple[str, ...]] = []
     excluded: list[tuple[str, ...]] = []
+    needles: list[str] = []
     for match in PIECE_RE.finditer(text):
         negated, quoted, bare = match.group(1), match.group(2), match.group(3)
         if bare is not None:
             negated = "-" if bare.startswith("-") and len(bare) > 1 else ""
             group = tokens(bare)
             target = excluded if negated else terms
+            word = bare.strip(".,;:!?()[]{}'")
+            if not negated and IDENTIFIER_RE.match(word) and word not in needles:
+                needles.append(word)
         else:
             group = tokens(quoted)
             target = excluded if negated else phrases
+            if not negated and group and quoted.strip() not in needles:
+                needles.append(" ".join(quoted.split()))
         if group and group not in target:
             target.append(group)
     notes: list[str] = []
@@ -97,5 +144,6 @@ def parse(raw: str) -> ParsedQuery:
         terms=tuple(terms),
         phrases=tuple(phrases),
         excluded=tuple(excluded),
+        needles=tuple(needles),
         notes=tuple(notes),
     )

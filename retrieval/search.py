@@ -1,42 +1,106 @@
 """The search service: the one function the page, the API and the evaluation harness call.
 
-Pipeline (issue 2 scope): parse → eligibility + lexical leg (in SQL, before the limit) →
-hits with provenance. Later stages (dense leg, fusion, rerank) plug in here by `mode`.
+    parse → eligibility (owner, live, head) inside each leg, before its limit
+          → lexical leg (≤256) ‖ dense leg (≤256)
+          → RRF k=60 + exact phrase/identifier boosts + deterministic ties (fusion.py)
+          → rerank of the fused top N (rerank.py; learned by default, toggle per request)
+          → trust rank (trust.py) → hits with their parent block (small-to-big)
+
+If the dense leg cannot run (model missing or corrupt, Chroma down) search answers from
+the lexical leg and says so in `degraded`; passages not yet embedded are counted there too.
+Never raises for bad input: `error` carries the message.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
 from retrieval import lexical
+from retrieval.fusion import FusedHit, LegHit, exact_matches, fuse
 from retrieval.models import Passage
 from retrieval.query import ParsedQuery, QueryError, parse
+from retrieval.rerank import (
+    RERANK_CHOICES,
+    RERANK_TOP_N,
+    Candidate,
+    RerankUnavailable,
+    get_reranker,
+)
+from retrieval.trust import trust_rank
 
-MODES = ("lexical",)
-DEFAULT_MODE = "lexical"
+logger = logging.getLogger("lode.search")
+
+MODES = ("hybrid", "lexical", "semantic")
+DEFAULT_MODE = "hybrid"
+# Modes the evaluation harness measures: (search mode, reranker; None = the configured default).
+EVAL_MODES: dict[str, tuple[str, str | None]] = {
+    "lexical": ("lexical", "off"),
+    "semantic": ("semantic", "off"),
+    "hybrid": ("hybrid", "off"),
+    "hybrid+rerank": ("hybrid", None),
+}
+DENSE_LIMIT = 256
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
+# Internal callers (evaluation, answers) may take the whole fused list.
+MAX_LIMIT = lexical.LEXICAL_LIMIT + DENSE_LIMIT
 
 
-@dataclass(frozen=True)
+@dataclass
 class Hit:
     rank: int  # 1-based position in the final ranking
     passage: Passage
-    score: float
-    score_name: str  # what `score` is: "bm25" or "ts_rank_cd" — never a confidence
+    fused: FusedHit
+    rerank_score: float | None = None
+    rerank_score_name: str = ""
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def parent_text(self) -> str:
+        """Small-to-big: the passage's heading section, for context. The citation stays the
+        passage's own range."""
+        p = self.passage
+        return p.version.body[p.parent_start : p.parent_end]
+
+    @property
+    def score(self) -> float:
+        """The score that decided the rank (see `score_name`)."""
+        if self.rerank_score is not None:
+            return self.rerank_score
+        if self.fused.lexical and not self.fused.dense:
+            return self.fused.lexical.score
+        if self.fused.dense and not self.fused.lexical:
+            return self.fused.dense.score
+        return self.fused.fused_score
+
+    @property
+    def score_name(self) -> str:
+        if self.rerank_score is not None:
+            return self.rerank_score_name
+        if self.fused.lexical and not self.fused.dense:
+            return self.fused.lexical.score_name
+        if self.fused.dense and not self.fused.lexical:
+            return self.fused.dense.score_name
+        return "reciprocal rank fusion"
 
 
 @dataclass
 class SearchResult:
     query: str
     mode: str
+    rerank: str = "off"
     parsed: ParsedQuery | None = None
     hits: list[Hit] = field(default_factory=list)
     error: str = ""
     notes: list[str] = field(default_factory=list)
+    degraded: list[str] = field(default_factory=list)
+    lexical_candidates: int = 0
+    dense_candidates: int = 0
     elapsed_ms: float = 0.0
 
     @property
@@ -44,18 +108,109 @@ class SearchResult:
         return not self.error and (self.parsed is None or self.parsed.is_empty)
 
 
+def _dense_leg(parsed: ParsedQuery, owner_id: int) -> list[LegHit]:
+    """Dense candidates, eligibility-filtered inside Chroma's `where`. Raises the
+    Unavailable errors of the embedding and vector modules."""
+    from retrieval.embeddings import get_embedder
+    from retrieval.vectors import get_vector_store
+
+    vector = get_embedder().embed_query(parsed.raw)
+    hits = get_vector_store().query(vector, owner_id=owner_id, limit=DENSE_LIMIT)
+    return [
+        LegHit(passage_id=h.passage_id, rank=i, score=h.cosine, score_name="cosine")
+        for i, h in enumerate(hits, start=1)
+    ]
+
+
+def _dense_unavailable_errors() -> tuple[type[Exception], ...]:
+    from retrieval.embeddings import EmbeddingUnavailable
+    from retrieval.vectors import VectorStoreUnavailable
+
+    return (EmbeddingUnavailable, VectorStoreUnavailable)
+
+
+def _pending_note(owner_id: int) -> str | None:
+    from retrieval.vectors import pending_count
+
+    pending = pending_count(owner_id)
+    if pending:
+        return (
+            f"{pending:,} passage{'s' if pending != 1 else ''} not yet embedded: "
+            "found by keywords only until the worker catches up."
+        )
+    return None
+
+
+def _lexical_leg(parsed: ParsedQuery, owner_id: int) -> list[LegHit]:
+    return [
+        LegHit(passage_id=h.passage_id, rank=i, score=h.score, score_name=h.score_name)
+        for i, h in enumerate(lexical.backend().search(parsed, owner_id=owner_id), start=1)
+    ]
+
+
+def fused_candidates(
+    parsed: ParsedQuery, *, owner_id: int, mode: str, result: SearchResult
+) -> tuple[list[FusedHit], dict[int, Passage]]:
+    """Both legs, canonical eligibility, exact matches and fusion: everything before rerank.
+
+    Records candidate counts and any degradation on `result`. Also used by the reranker's
+    fitting script, so the model is trained on exactly what search feeds it.
+    """
+    lexical_hits: list[LegHit] = []
+    if mode in ("hybrid", "lexical"):
+        lexical_hits = _lexical_leg(parsed, owner_id)
+    dense_hits: list[LegHit] = []
+    if mode in ("hybrid", "semantic"):
+        try:
+            dense_hits = _dense_leg(parsed, owner_id)
+            note = _pending_note(owner_id)
+            if note:
+                result.degraded.append(note)
+        except _dense_unavailable_errors() as exc:
+            logger.warning("dense leg unavailable: %s", exc)
+            result.degraded.append(f"Semantic search unavailable: {exc}. Showing keyword matches.")
+            if mode == "semantic":
+                lexical_hits = _lexical_leg(parsed, owner_id)
+    result.lexical_candidates, result.dense_candidates = len(lexical_hits), len(dense_hits)
+
+    # Canonical eligibility for every candidate (a vector may outlive its head passage for a
+    # moment, until the worker deletes it), and the rows we need to explain and show hits.
+    ids = {h.passage_id for h in lexical_hits} | {h.passage_id for h in dense_hits}
+    passages = (
+        Passage.objects.filter(
+            pk__in=ids, is_head=True, document__owner_id=owner_id, document__deleted_at__isnull=True
+        )
+        .select_related("document", "version")
+        .in_bulk()
+    )
+    lexical_hits = [h for h in lexical_hits if h.passage_id in passages]
+    dense_hits = [h for h in dense_hits if h.passage_id in passages]
+    exact = {}
+    if parsed.needles:
+        for pid, passage in passages.items():
+            found = exact_matches(parsed.needles, passage.text)
+            if found:
+                exact[pid] = found
+    return fuse(lexical_hits, dense_hits, exact=exact), passages
+
+
 def search(
     *,
     user: AbstractBaseUser,
     query: str,
     mode: str = DEFAULT_MODE,
+    rerank: str | None = None,
     limit: int = DEFAULT_PAGE_SIZE,
 ) -> SearchResult:
-    """Search the passages `user` may see. Never raises for bad input: `error` says why."""
+    """Search the passages `user` may see."""
     started = time.perf_counter()
-    result = SearchResult(query=query, mode=mode)
+    rerank = rerank or settings.LODE_RERANK
+    result = SearchResult(query=query, mode=mode, rerank=rerank)
     if mode not in MODES:
         result.error = f"Unknown search mode {mode!r}; choose one of: {', '.join(MODES)}."
+        return result
+    if rerank not in RERANK_CHOICES:
+        result.error = f"Unknown reranker {rerank!r}; choose one of: {', '.join(RERANK_CHOICES)}."
         return result
     try:
         parsed = parse(query)
@@ -66,15 +221,50 @@ def search(
     result.notes.extend(parsed.notes)
     if parsed.is_empty:
         return result
-    limit = max(1, min(limit, lexical.LEXICAL_LIMIT))
-    legs = lexical.backend().search(parsed, owner_id=user.pk, limit=limit)
-    passages = Passage.objects.select_related("document", "version").in_bulk(
-        [hit.passage_id for hit in legs]
-    )
-    result.hits = [
-        Hit(rank=i, passage=passages[hit.passage_id], score=hit.score, score_name=hit.score_name)
-        for i, hit in enumerate(legs, start=1)
-        if hit.passage_id in passages
+    fused, passages = fused_candidates(parsed, owner_id=user.pk, mode=mode, result=result)
+
+    hits = [
+        Hit(rank=0, passage=passages[f.passage_id], fused=f, reasons=list(f.reasons)) for f in fused
     ]
+    if rerank != "off" and hits:
+        try:
+            reranker = get_reranker(rerank)
+        except RerankUnavailable as exc:
+            result.degraded.append(f"Reranking unavailable: {exc}. Showing fused order.")
+            reranker = None
+        if reranker is not None:
+            head, tail = hits[:RERANK_TOP_N], hits[RERANK_TOP_N:]
+            candidates = [
+                Candidate(
+                    passage_id=h.passage.pk,
+                    title_text=h.passage.title_text,
+                    text=h.passage.text,
+                    position=h.passage.position,
+                    fused=h.fused,
+                )
+                for h in head
+            ]
+            try:
+                scores = reranker.scores(parsed, candidates)
+            except RerankUnavailable as exc:
+                result.degraded.append(f"Reranking unavailable: {exc}. Showing fused order.")
+            else:
+                for h, s in zip(head, scores, strict=True):
+                    h.rerank_score, h.rerank_score_name = s, reranker.score_name
+                    h.reasons.append(f"{reranker.score_name} {s:.4g}")
+                # Exact matches stay first; ties keep the fused order (a stable sort).
+                head.sort(key=lambda h: (not h.fused.exact_matches, -(h.rerank_score or 0.0)))
+                hits = head + tail
+                result.rerank = reranker.name
+    else:
+        result.rerank = "off"
+
+    hits = trust_rank(
+        hits, tier_of=lambda h: h.passage.document.trust_tier, passage_id_of=lambda h: h.passage.pk
+    )
+    limit = max(1, min(limit, MAX_LIMIT))
+    result.hits = hits[:limit]
+    for i, h in enumerate(result.hits, start=1):
+        h.rank = i
     result.elapsed_ms = (time.perf_counter() - started) * 1000
     return result

@@ -69,7 +69,9 @@ def search(query: ParsedQuery, *, owner_id: int, limit: int = LEXICAL_LIMIT) -> 
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, owner_id, limit])
         rows = cursor.fetchall()
-    return [LexicalHit(passage_id=row[0], score=float(row[1]), score_name="ts_rank_cd") for row in rows]
+    return [
+        LexicalHit(passage_id=row[0], score=float(row[1]), score_name="ts_rank_cd") for row in rows
+    ]
 
 
 def floor_search(query: ParsedQuery, *, limit: int = LEXICAL_LIMIT) -> list[tuple[int, float]]:
@@ -88,7 +90,9 @@ def floor_search(query: ParsedQuery, *, limit: int = LEXICAL_LIMIT) -> list[tupl
 
 def indexed_row_count() -> int:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM retrieval_passage WHERE is_head AND search_vector IS NOT NULL")
+        cursor.execute(
+            "SELECT count(*) FROM retrieval_passage WHERE is_head AND search_vector IS NOT NULL"
+        )
         return cursor.fetchone()[0]
 
 

@@ -23,8 +23,7 @@ TITLE_WEIGHT = 3.0
 TEXT_WEIGHT = 1.0
 
 SCHEMA_SQL: list[str] = [
-    f"CREATE VIEW {HEAD_VIEW} AS "
-    "SELECT id, title_text, text FROM retrieval_passage WHERE is_head",
+    f"CREATE VIEW {HEAD_VIEW} AS SELECT id, title_text, text FROM retrieval_passage WHERE is_head",
     f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5("
     f"title_text, text, content='{HEAD_VIEW}', content_rowid='id', tokenize='{TOKENIZER}')",
     f"CREATE TRIGGER {FTS_TABLE}_ai AFTER INSERT ON retrieval_passage WHEN new.is_head BEGIN "

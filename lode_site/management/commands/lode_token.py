@@ -25,8 +25,10 @@ class Command(BaseCommand):
             raise CommandError(f"No user named {username!r}.") from None
         if action == "list":
             for token in ApiToken.objects.filter(user=user).order_by("created_at"):
-                self.stdout.write(f"{token.name}\tcreated {token.created_at:%Y-%m-%d}\t"
-                                  f"last used {token.last_used_at or 'never'}")
+                self.stdout.write(
+                    f"{token.name}\tcreated {token.created_at:%Y-%m-%d}\t"
+                    f"last used {token.last_used_at or 'never'}"
+                )
             return
         if action == "revoke":
             deleted, _ = ApiToken.objects.filter(user=user, name=name).delete()
@@ -36,4 +38,6 @@ class Command(BaseCommand):
             return
         raw = "lode_" + secrets.token_urlsafe(32)
         ApiToken.objects.create(user=user, name=name, digest=token_digest(raw))
-        self.stdout.write(f"{raw}\n(send as `Authorization: Bearer <token>`; it is not shown again)")
+        self.stdout.write(
+            f"{raw}\n(send as `Authorization: Bearer <token>`; it is not shown again)"
+        )

@@ -1,0 +1,255 @@
+"""`manage.py lode_import_markdown DIR [--user NAME]`: import a folder of markdown files as notes.
+
+Each `.md` file becomes one note whose `external_key` is its path relative to DIR, so running
+the import again updates notes in place (a new version when the file changed, nothing when it
+did not) instead of duplicating them. Files lode cannot store faithfully (not UTF-8, over
+`LODE_MAX_NOTE_BYTES`, NUL bytes) are skipped with a reason and the import goes on.
+
+The pieces both import commands share (the user, the per-note upsert, the report) live here
+as plain functions; `lode_load_beir` adds a batched path on top of them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+from markdown_it import MarkdownIt
+from tqdm import tqdm
+
+from notes import services
+from notes.models import Document
+from retrieval.models import Passage
+
+DEFAULT_USER = "eval"
+MAX_KEY_CHARS = 500  # Document.external_key max_length
+MARKDOWN_SUFFIX = ".md"
+
+Outcome = Literal["created", "updated", "unchanged"]
+
+# Block structure only (the inline pass is not needed to find headings); see retrieval/chunking.py.
+_BLOCK_MD = MarkdownIt("commonmark").disable("inline")
+_INLINE_MD = MarkdownIt("commonmark")
+
+
+class Skip(Exception):
+    """A file or record that cannot be imported; the message is the reason shown to the user."""
+
+
+@dataclass
+class ImportStats:
+    """What an import did. `seconds` is wall time of the whole run, reading included."""
+
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, reason)
+    passages: int = 0  # passages written (created and updated notes only)
+    seconds: float = 0.0
+
+    @property
+    def notes(self) -> int:
+        """Notes looked at and kept (created, updated or found unchanged)."""
+        return self.created + self.updated + self.unchanged
+
+    def count(self, outcome: Outcome, passages: int) -> None:
+        setattr(self, outcome, getattr(self, outcome) + 1)
+        self.passages += passages
+
+    def summary(self) -> str:
+        seconds = max(self.seconds, 1e-9)
+        return (
+            f"created {self.created}, updated {self.updated}, unchanged {self.unchanged}, "
+            f"skipped {len(self.skipped)} in {self.seconds:.1f} s "
+            f"({self.notes / seconds:.1f} notes/s); "
+            f"{self.passages} passages written ({self.passages / seconds:.1f} passages/s)"
+        )
+
+
+def ensure_user(username: str) -> AbstractBaseUser:
+    """The user to import for, created with an unusable password if absent.
+
+    The user can never log in with a password until an admin sets one: import and evaluation
+    users are owners of data, not people.
+    """
+    User = get_user_model()
+    user, created = User.objects.get_or_create(**{User.USERNAME_FIELD: username})
+    if created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    return user
+
+
+def clip_title(title: str) -> str:
+    """A note title within `services.MAX_TITLE_CHARS`; the body keeps the full text."""
+    title = " ".join(title.split())
+    if len(title) > services.MAX_TITLE_CHARS:
+        title = title[: services.MAX_TITLE_CHARS - 1].rstrip() + "\u2026"
+    return title
+
+
+def first_heading(text: str) -> str:
+    """Plain text of the first level-1 heading in markdown `text`, or "" if there is none.
+
+    Parsed with markdown-it so a `# comment` inside a code fence is not taken for a title.
+    """
+    tokens = _BLOCK_MD.parse(text)
+    for index, token in enumerate(tokens):
+        if token.type == "heading_open" and token.tag == "h1":
+            inline = tokens[index + 1]
+            parts: list[str] = []
+            for child in _INLINE_MD.parseInline(inline.content)[0].children or ():
+                if child.type in ("text", "code_inline", "image"):
+                    parts.append(child.content)
+                elif child.type in ("softbreak", "hardbreak"):
+                    parts.append(" ")
+            heading = " ".join("".join(parts).split())
+            if heading:
+                return heading
+    return ""
+
+
+def _passage_count(document: Document) -> int:
+    return Passage.objects.filter(version_id=document.head_id).count()
+
+
+def _manual_tags(document: Document) -> tuple[str, ...]:
+    return tuple(
+        document.documenttag_set.filter(from_body=False).values_list("tag__name", flat=True)
+    )
+
+
+def update_existing(
+    document: Document, *, owner: AbstractBaseUser, title: str, body: str
+) -> tuple[Outcome, int]:
+    """Write a new version of `document` if its head differs from (title, body).
+
+    Runs under a row lock, as `services.note_update` does, so two imports cannot both append
+    a version on top of the same head. Must be called inside `transaction.atomic()`.
+    Tags typed by hand are kept; `#hashtags` are re-read from the new body.
+    """
+    locked = (
+        Document.objects.select_for_update(of=("self",)).select_related("head").get(pk=document.pk)
+    )
+    if locked.deleted_at is not None:
+        raise Skip("the note was deleted in lode; restore it to import this file again")
+    head = locked.head
+    if head is not None and head.title == title and head.body == body:
+        return "unchanged", 0
+    version = services.version_create(document=locked, title=title, body=body, user=owner)
+    # `_set_tags` is the service's own tag writer; reusing it keeps imports and edits alike.
+    services._set_tags(locked, manual=_manual_tags(locked), body=body)
+    return "updated", Passage.objects.filter(version=version).count()
+
+
+def upsert_note(
+    *, owner: AbstractBaseUser, external_key: str, title: str, body: str
+) -> tuple[Outcome, int]:
+    """Create the note `external_key` of `owner`, or update it if its content changed.
+
+    Returns the outcome and the number of passages written. Raises `Skip` for content the
+    note services reject.
+    """
+    try:
+        title, body = services.validate_content(title=title, body=body)
+    except ValidationError as exc:
+        raise Skip(" ".join(exc.messages)) from None
+    existing = Document.objects.filter(owner=owner, external_key=external_key).first()
+    if existing is None:
+        document = services.note_create(
+            owner=owner, title=title, body=body, external_key=external_key
+        )
+        return "created", _passage_count(document)
+    with transaction.atomic():
+        return update_existing(existing, owner=owner, title=title, body=body)
+
+
+def markdown_files(root: Path) -> list[Path]:
+    """Every `.md` file under `root`, sorted, without following symlinked directories."""
+    found: list[Path] = []
+    for folder, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames.sort()
+        found.extend(
+            Path(folder) / name for name in filenames if name.lower().endswith(MARKDOWN_SUFFIX)
+        )
+    return sorted(found)
+
+
+def read_markdown(path: Path) -> str:
+    """The text of one markdown file, or `Skip` saying why lode will not store it."""
+    if path.is_symlink():
+        # ADR 0005: a link can point anywhere (outside DIR, at a secret); never follow one.
+        raise Skip("symbolic links are not followed")
+    limit = settings.LODE_MAX_NOTE_BYTES
+    size = path.stat().st_size
+    if size > limit:
+        raise Skip(f"{size:,} bytes is over the {limit:,}-byte note limit")
+    data = path.read_bytes()
+    if len(data) > limit:  # grew since stat()
+        raise Skip(f"{len(data):,} bytes is over the {limit:,}-byte note limit")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Skip(f"not valid UTF-8 (byte {exc.start})") from None
+    if "\x00" in text:
+        raise Skip("contains NUL bytes")
+    return text.removeprefix("\ufeff")  # a BOM is an encoding marker, not content
+
+
+def import_markdown(root: Path, *, owner: AbstractBaseUser, progress: bool = True) -> ImportStats:
+    """Import every markdown file under `root` for `owner`; see the module docstring."""
+    started = time.perf_counter()
+    stats = ImportStats()
+    files = markdown_files(root)
+    for path in tqdm(files, unit="file", file=sys.stderr, disable=not progress):
+        key = path.relative_to(root).as_posix()
+        try:
+            if len(key) > MAX_KEY_CHARS:
+                raise Skip(f"the path is over {MAX_KEY_CHARS} characters")
+            body = read_markdown(path)
+            title = clip_title(first_heading(body) or path.stem)
+            outcome, passages = upsert_note(owner=owner, external_key=key, title=title, body=body)
+        except Skip as exc:
+            stats.skipped.append((key, str(exc)))
+        except OSError as exc:
+            stats.skipped.append((key, f"cannot read: {exc.strerror or exc}"))
+        else:
+            stats.count(outcome, passages)
+    stats.seconds = time.perf_counter() - started
+    return stats
+
+
+def report(command: BaseCommand, stats: ImportStats) -> None:
+    """Skip reasons to stderr, then the one-line summary to stdout."""
+    for name, reason in stats.skipped:
+        command.stderr.write(f"skipped {name}: {reason}")
+    command.stdout.write(stats.summary())
+
+
+class Command(BaseCommand):
+    help = "Import every .md file under DIR (recursively) as a note; re-running updates."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("dir", type=Path, help="folder of markdown files")
+        parser.add_argument(
+            "--user", default=DEFAULT_USER, help=f"owner of the notes (default {DEFAULT_USER})"
+        )
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    def handle(self, *args: object, **options: object) -> None:
+        root = Path(options["dir"])
+        if not root.is_dir():
+            raise CommandError(f"{root} is not a folder")
+        owner = ensure_user(str(options["user"]))
+        stats = import_markdown(root.resolve(), owner=owner, progress=not options["no_progress"])
+        report(self, stats)

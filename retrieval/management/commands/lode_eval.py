@@ -1,0 +1,79 @@
+"""`manage.py lode_eval`: score lode's search on a BEIR dataset (nDCG@10, Recall@100, MRR@10).
+
+Loads the corpus for the evaluation user first when that user has none (through the same
+loader as `lode_load_beir`), then runs every judged query through the search service.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from notes.management.commands.lode_import_markdown import DEFAULT_USER, ensure_user, report
+from notes.management.commands.lode_load_beir import CORPUS_FILE, load_beir
+from retrieval import evaluation, search
+
+
+class Command(BaseCommand):
+    help = "Evaluate search on a BEIR dataset and print nDCG@10, Recall@100, MRR@10, latency."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--corpus-dir", type=Path, required=True, help="holds corpus.jsonl")
+        parser.add_argument("--queries", type=Path, required=True, help="BEIR queries.jsonl")
+        parser.add_argument("--qrels", type=Path, required=True, help="BEIR qrels .tsv")
+        # Read at run time, so modes added to retrieval.search.MODES later are accepted here.
+        parser.add_argument("--mode", default=search.DEFAULT_MODE, choices=search.MODES)
+        parser.add_argument("--json", type=Path, default=None, help="write the report here")
+        parser.add_argument(
+            "--user", default=DEFAULT_USER, help=f"whose notes to search (default {DEFAULT_USER})"
+        )
+        parser.add_argument(
+            "--limit-queries", type=int, default=None, help="evaluate the first N judged queries"
+        )
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    def handle(self, *args: object, **options: object) -> None:
+        mode = str(options["mode"])
+        # call_command(mode=...) bypasses argparse's `choices`; check again here.
+        if mode not in search.MODES:
+            raise CommandError(f"Unknown mode {mode!r}; choose one of: {', '.join(search.MODES)}")
+        corpus_dir = Path(options["corpus_dir"])
+        for path in (corpus_dir / CORPUS_FILE, options["queries"], options["qrels"]):
+            if not Path(path).is_file():
+                raise CommandError(f"{path} does not exist")
+        limit = options["limit_queries"]
+        if limit is not None and limit < 1:
+            raise CommandError("--limit-queries must be at least 1")
+
+        user = ensure_user(str(options["user"]))
+        if not evaluation.has_beir_corpus(user):
+            self.stderr.write(f"Loading {corpus_dir / CORPUS_FILE} for {user.get_username()}")
+            report(self, load_beir(corpus_dir, owner=user, progress=not options["no_progress"]))
+
+        qrels = evaluation.load_qrels(options["qrels"])
+        queries = {
+            qid: text
+            for qid, text in evaluation.load_queries(options["queries"]).items()
+            if qid in qrels
+        }
+        if limit is not None:
+            queries = dict(list(queries.items())[:limit])
+        if not queries:
+            raise CommandError("No query has judgements in the qrels file.")
+
+        result = evaluation.evaluate(user, queries, qrels, mode)
+        self.stdout.write(
+            f"mode {result.mode}, {result.queries} queries, user {user.get_username()}\n"
+            f"nDCG@10     {result.ndcg_at_10:.4f}\n"
+            f"Recall@100  {result.recall_at_100:.4f}\n"
+            f"MRR@10      {result.mrr_at_10:.4f}\n"
+            f"latency ms  p50 {result.latency_p50_ms:.2f}  p95 {result.latency_p95_ms:.2f}"
+        )
+        if result.errors:
+            self.stderr.write(f"{result.errors} queries were refused by the search service")
+        if options["json"] is not None:
+            out = Path(options["json"])
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(result.as_json(), indent=2) + "\n", encoding="utf-8")

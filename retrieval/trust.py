@@ -1,0 +1,43 @@
+"""Trust rank, the last stage of search: how trust and relevance combine.
+
+The rule (also in docs/trust-rank.md): each hit arrives with its relevance position r
+(1 = most relevant, after fusion and rerank). Its trust-adjusted key is
+
+    key = r × (1 + PENALTY[tier])
+
+with PENALTY: note 0, annotation 0.1, current external snapshot 0.25, stale external
+snapshot 0.5, inferred edge 1.0. Hits are ordered by key, then by r, then by passage id.
+
+So trust reorders only near-ties in relevance: a note at position 5 moves ahead of an
+external at position 4 (key 5 < 5), but not ahead of an external at position 2 (key 2.5).
+Externals corroborate; they never override — yet a far more relevant external is not
+buried under a barely relevant note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from notes.models import TrustTier
+
+PENALTY: dict[str, float] = {
+    TrustTier.NOTE: 0.0,
+    TrustTier.ANNOTATION: 0.1,
+    TrustTier.EXTERNAL_CURRENT: 0.25,
+    TrustTier.EXTERNAL_STALE: 0.5,
+    TrustTier.INFERRED: 1.0,
+}
+
+
+def trust_key(relevance_position: int, tier: str) -> float:
+    return relevance_position * (1.0 + PENALTY.get(tier, PENALTY[TrustTier.INFERRED]))
+
+
+def trust_rank[T](items: Sequence[T], *, tier_of, passage_id_of) -> list[T]:
+    """Reorder `items` (given in relevance order) by the trust rule above. Pure."""
+    keyed = [
+        (trust_key(position, tier_of(item)), position, passage_id_of(item), item)
+        for position, item in enumerate(items, start=1)
+    ]
+    keyed.sort(key=lambda row: row[:3])
+    return [row[3] for row in keyed]
