@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,16 +109,58 @@ def run(args: argparse.Namespace) -> int:
     manage("collectstatic", "--noinput", "-v", "0", env=env)
     manage("lode_first_user", "--url", f"http://{args.host}:{args.port}/", env=env)
     say(f"serving lode at http://{args.host}:{args.port}/  (Ctrl-C stops it)")
-    server = subprocess.Popen(
-        [str(VENV_PYTHON), "manage.py", "runserver", f"{args.host}:{args.port}", "--noreload"],
-        cwd=ROOT,
+    say("with the background worker (manage.py db_worker) that embeds saved notes")
+    return supervise(
+        {
+            "web server": [
+                str(VENV_PYTHON),
+                "manage.py",
+                "runserver",
+                f"{args.host}:{args.port}",
+                "--noreload",
+            ],
+            "worker": [str(VENV_PYTHON), "manage.py", "db_worker", "--no-reload"],
+        },
         env=env,
     )
+
+
+def stop_all(children: dict[str, subprocess.Popen[bytes]], grace: float = 10.0) -> None:
+    """Terminate every child still running, then kill any that outlive `grace` seconds."""
+    for child in children.values():
+        if child.poll() is None:
+            child.terminate()
+    deadline = time.monotonic() + grace
+    for child in children.values():
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def supervise(commands: dict[str, list[str]], *, env: dict[str, str]) -> int:
+    """Run `commands` side by side; stop them all on Ctrl-C or as soon as one exits.
+
+    A silently dead worker would leave dense search stale with no visible sign, so either
+    process dying stops both and the exit code says which failed.
+    """
+    children: dict[str, subprocess.Popen[bytes]] = {}
     try:
-        return server.wait()
+        for name, command in commands.items():
+            children[name] = subprocess.Popen(command, cwd=ROOT, env=env)
+        while True:
+            for name, child in children.items():
+                code = child.poll()
+                if code is not None:
+                    say(f"the {name} exited (code {code}); stopping lode")
+                    stop_all(children)
+                    return code or 1
+            time.sleep(0.5)
     except KeyboardInterrupt:
-        server.terminate()
-        return server.wait()
+        say("stopping lode")
+        stop_all(children)
+        return 0
 
 
 def test(args: argparse.Namespace, extra: list[str]) -> int:

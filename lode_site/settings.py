@@ -12,6 +12,9 @@ DATA_DIR = env.data_dir(BASE_DIR)
 
 # Models must never be fetched at run time (see ../shared/MODELS.md).
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# One BLAS thread: onnxruntime keeps its own pool, and two pools on 2 cores roughly double
+# query latency (MODELS.md). Must be set before numpy is first imported.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 SECRET_KEY = env.secret_key(DATA_DIR)
 DEBUG = env.env_bool("DEBUG", False)
@@ -31,6 +34,9 @@ INSTALLED_APPS = [
     "notes",
     "externals",
     "retrieval",
+    # After "retrieval" on purpose: retrieval's `db_worker` (which first queues a sweep for
+    # vector work a killed worker left behind) must shadow the stock command.
+    "django_tasks_db",
 ]
 
 MIDDLEWARE = [
@@ -83,6 +89,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns on every request when it is missing
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
@@ -97,6 +104,27 @@ LODE_MAX_QUERY_CHARS = env.env_int("LODE_MAX_QUERY_CHARS", 1000, minimum=16)
 # Chunking (retrieval/chunking.py): passage size bound in words and overlap between windows.
 LODE_CHUNK_MAX_WORDS = env.env_int("LODE_CHUNK_MAX_WORDS", 200, minimum=20)
 LODE_CHUNK_OVERLAP_WORDS = env.env_int("LODE_CHUNK_OVERLAP_WORDS", 20, minimum=0)
+
+# Background work (Django tasks): the database-backed queue run by `manage.py db_worker`.
+# LODE_TASKS_BACKEND=django.tasks.backends.immediate.ImmediateBackend runs tasks inline instead.
+TASKS = {
+    "default": {
+        "BACKEND": env.env_str("LODE_TASKS_BACKEND", "django_tasks_db.DatabaseBackend"),
+    }
+}
+
+# Dense retrieval (retrieval/embeddings.py, retrieval/vectors.py; see ../shared/MODELS.md).
+# LODE_MODEL_DIR: a ready model folder to use as-is; empty means assemble one into
+# <data>/models/ from the pinned model packages.
+LODE_MODEL_DIR = env.env_str("LODE_MODEL_DIR", "").strip()
+# CHROMA_URL (e.g. http://127.0.0.1:8001) selects a Chroma server; empty means the embedded
+# PersistentClient at LODE_CHROMA_PATH.
+CHROMA_URL = env.env_str("CHROMA_URL", "").strip()
+LODE_CHROMA_PATH = DATA_DIR / "chroma"
+# Collection names are <prefix>_<manifest key>, so several lode instances can share a server.
+LODE_CHROMA_COLLECTION_PREFIX = env.env_str("LODE_CHROMA_COLLECTION_PREFIX", "lode")
+# Upper bound on one Chroma server request, so a dead server degrades search quickly.
+LODE_CHROMA_TIMEOUT_SECONDS = env.env_int("LODE_CHROMA_TIMEOUT_SECONDS", 5, minimum=1)
 
 LOGGING = {
     "version": 1,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.http import HttpRequest
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
 from notes import selectors, services
@@ -100,7 +100,7 @@ def create_note(request: HttpRequest, payload: NoteIn):
     note = services.note_create(
         owner=request.auth, title=payload.title, body=payload.body, tags=payload.tags
     )
-    return 201, _note_out(note)
+    return Status(201, _note_out(note))
 
 
 @router.get("/{note_id}", response=NoteOut)
@@ -121,20 +121,23 @@ def update_note(request: HttpRequest, note_id: int, payload: NoteUpdateIn):
             tags=payload.tags,
         )
     except services.EditConflict as exc:
-        return 409, ConflictOut(
-            detail=str(exc),
-            base_version=_summary(exc.base),
-            head_version=_summary(exc.head),
-            head_title=exc.head.title,
-            head_body=exc.head.body,
+        return Status(
+            409,
+            ConflictOut(
+                detail=str(exc),
+                base_version=_summary(exc.base),
+                head_version=_summary(exc.head),
+                head_title=exc.head.title,
+                head_body=exc.head.body,
+            ),
         )
-    return 200, _note_out(_get(request, note_id))
+    return Status(200, _note_out(_get(request, note_id)))
 
 
 @router.delete("/{note_id}", response={204: None})
 def delete_note(request: HttpRequest, note_id: int):
     services.note_delete(document=_get(request, note_id), user=request.auth)
-    return 204, None
+    return Status(204, None)
 
 
 @router.get("/{note_id}/versions", response=list[VersionSummary])

@@ -29,6 +29,8 @@ TAG_RE = re.compile(r"^[^\W_][\w-]*$")
 # `#tag` not preceded by a word char, `&` (entities), `/` (URL fragments) or another `#`,
 # starting with a letter so that `#1` (issue numbers) and markdown headings (`# Title`) don't count.
 HASHTAG_RE = re.compile(r"(?<![\w&/#])#([^\W\d_][\w-]{0,99})")
+# Markdown link destinations: `[setup](#setup-steps)` is an anchor, not a tag.
+LINK_DEST_RE = re.compile(r"\]\([^)]*\)")
 CODE_RE = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]*`", re.DOTALL)
 
 
@@ -73,7 +75,7 @@ def parse_tags(raw: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
 
 def hashtags(body: str) -> tuple[str, ...]:
     """`#hashtags` in a note body, outside code spans and fences."""
-    prose = CODE_RE.sub(" ", body)
+    prose = LINK_DEST_RE.sub(" ", CODE_RE.sub(" ", body))
     found: list[str] = []
     for match in HASHTAG_RE.finditer(prose):
         name = match.group(1).rstrip("-").casefold()

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.http import HttpRequest
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 
 from retrieval.search import DEFAULT_MODE, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Hit, search
 
@@ -135,4 +135,4 @@ def search_endpoint(
         elapsed_ms=result.elapsed_ms,
         hits=[hit_out(hit) for hit in result.hits],
     )
-    return (400 if result.error else 200), body
+    return Status(400 if result.error else 200, body)

@@ -337,7 +337,7 @@ def _windows(
         high = min(prev + max_words, total - (n - k))
         target = k * size
         best = min(high, max(low, math.floor(target + 0.5)))
-        best_distance = math.inf
+        best_distance = math.inf  # no sentence end found yet: fall back to the target
         # A cut at c means word c - 1 closes the previous window.
         for cut in range(
             max(low, math.ceil(target - tolerance)), 1 + min(high, int(target + tolerance))
@@ -347,7 +347,7 @@ def _windows(
         cuts.append(best)
     cuts.append(total)
 
-    windows = []
+    windows: list[tuple[int, int]] = []
     for k in range(n):
         first = max(0, cuts[k] - overlap) if k else 0
         windows.append((words[first][0], words[cuts[k + 1] - 1][1]))

@@ -13,6 +13,7 @@ from django.conf import settings
 from notes.models import Document, Version
 from retrieval.chunking import chunk_markdown
 from retrieval.models import Passage
+from retrieval.tasks import enqueue_document_sync_on_commit
 
 
 def sha256_text(text: str) -> str:
@@ -68,9 +69,12 @@ def index_new_head(document: Document, version: Version) -> int:
     Passage.objects.filter(document=document, is_head=True).exclude(version=version).update(
         is_head=False
     )
+    # Vectors are derived asynchronously: the worker embeds the new head after commit.
+    enqueue_document_sync_on_commit(document.pk)
     return len(passages)
 
 
 def unindex_document(document: Document) -> None:
     """Remove every passage of `document` from the head set (soft delete)."""
     Passage.objects.filter(document=document, is_head=True).update(is_head=False)
+    enqueue_document_sync_on_commit(document.pk)  # the worker deletes its vectors

@@ -42,3 +42,53 @@ class Passage(models.Model):
 
     def __str__(self) -> str:
         return f"passage {self.id} of version {self.version_id}"
+
+
+class PassageVector(models.Model):
+    """Canonical record that passage P has a vector in the Chroma collection of manifest K.
+
+    Written only after the Chroma upsert succeeded, so a crash in between just re-embeds
+    (the upsert is idempotent by passage id). `input_sha256` hashes the exact text that was
+    embedded (title + passage text); an equal input under the same manifest reuses the vector
+    instead of re-embedding. The passage link has no database constraint on purpose: if a
+    passage row is ever hard-deleted, this record survives so the sync can still remove
+    its vector from Chroma.
+    """
+
+    passage = models.ForeignKey(
+        Passage,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="vectors",
+    )
+    manifest_key = models.CharField(max_length=32)
+    text_sha256 = models.CharField(max_length=64)
+    input_sha256 = models.CharField(max_length=64)
+    embedded_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["passage", "manifest_key"], name="passage_vector_unique_per_manifest"
+            )
+        ]
+        indexes = [models.Index(fields=["manifest_key", "input_sha256"])]
+
+    def __str__(self) -> str:
+        return f"vector of passage {self.passage_id} ({self.manifest_key})"
+
+
+class VectorIndexState(models.Model):
+    """The one row (pk=1) saying which manifest's collection queries read.
+
+    `active_key` changes only when `lode_reindex_vectors` has embedded every head passage
+    under the new manifest, so a query never mixes two models' vectors.
+    """
+
+    active_key = models.CharField(max_length=32)
+    active_manifest = models.JSONField(default=dict)
+    building_key = models.CharField(max_length=32, blank=True, default="")
+    switched_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"vector index {self.active_key}"

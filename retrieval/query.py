@@ -74,6 +74,8 @@ class QueryError(ValueError):
 @dataclass(frozen=True)
 class ParsedQuery:
     raw: str
+    # The query with control characters and lone surrogates removed: what models may see.
+    text: str = ""
     # Each optional term is a tuple of tokens: one token, or several that must be adjacent.
     terms: tuple[tuple[str, ...], ...] = ()
     phrases: tuple[tuple[str, ...], ...] = ()
@@ -98,7 +100,8 @@ def tokens(text: str) -> tuple[str, ...]:
 
 
 def clean(raw: str) -> str:
-    """Drop control characters (NUL and friends) that no passage can match."""
+    """Replace control characters (NUL and friends), lone surrogates and other unprintable
+    code points with spaces: no passage can match them and models choke on some."""
     return "".join(ch if ch.isprintable() or ch in " \t" else " " for ch in raw)
 
 
@@ -109,7 +112,7 @@ def parse(raw: str) -> ParsedQuery:
         raise QueryError(f"The query is {len(raw):,} characters long; the limit is {limit:,}.")
     text = clean(raw).strip()
     if not text:
-        return ParsedQuery(raw=raw)
+        return ParsedQuery(raw=raw, text=text)
     terms: list[tuple[str, ...]] = []
     phrases: list[tuple[str, ...]] = []
     excluded: list[tuple[str, ...]] = []
@@ -126,8 +129,9 @@ def parse(raw: str) -> ParsedQuery:
         else:
             group = tokens(quoted)
             target = excluded if negated else phrases
-            if not negated and group and quoted.strip() not in needles:
-                needles.append(" ".join(quoted.split()))
+            phrase = " ".join(quoted.split())
+            if not negated and group and phrase not in needles:
+                needles.append(phrase)
         if group and group not in target:
             target.append(group)
     notes: list[str] = []
@@ -141,6 +145,7 @@ def parse(raw: str) -> ParsedQuery:
         raise QueryError("The query has no letters or digits to search for.")
     return ParsedQuery(
         raw=raw,
+        text=text,
         terms=tuple(terms),
         phrases=tuple(phrases),
         excluded=tuple(excluded),

@@ -196,17 +196,26 @@ class LinearModel:
 
     @classmethod
     def from_file(cls, path: Path) -> LinearModel:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if tuple(data["feature_names"]) != FEATURE_NAMES:
+        """Load weights; any damage (unreadable, truncated, wrong shape) is RerankUnavailable,
+        so search degrades to fused order instead of failing."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            names = tuple(data["feature_names"])
+            arrays = [np.asarray(data[k], dtype=np.float64) for k in ("mean", "scale", "weights")]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            reason = exc.__class__.__name__
+            raise RerankUnavailable(f"{path.name} is unreadable ({reason})") from exc
+        if names != FEATURE_NAMES:
             raise RerankUnavailable(
                 f"{path.name} was fitted on other features; re-run retrieval/training/fit_rerank.py"
             )
-        return cls(
-            feature_names=tuple(data["feature_names"]),
-            mean=np.asarray(data["mean"], dtype=np.float64),
-            scale=np.asarray(data["scale"], dtype=np.float64),
-            weights=np.asarray(data["weights"], dtype=np.float64),
-        )
+        width = len(FEATURE_NAMES)
+        if any(a.shape != (width,) or not np.all(np.isfinite(a)) for a in arrays) or np.any(
+            arrays[1] <= 0
+        ):
+            raise RerankUnavailable(f"{path.name} has weights of the wrong shape or value")
+        mean, scale, weights = arrays
+        return cls(feature_names=names, mean=mean, scale=scale, weights=weights)
 
 
 class LearnedReranker:
@@ -258,7 +267,7 @@ class CrossEncoderReranker:
         model = self._load()
         documents = [c.text for c in candidates]
         try:
-            return [float(s) for s in model.rerank(query.raw, documents, batch_size=32)]
+            return [float(s) for s in model.rerank(query.text, documents, batch_size=32)]
         except Exception as exc:
             raise RerankUnavailable(f"cross-encoder failed: {exc}") from exc
 

@@ -114,7 +114,7 @@ def _dense_leg(parsed: ParsedQuery, owner_id: int) -> list[LegHit]:
     from retrieval.embeddings import get_embedder
     from retrieval.vectors import get_vector_store
 
-    vector = get_embedder().embed_query(parsed.raw)
+    vector = get_embedder().embed_query(parsed.text)
     hits = get_vector_store().query(vector, owner_id=owner_id, limit=DENSE_LIMIT)
     return [
         LegHit(passage_id=h.passage_id, rank=i, score=h.cosine, score_name="cosine")
@@ -176,13 +176,13 @@ def fused_candidates(
     # Canonical eligibility for every candidate (a vector may outlive its head passage for a
     # moment, until the worker deletes it), and the rows we need to explain and show hits.
     ids = {h.passage_id for h in lexical_hits} | {h.passage_id for h in dense_hits}
-    passages = (
-        Passage.objects.filter(
-            pk__in=ids, is_head=True, document__owner_id=owner_id, document__deleted_at__isnull=True
-        )
-        .select_related("document", "version")
-        .in_bulk()
-    )
+    # Fetched by primary key and checked here: letting SQL filter on the owner as well makes
+    # SQLite walk every document of the owner instead of the few hundred candidate rows.
+    passages = {
+        pid: p
+        for pid, p in Passage.objects.select_related("document", "version").in_bulk(ids).items()
+        if p.is_head and p.document.owner_id == owner_id and p.document.deleted_at is None
+    }
     lexical_hits = [h for h in lexical_hits if h.passage_id in passages]
     dense_hits = [h for h in dense_hits if h.passage_id in passages]
     exact = {}
@@ -205,7 +205,8 @@ def search(
     """Search the passages `user` may see."""
     started = time.perf_counter()
     rerank = rerank or settings.LODE_RERANK
-    result = SearchResult(query=query, mode=mode, rerank=rerank)
+    # `result.rerank` names the reranker that actually ran; it stays "off" if none could.
+    result = SearchResult(query=query, mode=mode, rerank="off")
     if mode not in MODES:
         result.error = f"Unknown search mode {mode!r}; choose one of: {', '.join(MODES)}."
         return result
@@ -256,8 +257,6 @@ def search(
                 head.sort(key=lambda h: (not h.fused.exact_matches, -(h.rerank_score or 0.0)))
                 hits = head + tail
                 result.rerank = reranker.name
-    else:
-        result.rerank = "off"
 
     hits = trust_rank(
         hits, tier_of=lambda h: h.passage.document.trust_tier, passage_id_of=lambda h: h.passage.pk

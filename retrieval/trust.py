@@ -9,7 +9,7 @@ with PENALTY: note 0, annotation 0.1, current external snapshot 0.25, stale exte
 snapshot 0.5, inferred edge 1.0. Hits are ordered by key, then by r, then by passage id.
 
 So trust reorders only near-ties in relevance: a note at position 5 moves ahead of an
-external at position 4 (key 5 < 5), but not ahead of an external at position 2 (key 2.5).
+external (stale) at position 4 (key 5 < 6), but not ahead of an external at position 2 (key 2.5).
 Externals corroborate; they never override — yet a far more relevant external is not
 buried under a barely relevant note.
 """

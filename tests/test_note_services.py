@@ -305,6 +305,7 @@ def test_tag_list_input_is_accepted(alice):
         ("#Heading-without-space is a tag", {"heading-without-space"}),
         ("entity &#123; and &#x41; and &amp;", set()),
         ("see https://example.com/page#section and http://x.org/#frag", set()),
+        ("jump to [the setup](#setup-steps) below", set()),
         ("issue #123 is numeric", set()),
         ("double ##hash not a tag", set()),
         ("word#inside no tag", set()),

@@ -14,12 +14,18 @@ from django.db import connection
 from retrieval.lexical import LEXICAL_LIMIT, LexicalHit
 from retrieval.query import ParsedQuery
 
-CONFIG = "english"
+# `english` stemming with accents folded first (like FTS5's remove_diacritics), so "cafe"
+# finds "café". Creating the unaccent extension needs a role allowed to create extensions.
+CONFIG = "lode_english"
 INDEX_NAME = "retrieval_passage_search_gin"
 # ts_rank_cd weights for {D, C, B, A}: title (A) counts three times the body (B).
 RANK_WEIGHTS = "{0.1, 0.2, 0.33, 1.0}"
 
 SCHEMA_SQL: list[str] = [
+    "CREATE EXTENSION IF NOT EXISTS unaccent",
+    f"CREATE TEXT SEARCH CONFIGURATION {CONFIG} (COPY = english)",
+    f"ALTER TEXT SEARCH CONFIGURATION {CONFIG} "
+    "ALTER MAPPING FOR hword, hword_part, word WITH unaccent, english_stem",
     "ALTER TABLE retrieval_passage ADD COLUMN search_vector tsvector GENERATED ALWAYS AS ("
     f"setweight(to_tsvector('{CONFIG}'::regconfig, coalesce(title_text, '')), 'A') || "
     f"setweight(to_tsvector('{CONFIG}'::regconfig, coalesce(text, '')), 'B')) STORED",
@@ -29,6 +35,7 @@ SCHEMA_SQL: list[str] = [
 DROP_SQL: list[str] = [
     f"DROP INDEX IF EXISTS {INDEX_NAME}",
     "ALTER TABLE retrieval_passage DROP COLUMN IF EXISTS search_vector",
+    f"DROP TEXT SEARCH CONFIGURATION IF EXISTS {CONFIG}",
 ]
 
 

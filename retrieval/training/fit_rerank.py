@@ -208,7 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:<16} {weight:+.3f}")
     model = LinearModel(feature_names=FEATURE_NAMES, mean=mean, scale=scale, weights=w)
     out = args.out or str(LEARNED_MODEL_FILE)
-    with open(out, "w", encoding="utf-8") as handle:
+    # Written beside the target and renamed over it, so a running lode never reads half a file.
+    partial = out + ".partial"
+    with open(partial, "w", encoding="utf-8") as handle:
         handle.write(
             model.to_json(
                 fitted_at=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -223,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             + "\n"
         )
+    os.replace(partial, out)
     print(f"wrote {out}")
     return 0
 

@@ -1,0 +1,68 @@
+"""Shared set-up for the benchmarks: a fresh database per backend, and the paths they use.
+
+Benchmarks are scripts, not tests: they load the full SciFact corpus and print figures.
+Every run starts from an empty database so the numbers do not depend on leftovers.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+# Before anything can import numpy/onnxruntime: one BLAS thread keeps timings comparable.
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+ROOT = Path(__file__).resolve().parent.parent
+SCIFACT = Path(os.environ.get("LODE_BENCH_SCIFACT", "/work/shared/data/scifact"))
+PG_SERVER = os.environ.get("LODE_BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+BACKENDS = ("sqlite", "postgres")
+
+
+def recreate_pg_database(name: str) -> str:
+    """Drop and create the scratch database `name`; returns its DATABASE_URL."""
+    import psycopg
+
+    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return f"{PG_SERVER}/{name}"
+
+
+def drop_pg_database(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def fresh_environment(db: str, pg_name: str, keep: bool = False) -> Iterator[dict[str, str]]:
+    """Environment variables for a brand-new lode database on `db` ("sqlite" or "postgres").
+
+    SQLite: a temporary LODE_DATA_DIR (the database file lives there). PostgreSQL: the scratch
+    database `pg_name`, dropped and recreated, with a temporary data folder for the secret key.
+    Both are removed afterwards unless `keep`.
+    """
+    if db not in BACKENDS:
+        raise ValueError(f"unknown backend {db!r}; choose from {BACKENDS}")
+    data_dir = tempfile.mkdtemp(prefix=f"lode-bench-{db}-")
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DATABASE_URL", "LODE_DATA_DIR")
+    }
+    env.update(LODE_DATA_DIR=data_dir, OPENBLAS_NUM_THREADS="1")
+    if db == "postgres":
+        env["DATABASE_URL"] = recreate_pg_database(pg_name)
+    try:
+        yield env
+    finally:
+        if not keep:
+            if db == "postgres":
+                drop_pg_database(pg_name)
+            for path in sorted(Path(data_dir).rglob("*"), reverse=True):
+                path.rmdir() if path.is_dir() else path.unlink()
+            Path(data_dir).rmdir()

@@ -1,0 +1,197 @@
+"""The embedding provider: model folder assembly and verification, and the vectors it makes.
+
+The real model is loaded once per test session (`get_embedder` caches it per process);
+folder tests work on copies in `tmp_path` and never load a second model.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retrieval import embeddings
+from retrieval.embeddings import (
+    DIMENSION,
+    MODEL_FILE,
+    TOKENIZER_FILES,
+    EmbeddingUnavailable,
+    assemble_model_folder,
+    folder_problem,
+    get_embedder,
+    length_order,
+    passage_input,
+    verify_model_folder,
+)
+from retrieval.models import Passage
+
+
+@pytest.fixture(scope="session")
+def embedder() -> embeddings.Embedder:
+    return get_embedder()
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    return assemble_model_folder(tmp_path / "model")
+
+
+def flip_bytes(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    for i in range(offset, offset + 16):
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+# --- the folder --------------------------------------------------------------------------
+
+
+def test_assembled_folder_holds_the_pinned_model(folder: Path) -> None:
+    assert verify_model_folder(folder) is None
+    assert sorted(p.name for p in folder.iterdir()) == sorted([MODEL_FILE, *TOKENIZER_FILES])
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    assert config["model_max_length"] == 256
+    assert embeddings.sha256_file(folder / MODEL_FILE) == embeddings.expected_sha256()
+
+
+def test_assembly_is_idempotent(folder: Path) -> None:
+    before = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in folder.iterdir()}
+    assert assemble_model_folder(folder) == folder
+    after = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in folder.iterdir()}
+    assert after == before  # a verified folder is left untouched
+    assert not list(folder.parent.glob(".model.*.tmp"))  # no temporary folder left behind
+
+
+def test_corrupted_model_is_detected_and_reassembly_repairs_it(settings, folder: Path) -> None:
+    flip_bytes(folder / MODEL_FILE, offset=1_000_000)
+    assert folder_problem(folder) == "model file hash mismatch"
+    settings.LODE_MODEL_DIR = str(folder)
+    with pytest.raises(EmbeddingUnavailable, match=r"^model file hash mismatch$"):
+        get_embedder()
+
+    assemble_model_folder(folder)
+    assert folder_problem(folder) is None
+
+
+def test_truncated_model_and_lost_tokenizer_file_are_detected(folder: Path) -> None:
+    (folder / "special_tokens_map.json").unlink()
+    assert folder_problem(folder) == "tokenizer file missing (special_tokens_map.json)"
+    assemble_model_folder(folder)
+    model = folder / MODEL_FILE
+    model.write_bytes(model.read_bytes()[: 1 << 20])  # a copy cut short
+    assert folder_problem(folder) == "model file hash mismatch"
+
+
+def test_wrong_max_length_is_detected(folder: Path) -> None:
+    config_path = folder / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**config, "model_max_length": 512}))
+    assert folder_problem(folder) == "tokenizer config has model_max_length 512"
+
+
+def test_crash_mid_copy_leaves_no_folder_that_passes(monkeypatch, tmp_path: Path) -> None:
+    real_copy = embeddings._copy_synced
+
+    def copy_then_crash(source: Path, target: Path) -> None:
+        real_copy(source, target)
+        if target.name == "tokenizer.json":
+            raise OSError("disk full")
+
+    monkeypatch.setattr(embeddings, "_copy_synced", copy_then_crash)
+    target = tmp_path / "model"
+    with pytest.raises(EmbeddingUnavailable, match="cannot be written"):
+        assemble_model_folder(target)
+    assert not target.exists()
+    assert list(tmp_path.iterdir()) == []  # the staging copy was removed too
+
+    monkeypatch.undo()
+    assemble_model_folder(target)
+    assert folder_problem(target) is None
+
+
+def test_missing_model_folder_raises_quickly(settings, tmp_path: Path) -> None:
+    settings.LODE_MODEL_DIR = str(tmp_path / "absent")
+    started = time.perf_counter()
+    with pytest.raises(EmbeddingUnavailable, match=r"^model folder missing$"):
+        get_embedder()
+    with pytest.raises(EmbeddingUnavailable, match=r"^model folder missing$"):
+        get_embedder()  # remembered: no second probe
+    assert time.perf_counter() - started < 1.0
+    assert not (tmp_path / "absent").exists()  # an explicit folder is never assembled
+
+
+# --- the manifest and inputs -------------------------------------------------------------
+
+
+def test_manifest_key_is_stable_and_covers_every_field() -> None:
+    manifest = embeddings.current_manifest()
+    assert manifest.key == embeddings.current_manifest().key
+    assert len(manifest.key) == 16
+    assert manifest.dimension == DIMENSION
+    assert manifest.model_sha256 == embeddings.expected_sha256()
+    for change in (
+        {"model_id": "other/model"},
+        {"dimension": 768},
+        {"model_sha256": "0" * 64},
+        {"passage_template": "{text}"},
+        {"query_template": "query: {text}"},
+    ):
+        assert replace(manifest, **change).key != manifest.key
+
+
+def test_passage_input_prepends_the_title() -> None:
+    passage = Passage(title_text="Deploy runbook \u203a Redis", text="Set maxmemory-policy.")
+    assert passage_input(passage) == "Deploy runbook \u203a Redis\nSet maxmemory-policy."
+
+
+def test_length_order_is_longest_first_and_stable() -> None:
+    assert length_order(["aa", "b", "cccc", "dd"]) == [2, 0, 3, 1]
+    assert length_order([]) == []
+
+
+# --- the vectors -------------------------------------------------------------------------
+
+
+def test_vectors_are_normalised_384_d_float32(embedder) -> None:
+    query = embedder.embed_query("How do I rotate TLS certificates?")
+    assert query.shape == (DIMENSION,)
+    assert query.dtype == np.float32
+    assert np.linalg.norm(query) == pytest.approx(1.0, abs=1e-4)
+    passages = embedder.embed_passages(["one", "two words", "three words here"])
+    assert passages.shape == (3, DIMENSION)
+    assert passages.dtype == np.float32
+    assert np.linalg.norm(passages, axis=1) == pytest.approx(np.ones(3), abs=1e-4)
+    assert embedder.embed_passages([]).shape == (0, DIMENSION)
+
+
+def test_similar_texts_score_higher_than_unrelated_ones(embedder) -> None:
+    query = embedder.embed_query("how to renew the staging TLS certificates")
+    related, unrelated = embedder.embed_passages(
+        [
+            "Deploy\nRotate the staging certs with certbot before Friday.",
+            "Cooking\nBake the sourdough loaf at 220 degrees for forty minutes.",
+        ]
+    )
+    assert cosine(query, related) > cosine(query, unrelated) + 0.2
+
+
+def test_passages_come_back_in_input_order(embedder) -> None:
+    texts = [
+        "short",
+        "a much longer passage about database replication and failover " * 8,
+        "medium length text about cats",
+    ]
+    together = embedder.embed_passages(texts)
+    for text, row in zip(texts, together, strict=True):
+        alone = embedder.embed_passages([text])[0]
+        assert cosine(alone, row) > 0.999  # same text, same vector, whatever the batch
+    # The model is symmetric: a query embeds exactly like a passage with the same text.
+    assert cosine(embedder.embed_query("short"), together[0]) > 0.999

@@ -1,0 +1,403 @@
+"""The vector store on Chroma: eligibility inside the search, round trips, failure modes.
+
+Every store test runs twice: against the embedded `PersistentClient` and against a real
+Chroma server (`chroma run`, started once for this module) through `HttpClient`. Each test
+gets its own folder and collection prefix, so tests never see each other's vectors.
+Vectors here are synthetic (exact geometry, no model needed); the model is covered in
+test_embeddings.py and the sync in test_worker.py.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from django.contrib.auth.models import User
+
+from notes import services
+from notes.models import Document
+from retrieval import vectors
+from retrieval.embeddings import DIMENSION
+from retrieval.models import Passage, VectorIndexState
+from retrieval.vectors import (
+    VectorHit,
+    VectorStoreUnavailable,
+    eligibility_where,
+    get_vector_store,
+    hits_from_result,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMA = ROOT / ".venv" / "bin" / "chroma"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def chroma_server(tmp_path_factory) -> Iterator[str]:
+    """A real Chroma server on a free loopback port, for the whole module."""
+    port = free_port()
+    folder = tmp_path_factory.mktemp("chroma-server")
+    log = (folder / "server.log").open("wb")
+    server = subprocess.Popen(
+        [
+            str(CHROMA),
+            "run",
+            "--path",
+            str(folder / "data"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/api/v2/heartbeat", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"chroma run did not start: {(folder / 'server.log').read_text()}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+@pytest.fixture(params=["embedded", "server"])
+def store_mode(request, settings, tmp_path) -> Iterator[str]:
+    """Point the vector store at a fresh embedded folder or at the module's server."""
+    settings.LODE_CHROMA_COLLECTION_PREFIX = f"t{uuid.uuid4().hex[:10]}"
+    settings.LODE_CHROMA_PATH = tmp_path / "chroma"
+    settings.CHROMA_URL = (
+        request.getfixturevalue("chroma_server") if request.param == "server" else ""
+    )
+    yield request.param
+    vectors.reset_vector_stores()
+
+
+def unit(seed: int) -> np.ndarray:
+    vector = np.random.default_rng(seed).standard_normal(DIMENSION).astype(np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def toward(base: np.ndarray, other: np.ndarray, cosine: float) -> np.ndarray:
+    """A unit vector with the given cosine to `base` (`other` supplies the direction)."""
+    orthogonal = other - np.dot(other, base) * base
+    orthogonal /= np.linalg.norm(orthogonal)
+    return (cosine * base + np.sqrt(1 - cosine**2) * orthogonal).astype(np.float32)
+
+
+def note_with_sections(owner: User, title: str, count: int) -> Document:
+    body = "\n\n".join(f"## Part {i}\n\n{title} paragraph number {i}." for i in range(count))
+    return services.note_create(owner=owner, title=title, body=body)
+
+
+def head(document: Document) -> list[Passage]:
+    return list(
+        Passage.objects.filter(document=document, is_head=True)
+        .select_related("document", "version")
+        .order_by("position")
+    )
+
+
+def store():
+    return get_vector_store()
+
+
+# --- pure helpers ------------------------------------------------------------------------
+
+
+def test_eligibility_where_ands_the_owner_with_every_filter() -> None:
+    assert eligibility_where(7) == {"owner": {"$eq": 7}}
+    assert eligibility_where(7, {"kind": "note", "created": {"$gte": 10}}) == {
+        "$and": [{"owner": {"$eq": 7}}, {"kind": "note"}, {"created": {"$gte": 10}}]
+    }
+
+
+def test_hits_are_cosine_best_first_with_ties_by_id() -> None:
+    hits = hits_from_result(["5", "3", "9", "4"], [0.1, 0.1, 0.5, 0.0], exclude={9}, limit=3)
+    assert hits == [
+        VectorHit(passage_id=4, cosine=1.0),
+        VectorHit(passage_id=3, cosine=pytest.approx(0.9)),
+        VectorHit(passage_id=5, cosine=pytest.approx(0.9)),
+    ]
+
+
+# --- the store, on both Chroma modes ------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_upsert_query_get_delete_round_trip(store_mode, alice) -> None:
+    document = note_with_sections(alice, "Runbook", 3)
+    passages = head(document)
+    matrix = np.stack([unit(i) for i in range(3)])
+    target = store()
+    target.upsert(passages, matrix)
+    assert target.count() == 3
+
+    hits = target.query(matrix[1], owner_id=alice.pk, limit=3)
+    assert hits[0] == VectorHit(passage_id=passages[1].pk, cosine=pytest.approx(1.0, abs=1e-5))
+    assert [h.cosine for h in hits] == sorted((h.cosine for h in hits), reverse=True)
+
+    stored = target.get_embeddings([p.pk for p in passages] + [10**9])
+    assert set(stored) == {p.pk for p in passages}
+    assert np.allclose(stored[passages[2].pk], matrix[2], atol=1e-6)
+
+    target.upsert(passages[:1], matrix[:1])  # idempotent by passage id
+    assert target.count() == 3
+    assert sorted(target.ids()) == sorted(p.pk for p in passages)
+
+    target.delete([passages[0].pk, 10**9])
+    assert target.count() == 2
+    assert passages[0].pk not in {h.passage_id for h in target.query(matrix[0], owner_id=alice.pk)}
+
+
+@pytest.mark.django_db
+def test_vectors_carry_their_metadata(store_mode, alice) -> None:
+    document = note_with_sections(alice, "Runbook", 1)
+    (passage,) = head(document)
+    target = store()
+    target.upsert([passage], unit(1)[None, :])
+    connection = vectors._connection()
+    with connection.session(write=False):
+        collection = connection.collection(target.name, create=False, metadata={})
+        got = collection.get(ids=[str(passage.pk)], include=["metadatas"])
+        collection_meta = collection.metadata
+    meta = got["metadatas"][0]
+    assert meta["owner"] == alice.pk
+    assert meta["document"] == document.pk
+    assert meta["version"] == passage.version_id
+    assert meta["kind"] == "note" and meta["trust"] == "note"
+    assert meta["created"] == int(passage.version.created_at.timestamp())
+    assert meta["text_sha256"] == passage.text_sha256
+    assert meta["manifest"] == target.manifest_key
+    assert collection_meta["hnsw:space"] == "cosine"
+    assert collection_meta["manifest_key"] == target.manifest_key
+
+
+@pytest.mark.django_db
+def test_bob_never_gets_alices_vectors(store_mode, alice, bob) -> None:
+    query = unit(0)
+    alices = head(note_with_sections(alice, "Alice secrets", 3))
+    bobs = head(note_with_sections(bob, "Bob notes", 2))
+    target = store()
+    target.upsert(alices, np.stack([query] * 3))  # identical to the query
+    target.upsert(bobs, np.stack([toward(query, unit(i + 10), 0.1) for i in range(2)]))
+
+    bob_hits = target.query(query, owner_id=bob.pk, limit=10)
+    assert {h.passage_id for h in bob_hits} == {p.pk for p in bobs}
+    alice_hits = target.query(query, owner_id=alice.pk, limit=10)
+    assert {h.passage_id for h in alice_hits} == {p.pk for p in alices}
+    assert target.query(query, owner_id=10**6) == []
+
+
+@pytest.mark.django_db
+def test_ineligible_close_vectors_never_displace_an_eligible_far_one(
+    store_mode, alice, bob
+) -> None:
+    query = unit(0)
+    crowd = head(note_with_sections(alice, "Crowd", 300))
+    assert len(crowd) == 300
+    target = store()
+    target.upsert(crowd, np.stack([toward(query, unit(100 + i), 0.99) for i in range(300)]))
+    # Bob's one passage is much farther from the query than all 300 of Alice's.
+    (far,) = head(note_with_sections(bob, "Far away", 1))
+    target.upsert([far], toward(query, unit(7), 0.05)[None, :])
+    hits = target.query(query, owner_id=bob.pk, limit=10)
+    assert [h.passage_id for h in hits] == [far.pk]
+    assert hits[0].cosine == pytest.approx(0.05, abs=1e-4)
+
+    # The same holds for a metadata filter within one owner's passages.
+    (other,) = head(note_with_sections(alice, "Other note", 1))
+    target.upsert([other], toward(query, unit(8), 0.05)[None, :])
+    hits = target.query(query, owner_id=alice.pk, limit=5, where={"document": other.document_id})
+    assert [h.passage_id for h in hits] == [other.pk]
+    assert len(target.query(query, owner_id=alice.pk, limit=5, where={"kind": "note"})) == 5
+    assert target.query(query, owner_id=alice.pk, where={"kind": "external"}) == []
+
+
+@pytest.mark.django_db
+def test_vectors_of_replaced_passages_take_no_slot_before_the_sync_prunes_them(
+    store_mode, alice
+) -> None:
+    query = unit(0)
+    document = note_with_sections(alice, "Runbook", 3)
+    old = head(document)
+    target = store()
+    target.upsert(old, np.stack([toward(query, unit(20 + i), 0.95) for i in range(3)]))
+    from retrieval.tasks import record_vectors
+
+    record_vectors(old, ["x"] * 3, target.manifest_key)
+    services.note_update(
+        document=document,
+        user=alice,
+        base_version_id=document.head_id,
+        title="Runbook",
+        body="## Part 0\n\nRewritten entirely.",
+    )
+    (new,) = head(document)
+    target.upsert([new], toward(query, unit(30), 0.2)[None, :])
+    hits = target.query(query, owner_id=alice.pk, limit=1)
+    assert [h.passage_id for h in hits] == [new.pk]  # not one of the three closer old ones
+
+
+@pytest.mark.django_db
+def test_a_missing_collection_reads_as_empty(store_mode, alice) -> None:
+    target = store()
+    assert target.count() == 0
+    assert target.query(unit(0), owner_id=alice.pk) == []
+    assert target.get_embeddings([1, 2]) == {}
+    assert target.ids() == []
+    target.delete([1])
+    target.drop()
+
+
+# --- failure modes -----------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_dead_server_raises_promptly(settings, alice) -> None:
+    settings.CHROMA_URL = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    try:
+        started = time.perf_counter()
+        for _ in range(3):
+            with pytest.raises(VectorStoreUnavailable, match=r"^vector server unreachable$"):
+                store().query(unit(0), owner_id=alice.pk)
+        assert time.perf_counter() - started < 3
+    finally:
+        vectors.reset_vector_stores()
+
+
+@pytest.mark.django_db
+def test_a_server_that_never_answers_times_out(settings, alice) -> None:
+    settings.LODE_CHROMA_TIMEOUT_SECONDS = 1
+    with socket.socket() as silent:  # accepts connections (backlog) but never replies
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        settings.CHROMA_URL = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        try:
+            started = time.perf_counter()
+            with pytest.raises(VectorStoreUnavailable, match="unreachable"):
+                store().count()
+            with pytest.raises(VectorStoreUnavailable):
+                store().count()  # fails fast while the failure is fresh
+            assert time.perf_counter() - started < 3
+        finally:
+            vectors.reset_vector_stores()
+
+
+@pytest.mark.django_db
+def test_a_bad_chroma_url_is_reported(settings) -> None:
+    settings.CHROMA_URL = "ftp://example.org"
+    try:
+        with pytest.raises(VectorStoreUnavailable, match="CHROMA_URL"):
+            store().count()
+    finally:
+        vectors.reset_vector_stores()
+
+
+@pytest.mark.django_db
+def test_queries_refuse_an_index_built_with_another_manifest(store_mode) -> None:
+    vectors.index_state()
+    VectorIndexState.objects.filter(pk=1).update(active_key="0123456789abcdef")
+    with pytest.raises(VectorStoreUnavailable, match="rebuilt"):
+        get_vector_store()
+
+
+# --- embedded mode across processes ------------------------------------------------------
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import django
+    django.setup()
+    from pathlib import Path
+    import numpy as np
+    from retrieval.vectors import _Connection
+
+    path, name, action = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+    connection = _Connection(path=path, url=None)
+    query = np.eye(384, dtype=np.float32)[0]
+    with connection.session(write=action == "write"):
+        collection = connection.collection(name, create=True, metadata={"hnsw:space": "cosine"})
+        if action == "write":
+            ids = [str(i) for i in range(int(sys.argv[4]), int(sys.argv[5]))]
+            vectors = np.tile(query, (len(ids), 1))
+            collection.upsert(ids=ids, embeddings=vectors, metadatas=[{"owner": 1}] * len(ids))
+        else:
+            found = collection.query(query_embeddings=[query], n_results=10000)
+            print(len(found["ids"][0]))
+    """
+)
+
+
+@pytest.mark.django_db
+def test_embedded_mode_stays_consistent_across_processes(settings, tmp_path) -> None:
+    """The web process sees what `db_worker` wrote without a restart, and a write from a
+    process whose index copy is stale loses nothing (both fail without the protocol)."""
+    settings.LODE_CHROMA_PATH = tmp_path / "chroma"
+    settings.CHROMA_URL = ""
+    settings.LODE_CHROMA_COLLECTION_PREFIX = "shared"
+    target = vectors.open_vector_store("k" * 16)
+    query = np.eye(DIMENSION, dtype=np.float32)[0]
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "lode_site.settings",
+        "LODE_DATA_DIR": str(tmp_path / "data"),
+    }
+
+    def other_process(*args: object) -> str:
+        return subprocess.run(
+            [sys.executable, "-c", SCRIPT, str(tmp_path / "chroma"), target.name, *map(str, args)],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
+
+    try:
+        other_process("write", 0, 20)
+        assert len(target.query(query, owner_id=1, limit=1000)) == 20  # loads the index
+        other_process("write", 20, 70)  # written while this process holds a copy
+        assert len(target.query(query, owner_id=1, limit=1000)) == 70
+        connection = vectors._connection()
+        with connection.session(write=True):  # this process writes on top: nothing lost
+            collection = connection.collection(target.name, create=False, metadata={})
+            collection.upsert(
+                ids=[str(i) for i in range(70, 75)],
+                embeddings=np.tile(query, (5, 1)),
+                metadatas=[{"owner": 1}] * 5,
+            )
+        assert int(other_process("read")) == 75  # a fresh process finds all 75 in the HNSW
+        assert target.count() == 75
+    finally:
+        vectors.reset_vector_stores()
