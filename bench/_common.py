@@ -7,6 +7,7 @@ Every run starts from an empty database so the numbers do not depend on leftover
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -63,6 +64,4 @@ def fresh_environment(db: str, pg_name: str, keep: bool = False) -> Iterator[dic
         if not keep:
             if db == "postgres":
                 drop_pg_database(pg_name)
-            for path in sorted(Path(data_dir).rglob("*"), reverse=True):
-                path.rmdir() if path.is_dir() else path.unlink()
-            Path(data_dir).rmdir()
+            shutil.rmtree(data_dir, ignore_errors=True)

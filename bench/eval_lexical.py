@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import BACKENDS, ROOT, SCIFACT, fresh_environment  # noqa: E402
+from _common import BACKENDS, ROOT, SCIFACT, fresh_environment
 
 OUT = ROOT / "bench" / "out"
 WARMUP_QUERIES = 100

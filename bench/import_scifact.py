@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import BACKENDS, ROOT, SCIFACT, fresh_environment  # noqa: E402
+from _common import BACKENDS, ROOT, SCIFACT, fresh_environment
 
 SUMMARY_RE = re.compile(
     r"created (?P<created>\d+), updated (?P<updated>\d+), unchanged (?P<unchanged>\d+), "
@@ -53,7 +53,7 @@ def bench(db: str, corpus_dir: Path) -> dict[str, float | str]:
         load = ("lode_load_beir", str(corpus_dir), "--no-progress")
         out, wall = manage(env, *load)
         first = SUMMARY_RE.search(out)
-        again_out, again_wall = manage(env, *load)
+        again_out, _ = manage(env, *load)
         again = SUMMARY_RE.search(again_out)
     if first is None or again is None:
         raise SystemExit(f"could not read the loader's summary line:\n{out}{again_out}")

@@ -26,8 +26,8 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 
 from notes.models import Document
-from retrieval import lexical
-from retrieval.search import Hit, search
+from retrieval import search as search_service
+from retrieval.search import Hit
 
 BEIR_KEY_PREFIX = "beir:"
 NDCG_K = 10
@@ -35,6 +35,18 @@ MRR_K = 10
 RECALL_K = 100
 
 Qrels = dict[str, dict[str, int]]
+
+
+def eval_modes() -> dict[str, tuple[str, str | None]]:
+    """Modes the harness can measure: {name: (search mode, reranker or None for the default)}.
+
+    Every search mode in `retrieval.search.MODES` (with the configured reranker), overridden
+    and extended by `retrieval.search.EVAL_MODES` (e.g. "lexical" with reranking off,
+    "hybrid+rerank"), so a mode added to search is measurable without touching this file.
+    """
+    modes: dict[str, tuple[str, str | None]] = {m: (m, None) for m in search_service.MODES}
+    modes.update(search_service.EVAL_MODES)
+    return modes
 
 
 def _dedup(ranked: Iterable[str]) -> list[str]:
@@ -154,6 +166,7 @@ class EvalResult:
     latency_p50_ms: float
     latency_p95_ms: float
     errors: int = 0  # queries the search service refused (QueryError); scored 0
+    degraded: int = 0  # queries answered in a degraded state (e.g. no dense leg)
     # Ranked BEIR doc ids per query id, for error analysis; not part of the JSON report.
     runs: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
 
@@ -178,26 +191,33 @@ def evaluate(
 ) -> EvalResult:
     """Run every query that has judgements through `search()` as `user` and score the runs.
 
-    Each query asks for `lexical.LEXICAL_LIMIT` passages (the most `search()` returns), which
-    become at most `k_retrieve` documents. Recall@100 is over those documents, so it is
-    Recall@k_retrieve when `k_retrieve` < 100. Latency is the wall time of the `search()` call
-    (parse, SQL, hydration), measured with `perf_counter`.
+    `mode` is a key of `eval_modes()`. Each query asks for `search.MAX_LIMIT` passages (the
+    most `search()` returns; the lexical leg alone gives at most 256), which become at most
+    `k_retrieve` documents. Recall@100 is over those documents, so it is Recall@k_retrieve
+    when `k_retrieve` < 100. Latency is the wall time of the `search()` call (parse, SQL,
+    hydration, fusion, rerank), measured with `perf_counter`.
     """
+    modes = eval_modes()
+    if mode not in modes:
+        raise ValueError(f"Unknown evaluation mode {mode!r}; choose one of: {', '.join(modes)}")
+    search_mode, rerank = modes[mode]
     ndcgs: list[float] = []
     recalls: list[float] = []
     mrrs: list[float] = []
     latencies: list[float] = []
     runs: dict[str, list[str]] = {}
-    errors = 0
+    errors = degraded = 0
     for query_id, text in queries.items():
         relevant = qrels.get(query_id)
         if relevant is None:
             continue
         started = time.perf_counter()
-        result = search(user=user, query=text, mode=mode, limit=lexical.LEXICAL_LIMIT)
+        result = search_service.search(
+            user=user, query=text, mode=search_mode, rerank=rerank, limit=search_service.MAX_LIMIT
+        )
         latencies.append((time.perf_counter() - started) * 1000)
-        if result.error:
-            errors += 1
+        errors += bool(result.error)
+        degraded += bool(result.degraded)
         ranked = beir_ids(docs_from_hits(result.hits))[:k_retrieve]
         runs[query_id] = ranked
         ndcgs.append(ndcg_at_k(ranked, relevant, NDCG_K))
@@ -217,6 +237,7 @@ def evaluate(
         latency_p50_ms=percentile(latencies, 50),
         latency_p95_ms=percentile(latencies, 95),
         errors=errors,
+        degraded=degraded,
         runs=runs,
     )
 

@@ -57,6 +57,8 @@ logger = logging.getLogger("lode.tasks")
 # Back-off for a task that found the model or Chroma unavailable; after the last one the
 # work waits for the next save, the next worker start, or `lode_embed_pending`.
 RETRY_DELAYS_SECONDS = (30, 120, 600, 3600)
+# Batches embedded together, so length sorting spans them (MODELS.md: sorted is faster).
+WINDOW_BATCHES = 8
 # `lode_reindex_vectors` re-syncs this many times to catch passages saved meanwhile.
 REINDEX_PASSES = 3
 
@@ -139,35 +141,48 @@ def record_vectors(passages: list[Passage], hashes: list[str], manifest_key: str
     )
 
 
-def sync_batch(
+def sync_window(
     passage_ids: list[int],
     *,
     manifest: Manifest,
     store: VectorStore,
     embedder: EmbedderLike,
     report: SyncReport,
+    batch_size: int = BATCH_SIZE,
+    progress: Progress | None = None,
 ) -> None:
-    """Embed (or reuse), upsert, then record one batch of pending passages."""
+    """Embed (or reuse) a window of pending passages, then upsert and record each batch.
+
+    The window's new inputs go to the model together, so `embed_passages` can sort them by
+    length across several batches of 32 (less padding, measurably faster); writes stay at
+    `batch_size`, each upsert followed by its records, so a crash loses at most a window
+    of embedding work and never leaves a recorded passage without its vector.
+    """
     passages = list(
         head_passages()
         .filter(pk__in=passage_ids)
         .select_related("document", "version")
         .order_by("pk")
     )
-    if not passages:  # all of them left the head set since the pending list was read
-        return
     inputs = [passage_input(p, manifest.passage_template) for p in passages]
     hashes = [input_sha256(text) for text in inputs]
-    vectors = reusable_vectors(store, manifest.key, hashes)
-    # Each distinct new input goes through the model once, even if repeated in the batch.
+    vectors = reusable_vectors(store, manifest.key, hashes) if passages else {}
+    # Each distinct new input goes through the model once, even if repeated in the window.
     missing = {digest: text for digest, text in zip(hashes, inputs, strict=True)}
     for digest in vectors:
         missing.pop(digest, None)
     if missing:
         fresh = embedder.embed_passages(list(missing.values()))
         vectors.update(zip(missing, fresh, strict=True))
-    store.upsert(passages, np.stack([vectors[digest] for digest in hashes]))
-    record_vectors(passages, hashes, manifest.key)
+    for start in range(0, len(passage_ids), batch_size):
+        # Passages that left the head set since the pending list was read are skipped.
+        wanted = set(passage_ids[start : start + batch_size])
+        part = [i for i, passage in enumerate(passages) if passage.pk in wanted]
+        if part:
+            store.upsert([passages[i] for i in part], np.stack([vectors[hashes[i]] for i in part]))
+            record_vectors([passages[i] for i in part], [hashes[i] for i in part], manifest.key)
+        if progress is not None:
+            progress(len(wanted))
     report.embedded += len(missing)
     report.reused += len(passages) - len(missing)
 
@@ -199,12 +214,14 @@ def sync_vectors(
     batch_size: int = BATCH_SIZE,
     progress: Progress | None = None,
     embedder: EmbedderLike | None = None,
+    window: int | None = None,
 ) -> SyncReport:
     """Bring the current manifest's collection in step with the head passages.
 
     `passage_ids` limits the run to those passages (a document's, from its task); None
-    means everything. Pending passages are embedded in batches of `batch_size` (equal
-    inputs reuse a stored vector), upserted, then recorded; afterwards vectors of passages
+    means everything. Pending passages are taken `window` at a time (default 8 batches),
+    embedded in batches of `batch_size` sorted by length (equal inputs reuse a stored
+    vector), then upserted and recorded batch by batch; afterwards vectors of passages
     that left the head set are deleted. `progress(n)` is called after each batch. The model
     and Chroma are only touched when there is work. Raises `EmbeddingUnavailable` or
     `VectorStoreUnavailable`; whatever was recorded before stays done.
@@ -220,10 +237,16 @@ def sync_vectors(
     if pending:
         model = embedder if embedder is not None else get_embedder()
         store = open_vector_store(manifest.key, manifest)
-        for batch in chunked(pending, batch_size):
-            sync_batch(list(batch), manifest=manifest, store=store, embedder=model, report=report)
-            if progress is not None:
-                progress(len(batch))
+        for ids in chunked(pending, window or batch_size * WINDOW_BATCHES):
+            sync_window(
+                list(ids),
+                manifest=manifest,
+                store=store,
+                embedder=model,
+                report=report,
+                batch_size=batch_size,
+                progress=progress,
+            )
     report.deleted = prune_vectors(scope)
     report.seconds = perf_counter() - started
     return report
@@ -258,6 +281,7 @@ def reindex_vectors(
     embedder: EmbedderLike | None = None,
     batch_size: int = BATCH_SIZE,
     progress: Progress | None = None,
+    window: int | None = None,
 ) -> ReindexReport:
     """Build the current manifest's collection completely, then make it the active one.
 
@@ -276,7 +300,9 @@ def reindex_vectors(
     )
     for _ in range(REINDEX_PASSES):
         report.syncs.append(
-            sync_vectors(None, batch_size=batch_size, progress=progress, embedder=model)
+            sync_vectors(
+                None, batch_size=batch_size, progress=progress, embedder=model, window=window
+            )
         )
         report.remaining = pending_count(manifest_key=target.key)
         if report.remaining == 0:

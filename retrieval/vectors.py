@@ -63,6 +63,9 @@ FAILURE_RETRY_SECONDS = 5.0
 PAGE_SIZE = 1000  # ids per request when listing or deleting many vectors
 # Largest eligible set the exact fallback of `VectorStore.query` scores in numpy (~15 MB).
 EXACT_FALLBACK_MAX = 10_000
+# Extra candidates a query fetches so that vectors of just-replaced passages (dropped after
+# the fetch) do not leave the result short.
+QUERY_MARGIN = 32
 
 
 class VectorStoreUnavailable(Exception):
@@ -119,21 +122,16 @@ def hits_from_result(
     return hits[:limit]
 
 
-def exact_hits(
-    ids: Sequence[str],
-    embeddings: Sequence[Sequence[float]] | np.ndarray,
-    query: np.ndarray,
-    *,
-    exclude: set[int],
-    limit: int,
-) -> list[VectorHit]:
-    """Exact cosine ranking of the given vectors (the brute-force fallback)."""
-    if len(ids) == 0:
+def exact_distances(
+    embeddings: Sequence[Sequence[float]] | np.ndarray, query: np.ndarray
+) -> list[float]:
+    """Cosine distances (1 - cosine similarity) of each vector to `query`, computed exactly."""
+    if len(embeddings) == 0:
         return []
     matrix = np.asarray(embeddings, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(query))
     cosines = (matrix @ query) / np.where(norms == 0, 1.0, norms)
-    return hits_from_result(ids, [1.0 - float(c) for c in cosines], exclude=exclude, limit=limit)
+    return [1.0 - float(c) for c in cosines]
 
 
 def chunked(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
@@ -167,20 +165,16 @@ def stale_records(passage_ids: Iterable[int] | None = None) -> QuerySet[PassageV
     return queryset
 
 
-def stale_passage_ids(manifest_key: str, owner_id: int) -> set[int]:
-    """Passages of `owner_id` still holding a vector that the sync has yet to delete.
+def live_passage_ids(passage_ids: Sequence[int]) -> set[int]:
+    """Which of these passages are live head passages (one indexed lookup per 900 ids).
 
-    Between an edit and the worker's next sync, the old version's vectors are still in
-    Chroma with the right owner; the query over-fetches by this many and drops them, so
-    they never take an eligible passage's top-k slot.
+    A vector can outlive its passage's head status for a moment: the old version's vectors
+    stay in Chroma, with the right owner, until the worker's next sync deletes them.
     """
-    return set(
-        PassageVector.objects.filter(
-            manifest_key=manifest_key, passage__document__owner_id=owner_id
-        )
-        .exclude(passage__is_head=True, passage__document__deleted_at__isnull=True)
-        .values_list("passage_id", flat=True)
-    )
+    live: set[int] = set()
+    for part in chunked(list(passage_ids), 900):
+        live.update(head_passages().filter(pk__in=list(part)).values_list("pk", flat=True))
+    return live
 
 
 def index_state() -> VectorIndexState:
@@ -470,43 +464,52 @@ class VectorStore:
 
         Eligibility (owner, plus every key of `where` — Chroma metadata filters on the keys
         in `METADATA_KEYS` — ANDed) is part of Chroma's search, so an ineligible passage
-        never takes a top-k slot. Vectors of passages that just stopped being head are
-        over-fetched and dropped for the same reason. When the HNSW search returns fewer
-        than `limit` hits, the eligible set (up to `EXACT_FALLBACK_MAX`) is scored exactly.
+        never takes a top-k slot. Vectors of passages that are no longer at head (the sync
+        has yet to delete them) are dropped after an over-fetch, and the search goes deeper
+        if they left the result short, so they never take a slot either. When the HNSW
+        search returns fewer than asked, the eligible set (up to `EXACT_FALLBACK_MAX`
+        vectors) is scored exactly instead.
         """
         query = np.asarray(vector, dtype=np.float32)
         if query.ndim != 1:
             raise ValueError(f"a query vector must be 1-d, got shape {query.shape}")
         if limit <= 0:
             return []
-        exclude = stale_passage_ids(self.manifest_key, owner_id)
         clause = eligibility_where(owner_id, where)
+        wanted = limit + QUERY_MARGIN
+        while True:
+            ids, distances, complete = self._nearest(query, clause, wanted)
+            live = live_passage_ids([int(raw) for raw in ids])
+            dead = {int(raw) for raw in ids} - live
+            hits = hits_from_result(ids, distances, exclude=dead, limit=limit)
+            if len(hits) == limit or complete:
+                return hits
+            wanted *= 4  # more replaced passages than the margin: look deeper
+
+    def _nearest(
+        self, query: np.ndarray, clause: dict[str, Any], wanted: int
+    ) -> tuple[list[str], list[float], bool]:
+        """Ids and cosine distances of the `wanted` nearest eligible vectors, and whether
+        that is every eligible vector there is."""
         with self._use("query", write=False, create=False) as collection:
             if collection is None:
-                return []
+                return [], [], True
             result = collection.query(
-                query_embeddings=[query],
-                n_results=limit + len(exclude),
-                where=clause,
-                include=["distances"],
+                query_embeddings=[query], n_results=wanted, where=clause, include=["distances"]
             )
-            hits = hits_from_result(
-                result["ids"][0], result["distances"][0], exclude=exclude, limit=limit
+            ids, distances = list(result["ids"][0]), list(result["distances"][0])
+            if len(ids) == wanted:
+                return ids, distances, False
+            # Fewer than asked: either few passages are eligible, or the filtered HNSW walk
+            # never reached some (chromadb 1.5.9 misses a lone eligible vector among many
+            # close ineligible ones: measured). Score the eligible set exactly instead.
+            found = collection.get(
+                where=clause, include=["embeddings"], limit=EXACT_FALLBACK_MAX + 1
             )
-            if len(hits) < limit:
-                # Fewer than asked: either few passages are eligible, or the filtered HNSW
-                # walk never reached some of them (chromadb 1.5.9 misses a lone eligible
-                # vector among many close ineligible ones: measured). Score exactly.
-                found = collection.get(
-                    where=clause, include=["embeddings"], limit=EXACT_FALLBACK_MAX + 1
-                )
-                if len(found["ids"]) <= EXACT_FALLBACK_MAX:
-                    hits = exact_hits(
-                        found["ids"], found["embeddings"], query, exclude=exclude, limit=limit
-                    )
-                else:
-                    logger.warning("%s: eligible set too large for the exact check", self.name)
-        return hits
+        if len(found["ids"]) > EXACT_FALLBACK_MAX:
+            logger.warning("%s: eligible set too large for the exact check", self.name)
+            return ids, distances, True
+        return list(found["ids"]), exact_distances(found["embeddings"], query), True
 
     def upsert(self, passages: Sequence[Passage], vectors: np.ndarray) -> None:
         """Write one vector per passage (id = passage id); idempotent by id."""

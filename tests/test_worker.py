@@ -136,6 +136,20 @@ def test_sync_embeds_every_head_passage_once(vector_dir, counting, alice, bob) -
 
 
 @pytest.mark.django_db
+def test_a_window_is_embedded_together_and_written_batch_by_batch(
+    vector_dir, counting, alice
+) -> None:
+    services.note_create(
+        owner=alice, title="Many", body=sections(*(f"Fact {i}." for i in range(5)))
+    )
+    steps: list[int] = []
+    report = sync_vectors(embedder=counting, batch_size=2, progress=steps.append)
+    assert [len(call) for call in counting.calls] == [5]  # one model call: sorted across batches
+    assert steps == [2, 2, 1]  # upserted and recorded two at a time
+    assert report.written == 5 == get_vector_store().count()
+
+
+@pytest.mark.django_db
 def test_vectors_match_the_model_and_answer_queries(vector_dir, counting, alice) -> None:
     note = services.note_create(
         owner=alice,
@@ -300,7 +314,7 @@ def test_reindex_switches_collections_only_when_complete(vector_dir, counting, a
 
     interrupted = CountingEmbedder(counting.inner, manifest=new, fail_after=1)
     with pytest.raises(EmbeddingUnavailable):
-        reindex_vectors(embedder=interrupted, batch_size=2)
+        reindex_vectors(embedder=interrupted, batch_size=2, window=2)
     state = VectorIndexState.objects.get()
     assert (state.active_key, state.building_key) == (old.key, new.key)
     assert open_vector_store(new.key).count() == 2  # half built...
@@ -308,7 +322,7 @@ def test_reindex_switches_collections_only_when_complete(vector_dir, counting, a
     assert get_vector_store().name.endswith(old.key)
 
     resumed = CountingEmbedder(counting.inner, manifest=new)
-    report = reindex_vectors(embedder=resumed, batch_size=2)
+    report = reindex_vectors(embedder=resumed, batch_size=2, window=2)
     assert report.switched
     assert len(resumed.texts) == 4  # the two done before the interruption were kept
     state = VectorIndexState.objects.get()
@@ -499,8 +513,12 @@ def test_a_killed_worker_loses_nothing_and_duplicates_nothing(real_embedder, tmp
             worker.kill()
             worker.wait()
         log.close()
-    at_kill = recorded()
-    assert at_kill < 200, "the worker finished before it could be killed"
+    assert recorded() < 200, "the worker finished before it could be killed"
+    with sqlite3.connect(f"file:{tmp_path / 'lode.sqlite3'}?mode=ro", uri=True) as db:
+        (running,) = db.execute(
+            "select count(*) from django_tasks_database_dbtaskresult where status = 'RUNNING'"
+        ).fetchone()
+    assert running == 1  # the killed task's row: django-tasks-db never runs it again
 
     # Restart: it queues a sweep for what the killed task left, runs everything, exits.
     manage("db_worker", "--no-reload", "--no-startup-delay", "--batch", timeout=300)

@@ -8,6 +8,8 @@ This is the bulk path: records are written `BATCH_SIZE` to a transaction with `b
 a handful of queries per batch instead of several per note. It still builds passages with the
 same `retrieval.indexing.passages_for_version` (same chunker, same title text) as the note
 page does, so what gets indexed is identical; only the number of round trips differs.
+Vectors are derived later by the worker, as for notes saved on the page: one sweep task is
+queued at the end instead of one task per note.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from notes.management.commands.lode_import_markdown import (
 from notes.models import Document, DocumentTag, Tag, TrustTier, Version
 from retrieval.indexing import passages_for_version
 from retrieval.models import Passage
+from retrieval.tasks import enqueue_pending_sweep
 
 KEY_PREFIX = "beir:"
 CORPUS_FILE = "corpus.jsonl"
@@ -231,6 +234,10 @@ def load_beir(
                     unique.append(record)
             write_batch(owner, unique, stats)
             bar.update(len(batch))
+    if stats.created:
+        # The page path queues each saved note's embedding (`index_new_head`); the bulk path
+        # skips that per-note call, so queue one sweep of every pending passage instead.
+        enqueue_pending_sweep()
     stats.seconds = time.perf_counter() - started
     return stats
 
