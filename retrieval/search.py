@@ -148,9 +148,37 @@ def _lexical_leg(parsed: ParsedQuery, owner_id: int) -> list[LegHit]:
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class CandidateRow:
+    """The few columns ranking needs, loaded for every candidate; full rows (with the version
+    body for small-to-big) are loaded only for the hits actually returned."""
+
+    passage_id: int
+    document_id: int
+    title_text: str
+    text: str
+    position: int
+    trust_tier: str
+    external_key: str
+
+
+CANDIDATE_FIELDS = (
+    "id",
+    "document_id",
+    "title_text",
+    "text",
+    "position",
+    "document__trust_tier",
+    "document__external_key",
+    "is_head",
+    "document__owner_id",
+    "document__deleted_at",
+)
+
+
 def fused_candidates(
     parsed: ParsedQuery, *, owner_id: int, mode: str, result: SearchResult
-) -> tuple[list[FusedHit], dict[int, Passage]]:
+) -> tuple[list[FusedHit], dict[int, CandidateRow]]:
     """Both legs, canonical eligibility, exact matches and fusion: everything before rerank.
 
     Records candidate counts and any degradation on `result`. Also used by the reranker's
@@ -174,24 +202,78 @@ def fused_candidates(
     result.lexical_candidates, result.dense_candidates = len(lexical_hits), len(dense_hits)
 
     # Canonical eligibility for every candidate (a vector may outlive its head passage for a
-    # moment, until the worker deletes it), and the rows we need to explain and show hits.
+    # moment, until the worker deletes it). Fetched by primary key and checked here: letting
+    # SQL filter on the owner too makes SQLite walk every document the owner has.
     ids = {h.passage_id for h in lexical_hits} | {h.passage_id for h in dense_hits}
-    # Fetched by primary key and checked here: letting SQL filter on the owner as well makes
-    # SQLite walk every document of the owner instead of the few hundred candidate rows.
-    passages = {
-        pid: p
-        for pid, p in Passage.objects.select_related("document", "version").in_bulk(ids).items()
-        if p.is_head and p.document.owner_id == owner_id and p.document.deleted_at is None
-    }
-    lexical_hits = [h for h in lexical_hits if h.passage_id in passages]
-    dense_hits = [h for h in dense_hits if h.passage_id in passages]
+    rows: dict[int, CandidateRow] = {}
+    for (
+        pid,
+        doc_id,
+        title,
+        text,
+        position,
+        tier,
+        key,
+        is_head,
+        owner,
+        deleted,
+    ) in Passage.objects.filter(pk__in=ids).values_list(*CANDIDATE_FIELDS):
+        if is_head and owner == owner_id and deleted is None:
+            rows[pid] = CandidateRow(pid, doc_id, title, text, position, tier, key)
+    lexical_hits = [h for h in lexical_hits if h.passage_id in rows]
+    dense_hits = [h for h in dense_hits if h.passage_id in rows]
     exact = {}
     if parsed.needles:
-        for pid, passage in passages.items():
-            found = exact_matches(parsed.needles, passage.text)
+        for pid, row in rows.items():
+            found = exact_matches(parsed.needles, row.text)
             if found:
                 exact[pid] = found
-    return fuse(lexical_hits, dense_hits, exact=exact), passages
+    return fuse(lexical_hits, dense_hits, exact=exact), rows
+
+
+@dataclass
+class _Ranked:
+    fused: FusedHit
+    row: CandidateRow
+    rerank_score: float | None = None
+    reasons: list[str] = field(default_factory=list)
+
+
+def _rerank(
+    ranked: list[_Ranked], parsed: ParsedQuery, name: str, result: SearchResult
+) -> tuple[list[_Ranked], str]:
+    """Re-score the top N with reranker `name`; returns the new order and the score's name.
+    On failure the fused order stands and `result.degraded` says why."""
+    try:
+        reranker = get_reranker(name)
+    except RerankUnavailable as exc:
+        result.degraded.append(f"Reranking unavailable: {exc}. Showing fused order.")
+        return ranked, ""
+    if reranker is None:
+        return ranked, ""
+    head, tail = ranked[:RERANK_TOP_N], ranked[RERANK_TOP_N:]
+    candidates = [
+        Candidate(
+            passage_id=r.row.passage_id,
+            title_text=r.row.title_text,
+            text=r.row.text,
+            position=r.row.position,
+            fused=r.fused,
+        )
+        for r in head
+    ]
+    try:
+        scores = reranker.scores(parsed, candidates)
+    except RerankUnavailable as exc:
+        result.degraded.append(f"Reranking unavailable: {exc}. Showing fused order.")
+        return ranked, ""
+    for r, score in zip(head, scores, strict=True):
+        r.rerank_score = score
+        r.reasons.append(f"{reranker.score_name} {score:.4g}")
+    # Exact matches stay first; equal scores keep the fused order (the sort is stable).
+    head.sort(key=lambda r: (not r.fused.exact_matches, -(r.rerank_score or 0.0)))
+    result.rerank = reranker.name
+    return head + tail, reranker.score_name
 
 
 def search(
@@ -222,48 +304,31 @@ def search(
     result.notes.extend(parsed.notes)
     if parsed.is_empty:
         return result
-    fused, passages = fused_candidates(parsed, owner_id=user.pk, mode=mode, result=result)
 
-    hits = [
-        Hit(rank=0, passage=passages[f.passage_id], fused=f, reasons=list(f.reasons)) for f in fused
-    ]
-    if rerank != "off" and hits:
-        try:
-            reranker = get_reranker(rerank)
-        except RerankUnavailable as exc:
-            result.degraded.append(f"Reranking unavailable: {exc}. Showing fused order.")
-            reranker = None
-        if reranker is not None:
-            head, tail = hits[:RERANK_TOP_N], hits[RERANK_TOP_N:]
-            candidates = [
-                Candidate(
-                    passage_id=h.passage.pk,
-                    title_text=h.passage.title_text,
-                    text=h.passage.text,
-                    position=h.passage.position,
-                    fused=h.fused,
-                )
-                for h in head
-            ]
-            try:
-                scores = reranker.scores(parsed, candidates)
-            except RerankUnavailable as exc:
-                result.degraded.append(f"Reranking unavailable: {exc}. Showing fused order.")
-            else:
-                for h, s in zip(head, scores, strict=True):
-                    h.rerank_score, h.rerank_score_name = s, reranker.score_name
-                    h.reasons.append(f"{reranker.score_name} {s:.4g}")
-                # Exact matches stay first; ties keep the fused order (a stable sort).
-                head.sort(key=lambda h: (not h.fused.exact_matches, -(h.rerank_score or 0.0)))
-                hits = head + tail
-                result.rerank = reranker.name
-
-    hits = trust_rank(
-        hits, tier_of=lambda h: h.passage.document.trust_tier, passage_id_of=lambda h: h.passage.pk
+    fused, rows = fused_candidates(parsed, owner_id=user.pk, mode=mode, result=result)
+    ranked = [_Ranked(fused=f, row=rows[f.passage_id], reasons=list(f.reasons)) for f in fused]
+    score_name = ""
+    if rerank != "off" and ranked:
+        ranked, score_name = _rerank(ranked, parsed, rerank, result)
+    ranked = trust_rank(
+        ranked, tier_of=lambda r: r.row.trust_tier, passage_id_of=lambda r: r.row.passage_id
     )
-    limit = max(1, min(limit, MAX_LIMIT))
-    result.hits = hits[:limit]
-    for i, h in enumerate(result.hits, start=1):
-        h.rank = i
+    ranked = ranked[: max(1, min(limit, MAX_LIMIT))]
+
+    passages = Passage.objects.select_related("document", "version").in_bulk(
+        [r.row.passage_id for r in ranked]
+    )
+    result.hits = [
+        Hit(
+            rank=i,
+            passage=passages[r.row.passage_id],
+            fused=r.fused,
+            rerank_score=r.rerank_score,
+            rerank_score_name=score_name if r.rerank_score is not None else "",
+            reasons=r.reasons,
+        )
+        for i, r in enumerate(ranked, start=1)
+        if r.row.passage_id in passages  # deleted between the two reads: drop, never guess
+    ]
     result.elapsed_ms = (time.perf_counter() - started) * 1000
     return result

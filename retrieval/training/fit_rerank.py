@@ -55,25 +55,22 @@ def collect(
         except QueryError:
             continue
         result = SearchResult(query=text, mode="hybrid")
-        fused, passages = fused_candidates(parsed, owner_id=user.pk, mode="hybrid", result=result)
+        fused, rows = fused_candidates(parsed, owner_id=user.pk, mode="hybrid", result=result)
         if result.degraded:
             sys.exit(f"search is degraded, fit refused: {result.degraded}")
         head = fused[:RERANK_TOP_N]
         candidates = [
             Candidate(
                 passage_id=f.passage_id,
-                title_text=passages[f.passage_id].title_text,
-                text=passages[f.passage_id].text,
-                position=passages[f.passage_id].position,
+                title_text=rows[f.passage_id].title_text,
+                text=rows[f.passage_id].text,
+                position=rows[f.passage_id].position,
                 fused=f,
             )
             for f in head
         ]
-        doc_ids = [passages[f.passage_id].document.external_key.removeprefix("beir:") for f in head]
-        tail = [
-            passages[f.passage_id].document.external_key.removeprefix("beir:")
-            for f in fused[RERANK_TOP_N:]
-        ]
+        doc_ids = [rows[f.passage_id].external_key.removeprefix("beir:") for f in head]
+        tail = [rows[f.passage_id].external_key.removeprefix("beir:") for f in fused[RERANK_TOP_N:]]
         relevant = qrels[query_id]
         data.append(
             QueryData(
