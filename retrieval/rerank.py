@@ -48,6 +48,7 @@ class RerankUnavailable(Exception):
 @dataclass(frozen=True, slots=True)
 class Candidate:
     passage_id: int
+    document_id: int
     title_text: str
     text: str
     position: int
@@ -82,6 +83,12 @@ FEATURE_NAMES = (
     "log_words",  # log(1 + words in passage)
     "first_passage",  # the passage opens its document (position 0)
     "lexical_x_dense",  # lexical_norm * dense_norm
+    "lexical_z",  # lexical score as a z-score over this query's lexical candidates (0 if absent)
+    "dense_z",  # cosine as a z-score over this query's dense candidates (0 if absent)
+    "dense_gap",  # cosine minus the best cosine among the candidates (≤ 0; -1 if absent)
+    "doc_lexical_max",  # best lexical_norm among candidates from the same document
+    "doc_dense_max",  # best cosine among candidates from the same document
+    "dense_cosine_sq",  # cosine squared: lets the linear model bend
 )
 
 STEM_CHARS = 5
@@ -104,6 +111,15 @@ def _content_stems(query: ParsedQuery) -> list[str]:
 
 def _bigrams(stems: Sequence[str]) -> set[tuple[str, str]]:
     return set(itertools.pairwise(stems))
+
+
+def _zscore(values: list[float | None]) -> list[float]:
+    present = [v for v in values if v is not None]
+    if len(present) < 2:
+        return [0.0 for _ in values]
+    mean = sum(present) / len(present)
+    std = math.sqrt(sum((v - mean) ** 2 for v in present) / len(present)) or 1.0
+    return [0.0 if v is None else (v - mean) / std for v in values]
 
 
 def _minmax(values: list[float | None]) -> list[float]:
@@ -138,8 +154,19 @@ def features(query: ParsedQuery, candidates: Sequence[Candidate]) -> np.ndarray:
         stem: math.log(1 + n / (1 + sum(stem in s for s in passage_stems))) for stem in query_stems
     }
     total_weight = sum(weights.values()) or 1.0
-    lexical_norm = _minmax([c.fused.lexical.score if c.fused.lexical else None for c in candidates])
-    dense_norm = _minmax([c.fused.dense.score if c.fused.dense else None for c in candidates])
+    lexical_raw = [c.fused.lexical.score if c.fused.lexical else None for c in candidates]
+    dense_raw = [c.fused.dense.score if c.fused.dense else None for c in candidates]
+    lexical_norm, dense_norm = _minmax(lexical_raw), _minmax(dense_raw)
+    lexical_z, dense_z = _zscore(lexical_raw), _zscore(dense_raw)
+    best_cosine = max((v for v in dense_raw if v is not None), default=0.0)
+    # The same document's best evidence among the candidates: a passage of a document whose
+    # other passage matches strongly is more likely on topic (small-to-big for ranking).
+    doc_lexical: dict[int, float] = {}
+    doc_dense: dict[int, float] = {}
+    for i, c in enumerate(candidates):
+        doc_lexical[c.document_id] = max(doc_lexical.get(c.document_id, 0.0), lexical_norm[i])
+        if dense_raw[i] is not None:
+            doc_dense[c.document_id] = max(doc_dense.get(c.document_id, 0.0), dense_raw[i])
     rows = []
     for i, c in enumerate(candidates):
         lex, den = c.fused.lexical, c.fused.dense
@@ -164,6 +191,12 @@ def features(query: ParsedQuery, candidates: Sequence[Candidate]) -> np.ndarray:
                 math.log1p(len(WORDISH.findall(c.text))),
                 1.0 if c.position == 0 else 0.0,
                 lexical_norm[i] * dense_norm[i],
+                lexical_z[i],
+                dense_z[i],
+                (den.score - best_cosine) if den else -1.0,
+                doc_lexical[c.document_id],
+                doc_dense.get(c.document_id, 0.0),
+                (den.score**2) if den else 0.0,
             ]
         )
     return np.asarray(rows, dtype=np.float64)

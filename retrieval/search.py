@@ -255,6 +255,7 @@ def _rerank(
     candidates = [
         Candidate(
             passage_id=r.row.passage_id,
+            document_id=r.row.document_id,
             title_text=r.row.title_text,
             text=r.row.text,
             position=r.row.position,

@@ -65,7 +65,12 @@ def candidate(
     rrf = sum(1 / (60 + leg.rank) for leg in (lex, den) if leg)
     fused = FusedHit(passage_id=passage_id, rrf=rrf, lexical=lex, dense=den, exact_matches=exact)
     return Candidate(
-        passage_id=passage_id, title_text=title, text=text, position=position, fused=fused
+        passage_id=passage_id,
+        document_id=passage_id,
+        title_text=title,
+        text=text,
+        position=position,
+        fused=fused,
     )
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -37,12 +38,12 @@ class QueryData:
 
 
 def collect(
-    queries: dict[str, str], qrels: dict[str, dict[str, int]], username: str
+    queries: dict[str, str], qrels: dict[str, dict[str, int]], username: str, top_n: int
 ) -> list[QueryData]:
     from django.contrib.auth import get_user_model
 
     from retrieval.query import QueryError, parse
-    from retrieval.rerank import RERANK_TOP_N, Candidate, features
+    from retrieval.rerank import Candidate, features
     from retrieval.search import SearchResult, fused_candidates
 
     user = get_user_model().objects.get(username=username)
@@ -58,10 +59,11 @@ def collect(
         fused, rows = fused_candidates(parsed, owner_id=user.pk, mode="hybrid", result=result)
         if result.degraded:
             sys.exit(f"search is degraded, fit refused: {result.degraded}")
-        head = fused[:RERANK_TOP_N]
+        head = fused[:top_n]
         candidates = [
             Candidate(
                 passage_id=f.passage_id,
+                document_id=rows[f.passage_id].document_id,
                 title_text=rows[f.passage_id].title_text,
                 text=rows[f.passage_id].text,
                 position=rows[f.passage_id].position,
@@ -70,7 +72,7 @@ def collect(
             for f in head
         ]
         doc_ids = [rows[f.passage_id].external_key.removeprefix("beir:") for f in head]
-        tail = [rows[f.passage_id].external_key.removeprefix("beir:") for f in fused[RERANK_TOP_N:]]
+        tail = [rows[f.passage_id].external_key.removeprefix("beir:") for f in fused[top_n:]]
         relevant = qrels[query_id]
         data.append(
             QueryData(
@@ -149,7 +151,9 @@ def standardiser(data: list[QueryData]) -> tuple[np.ndarray, np.ndarray]:
     return mean, scale
 
 
-def cross_validate(data: list[QueryData], l2: float, folds: int = 5, seed: int = 13) -> list[float]:
+def cross_validate(
+    data: list[QueryData], l2: float, folds: int = 5, seed: int = 13, max_pairs: int = 200
+) -> list[float]:
     order = np.random.default_rng(seed).permutation(len(data))
     scores = []
     for f in range(folds):
@@ -157,7 +161,7 @@ def cross_validate(data: list[QueryData], l2: float, folds: int = 5, seed: int =
         train = [q for i, q in enumerate(data) if i not in test_idx]
         test = [q for i, q in enumerate(data) if i in test_idx]
         mean, scale = standardiser(train)
-        w = fit_pairwise(pair_differences(train, mean, scale), l2)
+        w = fit_pairwise(pair_differences(train, mean, scale, max_pairs), l2)
         scores.append(mean_ndcg(test, w, mean, scale))
     return scores
 
@@ -171,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--user", default="eval")
     parser.add_argument("--out", default=None)
     parser.add_argument("--l2", type=float, nargs="*", default=[0.001, 0.01, 0.1, 1.0])
+    parser.add_argument("--max-pairs", type=int, default=200, help="negatives per positive")
+    parser.add_argument("--cache", help="pickle of the collected features, reused if present")
     args = parser.parse_args(argv)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "lode_site.settings")
@@ -178,17 +184,24 @@ def main(argv: list[str] | None = None) -> int:
 
     django.setup()
     from retrieval.evaluation import load_qrels, load_queries
-    from retrieval.rerank import FEATURE_NAMES, LEARNED_MODEL_FILE, LinearModel
+    from retrieval.rerank import FEATURE_NAMES, LEARNED_MODEL_FILE, RERANK_TOP_N, LinearModel
 
     queries, qrels = load_queries(args.queries), load_qrels(args.qrels)
-    data = collect(queries, qrels, args.user)
+    if args.cache and os.path.exists(args.cache):
+        with open(args.cache, "rb") as handle:
+            data = pickle.load(handle)
+    else:
+        data = collect(queries, qrels, args.user, RERANK_TOP_N)
+        if args.cache:
+            with open(args.cache, "wb") as handle:
+                pickle.dump(data, handle)
     mean, scale = standardiser(data)
     print(
         f"queries: {len(data)}; fused (no rerank) nDCG@10: {mean_ndcg(data, None, mean, scale):.4f}"
     )
     best = None
     for l2 in args.l2:
-        folds = cross_validate(data, l2)
+        folds = cross_validate(data, l2, max_pairs=args.max_pairs)
         print(
             f"l2={l2:<6} 5-fold CV nDCG@10: {np.mean(folds):.4f} "
             f"(folds {', '.join(f'{s:.3f}' for s in folds)})"
@@ -196,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         if best is None or np.mean(folds) > best[1]:
             best = (l2, float(np.mean(folds)), folds)
     l2, cv_ndcg, folds = best
-    w = fit_pairwise(pair_differences(data, mean, scale), l2)
+    w = fit_pairwise(pair_differences(data, mean, scale, args.max_pairs), l2)
     print(
         f"chosen l2={l2}; fit on all train queries: "
         f"in-sample nDCG@10 {mean_ndcg(data, w, mean, scale):.4f}"
@@ -213,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                 fitted_at=datetime.now(UTC).isoformat(timespec="seconds"),
                 fitted_on="SciFact train queries (BEIR), cross-validated by query",
                 loss="pairwise logistic, L2",
+                max_pairs=args.max_pairs,
                 l2=l2,
                 cv_folds=5,
                 cv_ndcg_at_10=round(cv_ndcg, 4),
