@@ -39,6 +39,12 @@ class Command(BaseCommand):
             "--limit-queries", type=int, default=None, help="evaluate the first N judged queries"
         )
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+        parser.add_argument(
+            "--ann-check",
+            action="store_true",
+            help="also report recall@10 of Chroma against exact cosine search over the same "
+            "stored vectors, with and without an extra metadata filter",
+        )
 
     def handle(self, *args: object, **options: object) -> None:
         mode = str(options["mode"])
@@ -86,7 +92,18 @@ class Command(BaseCommand):
                 f"{result.degraded} of {result.queries} queries ran degraded "
                 "(see `manage.py lode_embed_pending`)"
             )
+        report_json = result.as_json()
+        if options["ann_check"]:
+            from retrieval.ann_check import ann_recall
+
+            ann = ann_recall(user, queries.values())
+            self.stdout.write(
+                f"ANN recall@{ann.k} vs exact cosine ({ann.queries} queries, {ann.vectors} "
+                f"vectors): owner filter only {ann.unfiltered:.4f}, "
+                f"extra filter ({ann.filtered_vectors} vectors) {ann.filtered:.4f}"
+            )
+            report_json["ann_check"] = ann.as_json()
         if options["json"] is not None:
             out = Path(options["json"])
             out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(result.as_json(), indent=2) + "\n", encoding="utf-8")
+            out.write_text(json.dumps(report_json, indent=2) + "\n", encoding="utf-8")
