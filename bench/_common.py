@@ -17,7 +17,7 @@ from pathlib import Path
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 ROOT = Path(__file__).resolve().parent.parent
-SCIFACT = Path(os.environ.get("LODE_BENCH_SCIFACT", "/work/shared/data/scifact"))
+SCIFACT = Path(os.environ.get("LODE_BENCH_SCIFACT", ROOT.parent / "shared" / "data" / "scifact"))
 PG_SERVER = os.environ.get("LODE_BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 BACKENDS = ("sqlite", "postgres")
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 ROOT = Path(__file__).resolve().parent.parent
-SCIFACT = Path(os.environ.get("LODE_BENCH_SCIFACT", "/work/shared/data/scifact"))
+SCIFACT = Path(os.environ.get("LODE_BENCH_SCIFACT", ROOT.parent / "shared" / "data" / "scifact"))
 OUT = ROOT / "bench" / "out"
 
 
@@ -156,7 +156,12 @@ def measure(query_count: int) -> dict[str, object]:
         with store._use("query", write=False, create=False) as collection:  # raw, no filter
             collection.query(query_embeddings=[vector], n_results=256, include=["distances"])
         timings["floor"].append((time.perf_counter() - started) * 1000)
+    import resource
+
     figures: dict[str, object] = {
+        # Peak resident memory of this process, which does what a web worker does per search
+        # (model loaded, Chroma open, SQLite/FTS5): ru_maxrss is in KiB on Linux.
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "head_passages": Passage.objects.filter(is_head=True).count(),
         "pending_vectors": pending_count(user.pk),
         "queries": len(queries),

@@ -119,7 +119,7 @@ def search_endpoint(
     result = search(
         user=request.auth,
         query=q,
-        mode=mode,
+        mode=mode or DEFAULT_MODE,
         rerank=rerank or settings.LODE_RERANK,
         limit=max(1, min(limit, MAX_PAGE_SIZE)),
     )

@@ -129,16 +129,16 @@ def _dense_unavailable_errors() -> tuple[type[Exception], ...]:
     return (EmbeddingUnavailable, VectorStoreUnavailable)
 
 
-def _pending_note(owner_id: int) -> str | None:
+def _pending_note(owner_id: int, mode: str) -> str | None:
     from retrieval.vectors import pending_count
 
     pending = pending_count(owner_id)
-    if pending:
-        return (
-            f"{pending:,} passage{'s' if pending != 1 else ''} not yet embedded: "
-            "found by keywords only until the worker catches up."
-        )
-    return None
+    if not pending:
+        return None
+    what = f"{pending:,} passage{'s' if pending != 1 else ''} not yet embedded"
+    if mode == "semantic":
+        return f"{what}: not searchable by meaning until the worker catches up."
+    return f"{what}: found by keywords only until the worker catches up."
 
 
 def _lexical_leg(parsed: ParsedQuery, owner_id: int) -> list[LegHit]:
@@ -191,7 +191,7 @@ def fused_candidates(
     if mode in ("hybrid", "semantic"):
         try:
             dense_hits = _dense_leg(parsed, owner_id)
-            note = _pending_note(owner_id)
+            note = _pending_note(owner_id, mode)
             if note:
                 result.degraded.append(note)
         except _dense_unavailable_errors() as exc:

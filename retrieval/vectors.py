@@ -260,9 +260,12 @@ def _open_http_client(url: str) -> ClientAPI:
         httpx.get(f"{base}/api/v2/heartbeat", timeout=_timeout()).raise_for_status()
     except httpx.HTTPError as exc:
         raise VectorStoreUnavailable("vector server unreachable") from exc
-    client = chromadb.HttpClient(
-        host=host, port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False)
-    )
+    try:
+        client = chromadb.HttpClient(
+            host=host, port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False)
+        )
+    except Exception as exc:  # e.g. another web app answering on that port
+        raise VectorStoreUnavailable("vector server is not a Chroma server") from exc
     # chromadb 1.5.9 exposes no timeout setting; its httpx session is `_server._session`.
     session = getattr(getattr(client, "_server", None), "_session", None)
     if isinstance(session, httpx.Client):

@@ -17,8 +17,10 @@ loaded embedders aside and put them back afterwards.
 
 from __future__ import annotations
 
+import http.server
 import shutil
 import socket
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -243,6 +245,46 @@ def test_chroma_server_down_degrades_to_keywords(settings, alice_client, alice, 
     settings.CHROMA_URL = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     vectors.reset_vector_stores()
     check_dense_leg_down(alice_client, alice, f"{SEMANTIC_UNAVAILABLE}vector server unreachable")
+
+
+class _NotChroma(http.server.BaseHTTPRequestHandler):
+    """Some other web app on the configured port: 200 and HTML for every request."""
+
+    def _answer(self) -> None:
+        body = b"<html>not chroma</html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def not_chroma_url() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotChroma)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_a_url_that_is_not_chroma_degrades_to_keywords(
+    settings, not_chroma_url, alice_client, alice, notes
+) -> None:
+    settings.CHROMA_URL = not_chroma_url
+    vectors.reset_vector_stores()
+    for mode in ("hybrid", "semantic"):
+        assert_lexical_only(degraded_search(alice, mode, SEMANTIC_UNAVAILABLE))
+        assert_api_lexical_only(degraded_api(alice_client, mode, SEMANTIC_UNAVAILABLE))
 
 
 def test_bad_chroma_url_degrades_to_keywords(settings, alice, notes) -> None:

@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
-from django.test import Client
 from django.utils.html import escape
 
 from notes import services
@@ -44,7 +43,6 @@ DISTRACTORS = {
 }
 # The page says once, in every "Why this result", that no score is a confidence; that
 # sentence names no score, so it is the one place the word may appear.
-CONFIDENCE_DISCLAIMER = "none of them is a confidence"
 
 
 @pytest.fixture(autouse=True)
@@ -75,7 +73,7 @@ def owned_by(user: User) -> set[int]:
 def car_notes(alice) -> Document:
     for title, body in DISTRACTORS.items():
         services.note_create(owner=alice, title=title, body=body)
-    return services.note_create(owner=alice, title="Winter trip", body=CAR_NOTE + ".")
+    return services.note_create(owner=alice, title="Road trip", body=CAR_NOTE + ".")
 
 
 # --- choosing the mode and the reranker ---------------------------------------------------
@@ -111,8 +109,12 @@ def test_mode_and_reranker_are_chosen_per_request(mode, alice_client, alice, ali
     assert (data["mode"], data["rerank"], data["error"]) == (mode, "off", "")
     assert [h["passage_id"] for h in data["hits"]] == [h.passage.pk for h in result.hits]
     for hit in data["hits"]:
-        assert (hit["lexical"] is None) == (mode == "semantic")
-        assert (hit["dense"] is None) == (mode == "lexical")
+        if mode == "lexical":
+            assert hit["lexical"] is not None and hit["dense"] is None
+        elif mode == "semantic":
+            assert hit["lexical"] is None and hit["dense"] is not None
+        else:
+            assert hit["lexical"] is not None or hit["dense"] is not None
 
     # The learned reranker, asked for by name, runs in every mode.
     learned = alice_client.get("/api/search/", {"q": query, "mode": mode, "rerank": "learned"})
@@ -266,9 +268,7 @@ def test_page_shows_why_each_result_is_there(long_note, alice_client, alice) -> 
     result = search(user=alice, query=query, mode="hybrid", rerank="learned")
     assert result.hits
     page = page_text(alice_client.get("/search", {"q": query, "rerank": "learned"}))
-    assert page.count('<details class="why"><summary>Why this result</summary>') == len(
-        result.hits
-    )
+    assert page.count('<details class="why"><summary>Why this result</summary>') == len(result.hits)
     for hit in result.hits:
         assert hit.reasons
         for reason in hit.reasons:
@@ -375,7 +375,9 @@ def test_bob_never_sees_alices_passages_in_any_leg(alice, bob, bob_client, alice
             assert {h["passage_id"] for h in response.json()["hits"]} <= bobs
             assert {h["document_id"] for h in response.json()["hits"]} <= {mine.pk}
             page = page_text(bob_client.get("/search", {"q": query, "mode": mode}))
-            assert "Rotate the staging certs" not in page
+            results = page[page.index('<div id="results">') :]
+            for text in ("Rotate the staging certs", "maxmemory", "renews the staging"):
+                assert text not in results, (query, mode)
             assert "Deploy runbook" not in page and "Alice&#x27;s diary" not in page
 
 
@@ -430,4 +432,4 @@ def test_no_score_is_called_confidence(mode, rerank, long_note, alice_client) ->
 
     page = page_text(alice_client.get("/search", params))
     assert 'class="hit"' in page
-    assert "confidence" not in page.lower().replace(CONFIDENCE_DISCLAIMER, "")
+    assert "confidence" not in page.lower()
