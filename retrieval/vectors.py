@@ -42,6 +42,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from notes.models import Document
 from retrieval.embeddings import Manifest, current_manifest
 from retrieval.models import Passage, PassageVector, VectorIndexState
 
@@ -165,16 +166,30 @@ def stale_records(passage_ids: Iterable[int] | None = None) -> QuerySet[PassageV
     return queryset
 
 
-def live_passage_ids(passage_ids: Sequence[int]) -> set[int]:
-    """Which of these passages are live head passages (one indexed lookup per 900 ids).
+def live_passage_ids(passage_ids: Sequence[int], owner_id: int | None = None) -> set[int]:
+    """Which of these passages are live head passages (of `owner_id`, if given); one
+    indexed lookup per 900 ids.
 
     A vector can outlive its passage's head status for a moment: the old version's vectors
     stay in Chroma, with the right owner, until the worker's next sync deletes them.
     """
     live: set[int] = set()
     for part in chunked(list(passage_ids), 900):
-        live.update(head_passages().filter(pk__in=list(part)).values_list("pk", flat=True))
+        # The owner is checked here, not in SQL: filtering on it there makes SQLite walk
+        # every document the owner has instead of the few hundred ids asked about.
+        rows = head_passages().filter(pk__in=list(part)).values_list("pk", "document__owner_id")
+        live.update(pk for pk, owner in rows if owner_id is None or owner == owner_id)
     return live
+
+
+def sole_owner(owner_id: int) -> bool:
+    """True when no other user owns any document, so no other user's vector can exist.
+
+    Then the owner clause in Chroma's `where` is a no-op — yet it is what makes a filtered
+    HNSW query slow (measured at 8k vectors: ~33–63 ms filtered vs 2–3 ms unfiltered). One
+    indexed lookup.
+    """
+    return not Document.objects.exclude(owner_id=owner_id).exists()
 
 
 def index_state() -> VectorIndexState:
@@ -478,11 +493,16 @@ class VectorStore:
             raise ValueError(f"a query vector must be 1-d, got shape {query.shape}")
         if limit <= 0:
             return []
-        clause = eligibility_where(owner_id, where)
+        # A single-user install skips the no-op owner clause; the owner check below still
+        # drops (and searches past) any vector that is not this owner's live head passage,
+        # so nothing ineligible can take a slot either way.
+        clause = (
+            None if where is None and sole_owner(owner_id) else eligibility_where(owner_id, where)
+        )
         wanted = limit + QUERY_MARGIN
         while True:
             ids, distances, complete = self._nearest(query, clause, wanted)
-            live = live_passage_ids([int(raw) for raw in ids])
+            live = live_passage_ids([int(raw) for raw in ids], owner_id)
             dead = {int(raw) for raw in ids} - live
             hits = hits_from_result(ids, distances, exclude=dead, limit=limit)
             if len(hits) == limit or complete:
@@ -490,7 +510,7 @@ class VectorStore:
             wanted *= 4  # more replaced passages than the margin: look deeper
 
     def _nearest(
-        self, query: np.ndarray, clause: dict[str, Any], wanted: int
+        self, query: np.ndarray, clause: dict[str, Any] | None, wanted: int
     ) -> tuple[list[str], list[float], bool]:
         """Ids and cosine distances of the `wanted` nearest eligible vectors, and whether
         that is every eligible vector there is."""
