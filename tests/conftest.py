@@ -3,6 +3,10 @@ alice's notes (the shape healthchecks uses in hc/test.py)."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
@@ -48,3 +52,16 @@ def alice_note(alice) -> Document:
         ),
         tags="infra",
     )
+
+
+@pytest.fixture
+def private_vectors(settings, tmp_path) -> Iterator[Path]:
+    """A private embedded Chroma folder and collection prefix for one test."""
+    from retrieval import vectors
+
+    settings.CHROMA_URL = ""
+    settings.LODE_CHROMA_PATH = tmp_path / "chroma"
+    settings.LODE_CHROMA_COLLECTION_PREFIX = f"t{uuid.uuid4().hex[:10]}"
+    vectors.reset_vector_stores()
+    yield tmp_path / "chroma"
+    vectors.reset_vector_stores()

@@ -21,7 +21,6 @@ import http.server
 import shutil
 import socket
 import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,14 +47,8 @@ SEMANTIC_UNAVAILABLE = "Semantic search unavailable: "
 
 
 @pytest.fixture(autouse=True)
-def private_vectors(settings, tmp_path) -> Iterator[Path]:
-    """A private embedded Chroma folder and collection prefix for one test."""
-    settings.CHROMA_URL = ""
-    settings.LODE_CHROMA_PATH = tmp_path / "chroma"
-    settings.LODE_CHROMA_COLLECTION_PREFIX = f"t{uuid.uuid4().hex[:10]}"
-    vectors.reset_vector_stores()
-    yield tmp_path / "chroma"
-    vectors.reset_vector_stores()
+def _private_vectors(private_vectors: Path) -> Path:
+    return private_vectors
 
 
 @pytest.fixture

@@ -15,8 +15,6 @@ Each test gets a private embedded Chroma folder; only tests that need vectors sy
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +24,6 @@ from django.utils.html import escape
 
 from notes import services
 from notes.models import Document, Version
-from retrieval import vectors
 from retrieval.fusion import RRF_K
 from retrieval.models import Passage
 from retrieval.search import MODES, search
@@ -41,19 +38,11 @@ DISTRACTORS = {
     "Redis": "Set maxmemory-policy allkeys-lru on the cache and restart it.",
     "Garden": "Water the tomato plants every second evening in July.",
 }
-# The page says once, in every "Why this result", that no score is a confidence; that
-# sentence names no score, so it is the one place the word may appear.
 
 
 @pytest.fixture(autouse=True)
-def private_vectors(settings, tmp_path) -> Iterator[Path]:
-    """A private embedded Chroma folder and collection prefix for one test."""
-    settings.CHROMA_URL = ""
-    settings.LODE_CHROMA_PATH = tmp_path / "chroma"
-    settings.LODE_CHROMA_COLLECTION_PREFIX = f"t{uuid.uuid4().hex[:10]}"
-    vectors.reset_vector_stores()
-    yield tmp_path / "chroma"
-    vectors.reset_vector_stores()
+def _private_vectors(private_vectors: Path) -> Path:
+    return private_vectors
 
 
 def lexical_score_name() -> str:
