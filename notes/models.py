@@ -43,6 +43,9 @@ class Document(models.Model):
     # A stable key from an outside system (a BEIR `_id`, a path) so imports are idempotent
     # and evaluation can map hits back to the source's identifiers.
     external_key = models.CharField(max_length=500, blank=True, default="")
+    # Where the document came from, for the `source:` search filter: an import folder's
+    # name, a data set's name; blank for notes written in lode.
+    source_name = models.CharField(max_length=200, blank=True, default="")
     tags = models.ManyToManyField(
         "notes.Tag", through="notes.DocumentTag", related_name="documents"
     )
@@ -83,6 +86,11 @@ class Version(models.Model):
     byte_size = models.PositiveBigIntegerField()
     extractor_name = models.CharField(max_length=100)
     extractor_version = models.CharField(max_length=50)
+    # The file on disk this version was read from (absolute path) and the SHA-256 of the
+    # bytes read. Blank for text typed into lode. Verified opening re-reads the file and
+    # compares, so a file changed since indexing shows as "source changed".
+    source_path = models.CharField(max_length=1000, blank=True, default="")
+    source_sha256 = models.CharField(max_length=64, blank=True, default="")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
