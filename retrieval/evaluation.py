@@ -213,7 +213,12 @@ def evaluate(
             continue
         started = time.perf_counter()
         result = search_service.search(
-            user=user, query=text, mode=search_mode, rerank=rerank, limit=search_service.MAX_LIMIT
+            user=user,
+            query=text,
+            mode=search_mode,
+            rerank=rerank,
+            limit=search_service.MAX_LIMIT,
+            highlight=False,
         )
         latencies.append((time.perf_counter() - started) * 1000)
         errors += bool(result.error)

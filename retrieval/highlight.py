@@ -11,13 +11,22 @@ reads the engine's output strictly (nested start, unmatched end, unclosed span, 
 a check fails — including when the pieces do not add up to the stored text.
 
 Offsets are Unicode code points; `utf16_offsets` gives the same spans in UTF-16 code units
-for browsers. (Issue 4: not yet wired into the search page and API.)
+for browsers, and `highlights` carries both for each highlighted span.
+
+Hits the lexical engine did not match (semantic-only hits, or the lexical leg did not run)
+get `term_segments`: the query's terms found in Python with the index's tokenizer rules.
+`evidence_anchor` is the first-to-last highlighted range and its line range
+(seeds/loom-chain-of-custody.md, "Name the coordinate system before calculating offsets").
 """
 
 from __future__ import annotations
 
 import logging
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 logger = logging.getLogger("lode.highlight")
 
@@ -109,3 +118,157 @@ def utf16_offsets(text: str, code_point_spans: list[tuple[int, int]]) -> list[tu
         return len(prefix.encode("utf-16-le")) // 2
 
     return [(units(text[:a]), units(text[:b])) for a, b in code_point_spans]
+
+
+@dataclass(frozen=True, slots=True)
+class Highlight:
+    """One highlighted span of the passage text: `start`/`end` in Unicode code points,
+    `start_utf16`/`end_utf16` in UTF-16 code units (JavaScript string indexes)."""
+
+    start: int
+    end: int
+    start_utf16: int
+    end_utf16: int
+
+
+def highlights(text: str, segments: list[Segment]) -> list[Highlight]:
+    """Every highlighted span of `segments` (which must concatenate to `text`) in both units."""
+    code_points = spans(segments)
+    return [
+        Highlight(a, b, a16, b16)
+        for (a, b), (a16, b16) in zip(code_points, utf16_offsets(text, code_points), strict=True)
+    ]
+
+
+# What chunking counts as a line break (retrieval/chunking.py, _LINE_BREAK_RE).
+LINE_BREAK_RE = re.compile(r"\r\n?|\n")
+ANCHOR_NOTE = "may contain unmatched text between hits"
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """The evidence anchor: from the first highlighted character to the end of the last.
+
+    The range is a bounding span, not a claim that every character in it matched: text
+    between two hits lies inside it too (ANCHOR_NOTE). Offsets are Unicode code points;
+    `start`/`end` are relative to the passage text, `body_start`/`body_end` to the version
+    body. Lines are 1-based and inclusive, counted as chunking counts them.
+    """
+
+    start: int
+    end: int
+    body_start: int
+    body_end: int
+    start_line: int
+    end_line: int
+
+
+def evidence_anchor(
+    segments: list[Segment], *, text: str, passage_start: int, passage_start_line: int
+) -> Anchor | None:
+    """The first-to-last highlight range of a passage, or None when nothing is highlighted.
+
+    `text` is the passage text (`version.body[passage_start:...]`) and `passage_start_line`
+    the body line it starts on; line numbers come from the line breaks before each end.
+    """
+    found = spans(segments)
+    if not found:
+        return None
+    start, end = found[0][0], found[-1][1]
+
+    def line_of(offset: int) -> int:
+        # A break counts once it ends at or before `offset` (so "\r\n" is one break).
+        breaks = sum(1 for m in LINE_BREAK_RE.finditer(text, 0, offset + 1) if m.end() <= offset)
+        return passage_start_line + breaks
+
+    return Anchor(
+        start=start,
+        end=end,
+        body_start=passage_start + start,
+        body_end=passage_start + end,
+        start_line=line_of(start),
+        end_line=line_of(end - 1),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Term highlights computed in Python, for hits the lexical engine did not match.
+# ---------------------------------------------------------------------------------------
+
+# A token as FTS5's unicode61 tokenizer sees one: a run of letters and digits (not "_"),
+# private-use characters (category Co) and the combining marks that remove_diacritics drops.
+TOKEN_RE = re.compile(
+    r"(?:[^\W_]|[\ue000-\uf8ff])"
+    r"(?:[^\W_]|[\ue000-\uf8ff\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f])*"
+)
+
+
+@lru_cache(maxsize=1)
+def _stemmer():
+    # The Snowball English stemmer (PostgreSQL's english_stem; close to FTS5's porter),
+    # shipped with fastembed. Without it terms still match word for word.
+    try:
+        from py_rust_stemmers import SnowballStemmer
+    except ImportError:  # pragma: no cover - fastembed is a dependency
+        return None
+    return SnowballStemmer("english")
+
+
+@lru_cache(maxsize=1 << 16)
+def fold(token: str) -> str:
+    """A token's index form: NFKC, diacritics removed (like remove_diacritics 2), case folded,
+    stemmed. Applied alike to passage tokens and query tokens, so they compare equal
+    exactly when the index would match them (up to the stemmer's small differences)."""
+    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", token))
+    plain = "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
+    stemmer = _stemmer()
+    return stemmer.stem_word(plain) if stemmer is not None else plain
+
+
+def contains_group(text: str, group: Sequence[str]) -> bool:
+    """Whether `text` holds the query token group `group` (one token, or a phrase as adjacent
+    tokens) under the same folding rules as `term_segments` — how the dense leg's candidates
+    are held to a query's required phrases and exclusions."""
+    return any(segment.highlighted for segment in term_segments(text, [group]))
+
+
+def term_segments(text: str, groups: Iterable[Sequence[str]]) -> list[Segment]:
+    """Highlight every occurrence of the query's term groups in `text`, in Python.
+
+    `groups` are the parsed query's terms and phrases (`ParsedQuery.terms + phrases`, never
+    the exclusions): one token matches that token anywhere; several must appear as adjacent
+    tokens and are highlighted as one span from the first to the last, as FTS5 highlights a
+    phrase. Overlapping spans merge. The result concatenates to `text` by construction.
+    """
+    wanted = [tuple(fold(t) for t in group) for group in groups if group]
+    wanted = [g for g in wanted if all(g)]
+    if not text or not wanted:
+        return [Segment(text, False)] if text else []
+    words = [(m.start(), m.end()) for m in TOKEN_RE.finditer(text)]
+    stems = [fold(text[a:b]) for a, b in words]
+    where: dict[str, list[int]] = {}
+    for i, stem in enumerate(stems):
+        where.setdefault(stem, []).append(i)
+    found: list[tuple[int, int]] = []
+    for group in wanted:
+        size = len(group)
+        for i in where.get(group[0], ()):
+            if size == 1 or tuple(stems[i : i + size]) == group:
+                found.append((words[i][0], words[i + size - 1][1]))
+    found.sort()
+    merged: list[list[int]] = []
+    for start, end in found:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    segments: list[Segment] = []
+    position = 0
+    for start, end in merged:
+        if start > position:
+            segments.append(Segment(text[position:start], False))
+        segments.append(Segment(text[start:end], True))
+        position = end
+    if position < len(text):
+        segments.append(Segment(text[position:], False))
+    return segments

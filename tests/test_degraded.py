@@ -177,7 +177,8 @@ def check_dense_leg_down(client: Client, user: User, expected: str) -> None:
         assert any(m.startswith(SEMANTIC_UNAVAILABLE) for m in result.degraded)
         assert any(m.endswith("Showing keyword matches.") for m in result.degraded)
         page = degraded_page(client, mode, expected)
-        assert "Rotate the staging certificates with certbot" in page
+        marked = "<mark>staging</mark> <mark>certificates</mark> with <mark>certbot</mark>"
+        assert f"Rotate the {marked}" in page
         data = degraded_api(client, mode, expected)
         assert_api_lexical_only(data)
         assert any(m.startswith(SEMANTIC_UNAVAILABLE) for m in data["degraded"])

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retrieval.highlight import (
+    Anchor,
+    Highlight,
     MarkupError,
     Segment,
     collision_free_markers,
+    evidence_anchor,
+    fold,
+    highlights,
     parse_marked,
     segments_or_plain,
     spans,
+    term_segments,
     utf16_offsets,
 )
 
@@ -71,3 +79,118 @@ def test_marking_then_parsing_round_trips(pieces):
     segments = segments_or_plain(passage, marked, start, end)
     assert "".join(s.text for s in segments) == passage
     assert [s.text for s in segments if s.highlighted] == [t for t, h in pieces if h]
+
+
+def test_fallback_is_logged(caplog):
+    with caplog.at_level("WARNING", logger="lode.highlight"):
+        assert segments_or_plain("abc", "a[[b", S, E) == [Segment("abc", False)]
+    assert "highlight fallback: unclosed highlight" in caplog.text
+
+
+def test_highlights_carry_both_units():
+    text = "𝒳 a 👍 b"
+    segments = [
+        Segment("𝒳 ", False),
+        Segment("a", True),
+        Segment(" 👍 ", False),
+        Segment("b", True),
+    ]
+    assert highlights(text, segments) == [Highlight(2, 3, 3, 4), Highlight(6, 7, 8, 9)]
+
+
+# --- evidence anchor ----------------------------------------------------------------------
+
+
+def test_anchor_is_first_to_last_highlight_with_lines():
+    text = "one alpha\r\ntwo\rthree beta\nfour"
+    segments = term_segments(text, [("alpha",), ("beta",)])
+    anchor = evidence_anchor(segments, text=text, passage_start=100, passage_start_line=7)
+    start, end = text.index("alpha"), text.index("beta") + 4
+    assert anchor == Anchor(start, end, 100 + start, 100 + end, 7, 9)
+
+
+def test_anchor_of_one_highlight_and_of_none():
+    text = "x\n\nword y"
+    one = evidence_anchor(
+        term_segments(text, [("word",)]), text=text, passage_start=0, passage_start_line=1
+    )
+    assert (one.start, one.end, one.start_line, one.end_line) == (3, 7, 3, 3)
+    none = evidence_anchor([Segment(text, False)], text=text, passage_start=0, passage_start_line=1)
+    assert none is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from(["ab", "cd", " ", "\n", "\r\n", "\r", "é", "👍"]), max_size=30),
+    st.integers(min_value=1, max_value=50),
+)
+def test_anchor_lines_agree_with_chunking(pieces, first_line):
+    from bisect import bisect_right
+
+    from retrieval.chunking import _line_bounds
+
+    text = "".join(pieces)
+    segments = term_segments(text, [("ab",)])
+    anchor = evidence_anchor(segments, text=text, passage_start=0, passage_start_line=first_line)
+    if not spans(segments):
+        assert anchor is None
+        return
+    starts, _ = _line_bounds(text)
+    assert anchor.start_line == first_line - 1 + bisect_right(starts, anchor.start)
+    assert anchor.end_line == first_line - 1 + bisect_right(starts, anchor.end - 1)
+
+
+# --- term highlights computed in Python ---------------------------------------------------
+
+
+def marked(segments: list[Segment]) -> list[str]:
+    return [s.text for s in segments if s.highlighted]
+
+
+def test_fold_is_the_index_form():
+    assert fold("Café") == fold("cafe") == fold("CAFE\u0301")
+    assert fold("Deploying") == fold("deployed") == fold("deploys")
+    assert fold("İstanbul") == fold("istanbul")
+    assert fold("ﬁne") == fold("fine")  # NFKC, like the query parser
+
+
+def test_term_segments_find_terms_with_index_rules():
+    text = "Deploying the CAFÉ's café; re-deploy at café-bar, not cafeteria."
+    segments = term_segments(text, [("deploy",), ("cafe",)])
+    assert "".join(s.text for s in segments) == text
+    assert marked(segments) == ["Deploying", "CAFÉ", "café", "deploy", "café"]
+
+
+def test_term_segments_phrases_are_adjacent_tokens_in_one_span():
+    text = "retry the timeout; retry, timeout! timeout retry"
+    segments = term_segments(text, [("retry", "timeout")])
+    assert marked(segments) == ["retry, timeout"]
+    # Unrelated words of the phrase alone are not marked, as FTS5 does.
+    assert "".join(s.text for s in segments) == text
+
+
+def test_term_segments_merge_overlaps_and_handle_combining_marks():
+    text = "big red fox; e\u0301cole red"
+    segments = term_segments(text, [("red", "fox"), ("big", "red"), ("ecole",)])
+    assert marked(segments) == ["big red fox", "e\u0301cole"]
+
+
+def test_term_segments_without_matches_or_terms():
+    assert term_segments("nothing here", [("zebra",)]) == [Segment("nothing here", False)]
+    assert term_segments("nothing here", []) == [Segment("nothing here", False)]
+    assert term_segments("", [("zebra",)]) == []
+    assert term_segments("a_b", [("a",)]) == [Segment("a", True), Segment("_b", False)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(max_size=80),
+    st.lists(st.lists(st.text(alphabet="abcé👍 ", min_size=1, max_size=4), max_size=3), max_size=4),
+)
+def test_term_segments_always_add_up(text, groups):
+    segments = term_segments(text, [tuple(g) for g in groups])
+    assert "".join(s.text for s in segments) == text
+    assert all(s.text for s in segments)
+    # Never two highlighted pieces in a row without text between (spans are merged).
+    for left, right in itertools.pairwise(segments):
+        assert not (left.highlighted and right.highlighted)

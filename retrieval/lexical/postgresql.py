@@ -9,9 +9,15 @@ passed as a bound parameter; ranking by `ts_rank_cd`.
 
 from __future__ import annotations
 
-from django.db import connection
+import dataclasses
 
-from retrieval.lexical import LEXICAL_LIMIT, LexicalHit
+from django.db import connection
+from django.db.models import QuerySet
+
+from notes.models import Document
+from retrieval.eligibility import eligible_documents, subquery_sql
+from retrieval.highlight import Segment, collision_free_markers, segments_or_plain
+from retrieval.lexical import LEXICAL_LIMIT, LexicalHealth, LexicalHit
 from retrieval.query import ParsedQuery
 
 # `english` stemming with accents folded first (like FTS5's remove_diacritics), so "cafe"
@@ -21,15 +27,23 @@ INDEX_NAME = "retrieval_passage_search_gin"
 # ts_rank_cd weights for {D, C, B, A}: title (A) counts three times the body (B).
 RANK_WEIGHTS = "{0.1, 0.2, 0.33, 1.0}"
 
+# The generated column's expression; the health check recomputes it from canonical text.
+VECTOR_SQL = (
+    f"setweight(to_tsvector('{CONFIG}'::regconfig, coalesce(title_text, '')), 'A') || "
+    f"setweight(to_tsvector('{CONFIG}'::regconfig, coalesce(text, '')), 'B')"
+)
+INDEX_SQL = (
+    f"CREATE INDEX {INDEX_NAME} ON retrieval_passage USING GIN (search_vector) WHERE is_head"
+)
+
 SCHEMA_SQL: list[str] = [
     "CREATE EXTENSION IF NOT EXISTS unaccent",
     f"CREATE TEXT SEARCH CONFIGURATION {CONFIG} (COPY = english)",
     f"ALTER TEXT SEARCH CONFIGURATION {CONFIG} "
     "ALTER MAPPING FOR hword, hword_part, word WITH unaccent, english_stem",
     "ALTER TABLE retrieval_passage ADD COLUMN search_vector tsvector GENERATED ALWAYS AS ("
-    f"setweight(to_tsvector('{CONFIG}'::regconfig, coalesce(title_text, '')), 'A') || "
-    f"setweight(to_tsvector('{CONFIG}'::regconfig, coalesce(text, '')), 'B')) STORED",
-    f"CREATE INDEX {INDEX_NAME} ON retrieval_passage USING GIN (search_vector) WHERE is_head",
+    f"{VECTOR_SQL}) STORED",
+    INDEX_SQL,
 ]
 
 DROP_SQL: list[str] = [
@@ -60,21 +74,38 @@ def tsquery_sql(query: ParsedQuery) -> tuple[str, list[str]]:
     return sql, params
 
 
-def search(query: ParsedQuery, *, owner_id: int, limit: int = LEXICAL_LIMIT) -> list[LexicalHit]:
-    """Head passages of `owner_id`'s live documents matching `query`, best ts_rank_cd first."""
+def search(
+    query: ParsedQuery,
+    *,
+    owner_id: int,
+    limit: int = LEXICAL_LIMIT,
+    documents: QuerySet[Document] | None = None,
+) -> list[LexicalHit]:
+    """Head passages of `owner_id`'s live documents matching `query`, best ts_rank_cd first.
+
+    `query.filters` apply inside the SQL, before `ORDER BY … LIMIT`, as `d.id IN (…)` over
+    `documents` (the search's eligible-document queryset; built here from `query` when the
+    caller has none), so a filtered-out passage never takes one of the `limit` places.
+    """
     if query.is_empty:
         return []
+    if documents is None:
+        documents = eligible_documents(query, owner_id=owner_id)
+    eligible, eligible_params = "", []
+    if documents is not None:
+        subquery, sub_params = subquery_sql(documents)
+        eligible, eligible_params = f"AND d.id IN ({subquery}) ", list(sub_params)
     tsquery, params = tsquery_sql(query)
     sql = (
         f"WITH q AS (SELECT {tsquery} AS query) "
         f"SELECT p.id, ts_rank_cd('{RANK_WEIGHTS}', p.search_vector, q.query) AS score "
         "FROM retrieval_passage p JOIN notes_document d ON d.id = p.document_id, q "
         "WHERE p.is_head AND p.search_vector @@ q.query AND d.owner_id = %s "
-        "AND d.deleted_at IS NULL "
+        f"AND d.deleted_at IS NULL {eligible}"
         "ORDER BY score DESC, p.id LIMIT %s"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, owner_id, limit])
+        cursor.execute(sql, [*params, owner_id, *eligible_params, limit])
         rows = cursor.fetchall()
     return [
         LexicalHit(passage_id=row[0], score=float(row[1]), score_name="ts_rank_cd") for row in rows
@@ -104,6 +135,135 @@ def indexed_row_count() -> int:
 
 
 def rebuild() -> None:
-    """Generated columns recompute on write; reindexing rebuilds the GIN index itself."""
+    """Make the index what the canonical passages say (idempotent; run it in a transaction).
+
+    REINDEX alone rebuilds the GIN index from the *stored* tsvectors, which may themselves
+    be wrong (computed under an older text search configuration, or written around the
+    generated expression). A stored generated column is recomputed only when a column it
+    depends on is written (measured on PostgreSQL 15: updating another column keeps the old
+    value), so head rows whose stored tsvector differs from a fresh one get `text = text`
+    (the text itself is unchanged); then the GIN index is rebuilt, or created if missing.
+    """
     with connection.cursor() as cursor:
-        cursor.execute(f"REINDEX INDEX {INDEX_NAME}")
+        cursor.execute(
+            "UPDATE retrieval_passage SET text = text "
+            f"WHERE is_head AND search_vector IS DISTINCT FROM ({VECTOR_SQL})"
+        )
+        if gin_index_problem() == "missing":
+            cursor.execute(INDEX_SQL)
+        else:
+            cursor.execute(f"REINDEX INDEX {INDEX_NAME}")
+
+
+# --- health (retrieval/health.py) --------------------------------------------------------
+
+
+def gin_index_problem() -> str | None:
+    """None when the GIN index exists and is usable, else "missing" or "invalid"."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indisvalid AND indisready AND indislive FROM pg_index "
+            "WHERE indexrelid = to_regclass(%s)",
+            [INDEX_NAME],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return "missing"
+    return None if row[0] else "invalid"
+
+
+def _digest_sql(column: str) -> str:
+    """SHA-256 over one line per head passage, by id: the id and the md5 of a tsvector's text
+    (md5 per row keeps the aggregated string small at any corpus size)."""
+    lines = f"string_agg(id::text || ' ' || md5({column}::text), E'\\n' ORDER BY id)"
+    return f"encode(sha256(convert_to(coalesce({lines}, ''), 'UTF8')), 'hex')"
+
+
+def index_health() -> LexicalHealth:
+    """Compare every head passage's stored tsvector with one recomputed from its text.
+
+    One statement, so one snapshot: the generated column's expression (`VECTOR_SQL`) is
+    evaluated afresh for each head passage, and the stored and recomputed vectors are
+    compared row by row and digested in id order. The GIN index is checked for existence
+    and validity only: PostgreSQL 15's amcheck has no GIN check, and `rebuild()` always
+    rebuilds it.
+    """
+    sql = (
+        f"WITH p AS (SELECT id, search_vector AS stored, {VECTOR_SQL} AS expected "
+        "FROM retrieval_passage WHERE is_head) "
+        "SELECT count(*), count(stored), "
+        "count(*) FILTER (WHERE stored IS DISTINCT FROM expected), "
+        "coalesce(sum(length(expected)), 0), coalesce(sum(length(stored)), 0), "
+        f"{_digest_sql('expected')}, {_digest_sql('stored')} FROM p"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        canonical, indexed, mismatches, expected_entries, actual_entries, expected, actual = (
+            cursor.fetchone()
+        )
+    findings: list[str] = []
+    problem = gin_index_problem()
+    if problem is not None:
+        findings.append(f"the GIN index {INDEX_NAME} is {problem}")
+    return LexicalHealth(
+        engine="postgresql-tsvector",
+        canonical_rows=canonical,
+        indexed_rows=indexed,
+        integrity="not available",
+        expected_digest=expected,
+        actual_digest=actual,
+        expected_entries=int(expected_entries),
+        actual_entries=int(actual_entries),
+        mismatches=mismatches,
+        mismatch_unit="passages",
+        findings=tuple(findings),
+    )
+
+
+def headline_options(start: str, stop: str) -> str:
+    """`ts_headline` options highlighting every match of the whole text with these markers.
+
+    Values are double-quoted, with any double quote doubled, which is how PostgreSQL's
+    options parser reads a value containing commas, spaces, '=' or quotes.
+    """
+
+    def quoted(value: str) -> str:
+        return '"' + value.replace('"', '""') + '"'
+
+    return f"StartSel={quoted(start)}, StopSel={quoted(stop)}, HighlightAll=true"
+
+
+def highlight(query: ParsedQuery, passages: list[tuple[int, str]]) -> dict[int, list[Segment]]:
+    """Highlight segments for `passages` ((passage id, passage text) of hits the lexical leg
+    returned), from `ts_headline` over the stored passage text with the tsquery `search()`
+    used minus its exclusions, and `HighlightAll=true` (the whole text, not fragments).
+    ts_headline marks every operand of the query, negated ones too, so an excluded phrase's
+    words would light up; they already kept the passage out if they matched. Unlike FTS5 it
+    also marks a phrase's words wherever they occur, not only where the phrase does.
+
+    Markers are chosen per passage so they occur nowhere in its text (each row's options
+    come from a VALUES table). The output is parsed strictly and must add up to the passage
+    text, else that passage gets one plain segment (`segments_or_plain`).
+    """
+    if query.is_empty or not passages:
+        return {}
+    texts = dict(passages)
+    markers = {pid: collision_free_markers(text) for pid, text in texts.items()}
+    tsquery, query_params = tsquery_sql(dataclasses.replace(query, excluded=()))
+    values = ", ".join(["(%s::bigint, %s::text)"] * len(markers))
+    params: list[object] = [
+        x for pid, (s, e) in markers.items() for x in (pid, headline_options(s, e))
+    ]
+    sql = (
+        f"WITH q AS (SELECT {tsquery} AS query), m(id, options) AS (VALUES {values}) "
+        f"SELECT p.id, ts_headline('{CONFIG}'::regconfig, p.text, q.query, m.options) "
+        "FROM m JOIN retrieval_passage p ON p.id = m.id, q"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*query_params, *params])
+        rows = cursor.fetchall()
+    return {
+        pid: segments_or_plain(texts[pid], marked or "", *markers[pid])
+        for pid, marked in rows
+        if pid in texts
+    }

@@ -8,11 +8,18 @@ column weighted above the body.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
-from django.db import connection
+from django.db import DatabaseError, connection
+from django.db.backends.utils import CursorWrapper
+from django.db.models import QuerySet
 
-from retrieval.lexical import LEXICAL_LIMIT, LexicalHit
+from notes.models import Document
+from retrieval.eligibility import eligible_documents, subquery_sql
+from retrieval.highlight import Segment, collision_free_markers, segments_or_plain
+from retrieval.lexical import LEXICAL_LIMIT, LexicalHealth, LexicalHit
 from retrieval.query import ParsedQuery
 
 FTS_TABLE = "retrieval_passage_fts"
@@ -66,20 +73,40 @@ def match_expression(query: ParsedQuery) -> str:
     return expression
 
 
-def search(query: ParsedQuery, *, owner_id: int, limit: int = LEXICAL_LIMIT) -> list[LexicalHit]:
-    """Head passages of `owner_id`'s live documents matching `query`, best bm25 first."""
+def search(
+    query: ParsedQuery,
+    *,
+    owner_id: int,
+    limit: int = LEXICAL_LIMIT,
+    documents: QuerySet[Document] | None = None,
+) -> list[LexicalHit]:
+    """Head passages of `owner_id`'s live documents matching `query`, best bm25 first.
+
+    `query.filters` apply inside the SQL, before `ORDER BY … LIMIT`, as `d.id IN (…)` over
+    `documents` (the search's eligible-document queryset; built here from `query` when the
+    caller has none), so a filtered-out passage never takes one of the `limit` places.
+    """
     if query.is_empty:
         return []
+    if documents is None:
+        documents = eligible_documents(query, owner_id=owner_id)
+    eligible, eligible_params = "", []
+    if documents is not None:
+        subquery, params = subquery_sql(documents)
+        eligible, eligible_params = f"AND d.id IN ({subquery}) ", list(params)
     sql = (
         f"SELECT p.id, bm25({FTS_TABLE}, %s, %s) AS score FROM {FTS_TABLE} "
         f"JOIN retrieval_passage p ON p.id = {FTS_TABLE}.rowid "
         "JOIN notes_document d ON d.id = p.document_id "
         f"WHERE {FTS_TABLE} MATCH %s AND p.is_head AND d.owner_id = %s "
-        "AND d.deleted_at IS NULL "
+        f"AND d.deleted_at IS NULL {eligible}"
         "ORDER BY score, p.id LIMIT %s"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [TITLE_WEIGHT, TEXT_WEIGHT, match_expression(query), owner_id, limit])
+        cursor.execute(
+            sql,
+            [TITLE_WEIGHT, TEXT_WEIGHT, match_expression(query), owner_id, *eligible_params, limit],
+        )
         rows = cursor.fetchall()
     # bm25() is negative, more negative = better; negate so every score reads "higher is better".
     return [LexicalHit(passage_id=row[0], score=-row[1], score_name="bm25") for row in rows]
@@ -106,3 +133,180 @@ def rebuild() -> None:
     """Rebuild the index from the head-passage view (idempotent)."""
     with connection.cursor() as cursor:
         cursor.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')")
+
+
+# --- health (retrieval/health.py) --------------------------------------------------------
+
+# TEMP tables (this connection only) the health check builds and drops again.
+RECONSTRUCTION = "lode_health_fts"
+_TEMP_TABLES = (
+    f"{RECONSTRUCTION}_instance",
+    f"{RECONSTRUCTION}_row",
+    f"{FTS_TABLE}_instance",
+    f"{FTS_TABLE}_row",
+    RECONSTRUCTION,
+)
+DIGEST_BATCH = 10_000
+
+
+@contextmanager
+def _read_snapshot() -> Iterator[None]:
+    """Every read inside sees one state of the database.
+
+    A deferred transaction, not `atomic()`: lode opens those with BEGIN IMMEDIATE, which
+    would hold the write lock (and make note saves wait) for the whole check. Under WAL a
+    reader blocks no writer. Inside an existing transaction (tests) that one is used.
+    """
+    if connection.in_atomic_block or not connection.get_autocommit():
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("BEGIN DEFERRED")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("COMMIT")
+
+
+def _drop_temp_tables(cursor: CursorWrapper) -> None:
+    for name in _TEMP_TABLES:
+        cursor.execute(f"DROP TABLE IF EXISTS temp.{name}")
+
+
+def _create_vocabularies(cursor: CursorWrapper, schema: str, table: str) -> None:
+    """TEMP fts5vocab tables `<table>_instance` and `<table>_row` over an FTS5 table."""
+    for kind in ("instance", "row"):
+        cursor.execute(
+            f"CREATE VIRTUAL TABLE temp.{table}_{kind} USING fts5vocab({schema}, {table}, {kind})"
+        )
+
+
+def _vocabulary_digest(cursor: CursorWrapper, vocab: str) -> tuple[str, int]:
+    """SHA-256 over every (term, rowid, column, offset) of an fts5vocab `instance` table,
+    ordered, one tab-separated line each; and how many there are."""
+    cursor.execute(
+        "SELECT term || char(9) || doc || char(9) || col || char(9) || offset "
+        f"FROM temp.{vocab} ORDER BY term, doc, col, offset"
+    )
+    digest = hashlib.sha256()
+    count = 0
+    while rows := cursor.fetchmany(DIGEST_BATCH):
+        count += len(rows)
+        digest.update(("\n".join(row[0] for row in rows) + "\n").encode("utf-8"))
+    return digest.hexdigest(), count
+
+
+def integrity_check() -> str:
+    """FTS5's own check; rank 1 also compares the index with its content (the head-passage
+    view), not just its internal structure. "ok" or the error SQLite raised."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rank) VALUES ('integrity-check', 1)"
+            )
+    except DatabaseError as exc:
+        return str(exc) or type(exc).__name__
+    return "ok"
+
+
+def index_health() -> LexicalHealth:
+    """Compare the FTS5 index with an independent rebuild from the canonical passages.
+
+    A contentless TEMP FTS5 table with the same columns and tokenizer is filled straight
+    from `retrieval_passage` (not through the index's content view), then both indexes are
+    read through fts5vocab: `instance` tables, scanned in order, give the two vocabulary
+    digests; `row` tables, looked up term by term, check the index's b-tree (deleting
+    `_idx` rows breaks lookups while a scan still reads every entry). With the row count
+    and FTS5's integrity-check this catches bogus tokens, missing entries and deleted
+    shadow rows even when the row count is unchanged.
+    """
+    findings: list[str] = []
+    integrity = integrity_check()
+    with _read_snapshot(), connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM retrieval_passage WHERE is_head")
+        canonical = cursor.fetchone()[0]
+        cursor.execute("SELECT sql FROM sqlite_master WHERE name = %s", [FTS_TABLE])
+        found = cursor.fetchone()
+        if found is None:
+            findings.append(f"the FTS5 table {FTS_TABLE} is missing")
+        elif f"tokenize='{TOKENIZER}'" not in found[0]:
+            findings.append(f"the FTS5 table is not built with tokenize='{TOKENIZER}'")
+        try:
+            indexed = indexed_row_count()
+        except DatabaseError as exc:
+            indexed = -1
+            findings.append(f"the index's row count cannot be read: {exc}")
+        _drop_temp_tables(cursor)
+        try:
+            cursor.execute(
+                f"CREATE VIRTUAL TABLE temp.{RECONSTRUCTION} USING fts5("
+                f"title_text, text, content='', tokenize='{TOKENIZER}')"
+            )
+            cursor.execute(
+                f"INSERT INTO temp.{RECONSTRUCTION}(rowid, title_text, text) "
+                "SELECT id, title_text, text FROM retrieval_passage WHERE is_head ORDER BY id"
+            )
+            _create_vocabularies(cursor, "temp", RECONSTRUCTION)
+            expected, expected_entries = _vocabulary_digest(cursor, f"{RECONSTRUCTION}_instance")
+            try:
+                _create_vocabularies(cursor, "main", FTS_TABLE)
+                actual, actual_entries = _vocabulary_digest(cursor, f"{FTS_TABLE}_instance")
+                cursor.execute(
+                    f"SELECT count(*) FROM temp.{RECONSTRUCTION}_row e WHERE NOT EXISTS ("
+                    f"SELECT 1 FROM temp.{FTS_TABLE}_row a "
+                    "WHERE a.term = e.term AND a.doc = e.doc AND a.cnt = e.cnt)"
+                )
+                mismatches = cursor.fetchone()[0]
+            except DatabaseError as exc:
+                actual, actual_entries, mismatches = "", -1, 0
+                findings.append(f"the lexical index cannot be read: {exc}")
+        finally:
+            _drop_temp_tables(cursor)
+    return LexicalHealth(
+        engine="sqlite-fts5",
+        canonical_rows=canonical,
+        indexed_rows=indexed,
+        integrity=integrity,
+        expected_digest=expected,
+        actual_digest=actual,
+        expected_entries=expected_entries,
+        actual_entries=actual_entries,
+        mismatches=mismatches,
+        mismatch_unit="terms",
+        findings=tuple(findings),
+    )
+
+
+# Column index of the passage text in the FTS5 table (title_text is 0).
+TEXT_COLUMN = 1
+
+
+def highlight(query: ParsedQuery, passages: list[tuple[int, str]]) -> dict[int, list[Segment]]:
+    """Highlight segments for `passages` ((passage id, passage text) of hits the lexical leg
+    returned), from FTS5 `highlight()` with the same MATCH expression `search()` used.
+
+    Markers are chosen per passage so they occur nowhere in its text (one statement: each
+    row's markers come from a VALUES table joined on rowid). The output is parsed strictly
+    and must add up to the passage text, else that passage gets one plain segment
+    (`segments_or_plain`). A passage the index no longer matches is absent from the result.
+    """
+    if query.is_empty or not passages:
+        return {}
+    texts = dict(passages)
+    markers = {pid: collision_free_markers(text) for pid, text in texts.items()}
+    values = ", ".join(["(%s, %s, %s)"] * len(markers))
+    params: list[object] = [x for pid, (s, e) in markers.items() for x in (pid, s, e)]
+    sql = (
+        f"WITH m(id, s, e) AS (VALUES {values}) "
+        f"SELECT {FTS_TABLE}.rowid, highlight({FTS_TABLE}, {TEXT_COLUMN}, m.s, m.e) "
+        f"FROM m JOIN {FTS_TABLE} ON {FTS_TABLE}.rowid = m.id WHERE {FTS_TABLE} MATCH %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, match_expression(query)])
+        rows = cursor.fetchall()
+    return {
+        pid: segments_or_plain(texts[pid], marked or "", *markers[pid])
+        for pid, marked in rows
+        if pid in texts
+    }
