@@ -578,19 +578,31 @@ class VectorStore:
                     found[int(raw)] = np.asarray(embedding, dtype=np.float32)
         return found
 
-    def ids(self) -> list[int]:
-        """Every passage id with a vector here (for reconciliation and tests)."""
-        found: list[int] = []
+    def _get_all(self, include: list[str]) -> list[Any]:
+        """Chroma `get` results covering every vector here, `PAGE_SIZE` per request."""
+        pages: list[Any] = []
         with self._use("read", write=False, create=False) as collection:
             if collection is None:
                 return []
             offset = 0
             while True:
-                result = collection.get(include=[], limit=PAGE_SIZE, offset=offset)
-                found.extend(int(raw) for raw in result["ids"])
+                result = collection.get(include=include, limit=PAGE_SIZE, offset=offset)
+                pages.append(result)
                 if len(result["ids"]) < PAGE_SIZE:
-                    return found
+                    return pages
                 offset += PAGE_SIZE
+
+    def ids(self) -> list[int]:
+        """Every passage id with a vector here (for reconciliation and tests)."""
+        return [int(raw) for page in self._get_all([]) for raw in page["ids"]]
+
+    def metadatas(self) -> dict[int, dict[str, Any]]:
+        """Every vector's metadata by passage id (the index health check compares it)."""
+        return {
+            int(raw): dict(meta or {})
+            for page in self._get_all(["metadatas"])
+            for raw, meta in zip(page["ids"], page["metadatas"], strict=True)
+        }
 
     def drop(self) -> None:
         """Delete the whole collection (after a manifest switch made it unused)."""

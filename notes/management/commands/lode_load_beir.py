@@ -1,8 +1,12 @@
-"""`manage.py lode_load_beir DIR [--user NAME] [--limit N]`: load a BEIR corpus as notes.
+"""`manage.py lode_load_beir DIR [--user NAME] [--limit N] [--source NAME]`: load a BEIR
+corpus as notes.
 
 One note per `DIR/corpus.jsonl` record: body `# {title}\\n\\n{text}`, title the record's title
 (or its `_id` when empty), `external_key` `beir:{_id}` so evaluation can map hits back and a
 re-run is idempotent (unchanged records are skipped, changed ones get a new version).
+Every note's `source_name` is the data set's name, DIR's folder name unless `--source` names
+it (`data/scifact` → `scifact`), so `source:scifact` filters a search to it; a re-run sets it
+on notes loaded before it existed, writing no version.
 
 This is the bulk path: records are written `BATCH_SIZE` to a transaction with `bulk_create`,
 a handful of queries per batch instead of several per note. It still builds passages with the
@@ -32,6 +36,7 @@ from tqdm import tqdm
 from notes import services
 from notes.management.commands.lode_import_markdown import (
     DEFAULT_USER,
+    MAX_SOURCE_CHARS,
     ImportStats,
     Skip,
     clip_title,
@@ -112,7 +117,7 @@ def _tag_rows(
     ]
 
 
-def _create_batch(owner: AbstractBaseUser, records: list[Record]) -> int:
+def _create_batch(owner: AbstractBaseUser, records: list[Record], source_name: str = "") -> int:
     """Create notes for `records` (none exist yet) in bulk; returns passages written.
 
     Mirrors `services.note_create` + `version_create` + `index_new_head` for a brand-new
@@ -126,6 +131,7 @@ def _create_batch(owner: AbstractBaseUser, records: list[Record]) -> int:
                 title=record.title,
                 trust_tier=TrustTier.NOTE,
                 external_key=record.key,
+                source_name=source_name,
             )
             for record in records
         ]
@@ -156,8 +162,11 @@ def _create_batch(owner: AbstractBaseUser, records: list[Record]) -> int:
     return len(passages)
 
 
-def write_batch(owner: AbstractBaseUser, records: list[Record], stats: ImportStats) -> None:
-    """Upsert one batch in one transaction: bulk-create the new, version the changed."""
+def write_batch(
+    owner: AbstractBaseUser, records: list[Record], stats: ImportStats, source_name: str = ""
+) -> None:
+    """Upsert one batch in one transaction: bulk-create the new, version the changed, and
+    set `source_name` (when given) on existing notes that lack it, in one UPDATE."""
     with transaction.atomic():
         # Lock the batch's existing notes up front, as `update_existing` would one by one.
         existing = {
@@ -166,9 +175,13 @@ def write_batch(owner: AbstractBaseUser, records: list[Record], stats: ImportSta
             .select_related("head")
             .filter(owner=owner, external_key__in=[r.key for r in records])
         }
+        if source_name:
+            Document.objects.filter(
+                pk__in=[doc.pk for doc in existing.values() if doc.source_name != source_name]
+            ).update(source_name=source_name)
         new = [r for r in records if r.key not in existing]
         if new:
-            stats.passages += _create_batch(owner, new)
+            stats.passages += _create_batch(owner, new, source_name)
             stats.created += len(new)
         for record in records:
             document = existing.get(record.key)
@@ -196,6 +209,11 @@ def write_batch(owner: AbstractBaseUser, records: list[Record], stats: ImportSta
                 stats.count(outcome, passages)
 
 
+def data_set_name(corpus_dir: Path) -> str:
+    """The data set's name: its folder's name (`data/scifact/` → `scifact`)."""
+    return corpus_dir.resolve().name[:MAX_SOURCE_CHARS]
+
+
 def count_lines(path: Path) -> int:
     """Lines in `path`, for the progress bar's total (a fast binary scan)."""
     with path.open("rb") as handle:
@@ -209,9 +227,13 @@ def load_beir(
     limit: int | None = None,
     progress: bool = True,
     batch_size: int = BATCH_SIZE,
+    source_name: str | None = None,
 ) -> ImportStats:
-    """Load `corpus_dir/corpus.jsonl` (its first `limit` records) as notes of `owner`."""
+    """Load `corpus_dir/corpus.jsonl` (its first `limit` records) as notes of `owner`.
+    `source_name` defaults to the data set's folder name."""
     started = time.perf_counter()
+    if source_name is None:
+        source_name = data_set_name(Path(corpus_dir))
     path = Path(corpus_dir) / CORPUS_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist")
@@ -232,7 +254,7 @@ def load_beir(
                 else:
                     seen.add(record.key)
                     unique.append(record)
-            write_batch(owner, unique, stats)
+            write_batch(owner, unique, stats, source_name)
             bar.update(len(batch))
     if stats.created:
         # The page path queues each saved note's embedding (`index_new_head`); the bulk path
@@ -252,6 +274,11 @@ class Command(BaseCommand):
         )
         parser.add_argument("--limit", type=int, default=None, help="load the first N records")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+        parser.add_argument(
+            "--source",
+            default=None,
+            help="source name for the `source:` search filter (default: DIR's folder name)",
+        )
 
     def handle(self, *args: object, **options: object) -> None:
         corpus_dir = Path(options["dir"])
@@ -260,6 +287,17 @@ class Command(BaseCommand):
         limit = options["limit"]
         if limit is not None and limit < 0:
             raise CommandError("--limit must not be negative")
+        source = options["source"]
+        if source is not None:
+            source = str(source).strip()
+            if not source or len(source) > MAX_SOURCE_CHARS:
+                raise CommandError(f"--source needs 1 to {MAX_SOURCE_CHARS} characters")
         owner = ensure_user(str(options["user"]))
-        stats = load_beir(corpus_dir, owner=owner, limit=limit, progress=not options["no_progress"])
+        stats = load_beir(
+            corpus_dir,
+            owner=owner,
+            limit=limit,
+            progress=not options["no_progress"],
+            source_name=source,
+        )
         report(self, stats)
