@@ -52,7 +52,9 @@ def permission_denied(request: HttpRequest, exc: PermissionDenied):
 
 
 from notes.api import router as notes_router  # noqa: E402
+from retrieval.api import evidence_router  # noqa: E402
 from retrieval.api import router as search_router  # noqa: E402
 
 api.add_router("/notes", notes_router)
 api.add_router("/search", search_router)
+api.add_router("/evidence", evidence_router)

@@ -3,6 +3,8 @@ from django.urls import include, path
 
 from lode_site import views
 from lode_site.api import api
+from retrieval.evidence_views import evidence_page
+from retrieval.help_views import search_help
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -10,5 +12,11 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     path("notes/", include("notes.urls")),
+    path("search/help", search_help, name="search-help"),
     path("search", include("retrieval.urls")),
+    path(
+        "evidence/<int:document_id>/<int:version_id>/<int:passage_id>/<str:sha256>/",
+        evidence_page,
+        name="evidence",
+    ),
 ]

@@ -122,10 +122,14 @@ def version_create(
     user: AbstractBaseUser | None,
     extractor_name: str = NOTE_EXTRACTOR,
     extractor_version: str = NOTE_EXTRACTOR_VERSION,
+    source_path: str = "",
+    source_sha256: str = "",
 ) -> Version:
     """Append an immutable version, make it the head and index its passages.
 
     Must run inside a transaction that holds the document row (see `note_update`).
+    `source_path` (absolute) and `source_sha256` (of the file's raw bytes) record the file a
+    version was read from, so verified opening can re-check it; blank for typed text.
     """
     parent = document.head
     data = body.encode("utf-8")
@@ -139,6 +143,8 @@ def version_create(
         byte_size=len(data),
         extractor_name=extractor_name,
         extractor_version=extractor_version,
+        source_path=source_path,
+        source_sha256=source_sha256,
         created_by=user,
     )
     document.head = version
@@ -155,8 +161,15 @@ def note_create(
     body: str,
     tags: str | list[str] | tuple[str, ...] = (),
     external_key: str = "",
+    source_name: str = "",
+    source_path: str = "",
+    source_sha256: str = "",
 ) -> Document:
-    """Create a note with its first version; the note is searchable on commit."""
+    """Create a note with its first version; the note is searchable on commit.
+
+    The `source_*` arguments are for imports: see `version_create`; `source_name` is the
+    import's name (a folder's name), used by the `source:` search filter.
+    """
     title, body = validate_content(title=title, body=body)
     manual = parse_tags(tags)
     with transaction.atomic():
@@ -166,8 +179,16 @@ def note_create(
             title=title,
             trust_tier=TrustTier.NOTE,
             external_key=external_key,
+            source_name=source_name,
         )
-        version_create(document=document, title=title, body=body, user=owner)
+        version_create(
+            document=document,
+            title=title,
+            body=body,
+            user=owner,
+            source_path=source_path,
+            source_sha256=source_sha256,
+        )
         _set_tags(document, manual=manual, body=body)
     return document
 

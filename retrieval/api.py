@@ -6,8 +6,10 @@ from datetime import datetime
 
 from django.conf import settings
 from django.http import HttpRequest
-from ninja import Router, Schema, Status
+from ninja import Field, Router, Schema, Status
 
+from retrieval.evidence import EvidenceOutcome, open_evidence
+from retrieval.highlight import ANCHOR_NOTE
 from retrieval.search import DEFAULT_MODE, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Hit, search
 
 router = Router(tags=["search"])
@@ -25,6 +27,41 @@ class ParentOut(Schema):
     start: int
     end: int
     text: str
+
+
+class SegmentOut(Schema):
+    """A piece of the passage text; the pieces concatenate to exactly `text`."""
+
+    text: str
+    highlighted: bool = Field(description="True when this piece matched the query.")
+
+
+class HighlightOut(Schema):
+    """A highlighted span of the passage text, in two units."""
+
+    start: int = Field(description="Start of the span in the passage text, in Unicode code points.")
+    end: int = Field(description="End (exclusive) in the passage text, in Unicode code points.")
+    start_utf16: int = Field(
+        description="The same start in UTF-16 code units (a JavaScript string index)."
+    )
+    end_utf16: int = Field(
+        description="The same end (exclusive) in UTF-16 code units (a JavaScript string index)."
+    )
+
+
+class AnchorOut(Schema):
+    """Evidence anchor: from the first highlighted span to the end of the last. A bounding
+    span: it may contain unmatched text between hits."""
+
+    start: int = Field(description="Start in the version body, in Unicode code points.")
+    end: int = Field(description="End (exclusive) in the version body, in Unicode code points.")
+    passage_start: int = Field(description="Start in the passage text, in Unicode code points.")
+    passage_end: int = Field(
+        description="End (exclusive) in the passage text, in Unicode code points."
+    )
+    start_line: int = Field(description="First line of the span in the version body (1-based).")
+    end_line: int = Field(description="Last line of the span in the version body (inclusive).")
+    note: str = Field(ANCHOR_NOTE, description="What the span does not promise.")
 
 
 class HitOut(Schema):
@@ -54,6 +91,25 @@ class HitOut(Schema):
     rerank_score: float | None
     rerank_score_name: str
     reasons: list[str]
+    segments: list[SegmentOut] = Field(
+        description="The passage text as ordered pieces; highlighted ones matched the query. "
+        "They concatenate to exactly `text`. Render each piece as text, never as markup."
+    )
+    highlights: list[HighlightOut] = Field(
+        description="Each highlighted piece's span in `text`: start/end in Unicode code "
+        "points, start_utf16/end_utf16 in UTF-16 code units."
+    )
+    highlighted_by: str = Field(
+        description='"index" (the lexical engine marked the matches), "query terms" (found in '
+        'Python with the index\'s tokenizer rules, for hits the engine did not match) or "".'
+    )
+    anchor: AnchorOut | None = Field(
+        description="First-to-last highlight range; may contain unmatched text between "
+        "hits. Null when nothing is highlighted."
+    )
+    evidence_url: str = Field(
+        description="Opens the passage re-verified against its pinned version and content hash."
+    )
 
 
 class SearchOut(Schema):
@@ -101,6 +157,28 @@ def hit_out(hit: Hit) -> HitOut:
         rerank_score=hit.rerank_score,
         rerank_score_name=hit.rerank_score_name,
         reasons=hit.reasons,
+        segments=[SegmentOut(text=s.text, highlighted=s.highlighted) for s in hit.segments],
+        highlights=[
+            HighlightOut(start=h.start, end=h.end, start_utf16=h.start_utf16, end_utf16=h.end_utf16)
+            for h in hit.highlights
+        ],
+        highlighted_by=hit.highlighted_by,
+        anchor=_anchor(hit),
+        evidence_url=hit.evidence_url,
+    )
+
+
+def _anchor(hit: Hit) -> AnchorOut | None:
+    a = hit.anchor
+    if a is None:
+        return None
+    return AnchorOut(
+        start=a.body_start,
+        end=a.body_end,
+        passage_start=a.start,
+        passage_end=a.end,
+        start_line=a.start_line,
+        end_line=a.end_line,
     )
 
 
@@ -112,10 +190,14 @@ def search_endpoint(
     rerank: str | None = None,
     limit: int = DEFAULT_PAGE_SIZE,
 ):
-    """Hybrid search over the caller's notes. `mode`: hybrid | lexical | semantic;
+    """Hybrid search over the caller's notes. `q` is the search page's query language
+    (words, "phrases", -exclusions, filters such as `tag:ops` or `after:2024-03`; see
+    /search/help); a query it rejects (bad filter value, filters without a word) is a 400
+    with the reason in `error`. `mode`: hybrid | lexical | semantic;
     `rerank`: learned | cross-encoder | off (default from settings). Offsets are Unicode
-    code points. `degraded` lists anything that limited this search (e.g. semantic search
-    unavailable)."""
+    code points; each hit's `highlights` also give UTF-16 code units (`*_utf16`). A hit's
+    `anchor` spans its first to last highlight and may contain unmatched text between hits.
+    `degraded` lists anything that limited this search (e.g. semantic search unavailable)."""
     result = search(
         user=request.auth,
         query=q,
@@ -136,3 +218,84 @@ def search_endpoint(
         hits=[hit_out(hit) for hit in result.hits],
     )
     return Status(400 if result.error else 200, body)
+
+
+# --- verified evidence opening (issue 4, item 3) ---------------------------------------------
+
+evidence_router = Router(tags=["evidence"])
+
+
+class EvidencePassageOut(Schema):
+    id: int
+    text: str
+    offset_unit: str = "unicode_code_point"
+    start: int
+    end: int
+    start_line: int
+    end_line: int
+    text_sha256: str
+
+
+class EvidenceOut(Schema):
+    """The outcome of opening an evidence link. `status`: verified_current |
+    verified_superseded | source_changed | unavailable. Everything but `status` and `message`
+    is null when unavailable (someone else's document looks exactly like a missing one)."""
+
+    status: str
+    message: str
+    document: int | None = None
+    document_title: str | None = None
+    version: int | None = None
+    version_number: int | None = None
+    version_created_at: datetime | None = None
+    passage: EvidencePassageOut | None = None
+    version_sha256: str | None = None
+    head_version_id: int | None = None
+    head_version_number: int | None = None
+    current_url: str | None = None
+    text_in_current: bool | None = None  # superseded only: passage text still in the head
+    source_detail: str | None = None  # source_changed only: what happened to the file
+
+
+def evidence_out(outcome: EvidenceOutcome) -> EvidenceOut:
+    if outcome.passage is None:
+        return EvidenceOut(status=outcome.status.value, message=outcome.message)
+    p, v = outcome.passage, outcome.version
+    return EvidenceOut(
+        status=outcome.status.value,
+        message=outcome.message,
+        document=outcome.document.pk,
+        document_title=outcome.document.title,
+        version=v.pk,
+        version_number=v.number,
+        version_created_at=v.created_at,
+        passage=EvidencePassageOut(
+            id=p.pk,
+            text=p.text,
+            start=p.start,
+            end=p.end,
+            start_line=p.start_line,
+            end_line=p.end_line,
+            text_sha256=p.text_sha256,
+        ),
+        version_sha256=v.sha256,
+        head_version_id=outcome.head.pk,
+        head_version_number=outcome.head.number,
+        current_url=outcome.current_url,
+        text_in_current=outcome.text_in_current,
+        source_detail=outcome.source_detail or None,
+    )
+
+
+@evidence_router.get(
+    "/{int:document_id}/{int:version_id}/{int:passage_id}/{sha256}",
+    response={200: EvidenceOut, 404: EvidenceOut},
+)
+def evidence_endpoint(
+    request: HttpRequest, document_id: int, version_id: int, passage_id: int, sha256: str
+):
+    """Open an evidence link: re-check that the passage belongs to the version, the version
+    to the document, the content hash matches and the caller may see it; re-read the source
+    file if the version came from one. 404 with `status: unavailable` otherwise."""
+    outcome = open_evidence(request.auth, document_id, version_id, passage_id, sha256)
+    return Status(outcome.http_status, evidence_out(outcome))

@@ -1,9 +1,13 @@
-"""`manage.py lode_import_markdown DIR [--user NAME]`: import a folder of markdown files as notes.
+"""`manage.py lode_import_markdown DIR [--user NAME] [--source NAME]`: import a folder of
+markdown files as notes.
 
 Each `.md` file becomes one note whose `external_key` is its path relative to DIR, so running
 the import again updates notes in place (a new version when the file changed, nothing when it
 did not) instead of duplicating them. Files lode cannot store faithfully (not UTF-8, over
-`LODE_MAX_NOTE_BYTES`, NUL bytes) are skipped with a reason and the import goes on.
+`LODE_MAX_NOTE_BYTES`, NUL bytes, symbolic links) are skipped with a reason and the import
+goes on. Every version written records the file's absolute path and the SHA-256 of its raw
+bytes (verified opening re-reads the file and compares); every note records the source name
+(DIR's folder name unless `--source` names it), for the `source:` search filter.
 
 The pieces both import commands share (the user, the per-note upsert, the report) live here
 as plain functions; `lode_load_beir` adds a batched path on top of them.
@@ -18,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
@@ -29,10 +32,13 @@ from tqdm import tqdm
 
 from notes import services
 from notes.models import Document
+from notes.sources import SourceRefused, read_source_bytes, sha256_bytes
 from retrieval.models import Passage
 
 DEFAULT_USER = "eval"
 MAX_KEY_CHARS = 500  # Document.external_key max_length
+MAX_SOURCE_CHARS = 200  # Document.source_name max_length
+MAX_SOURCE_PATH_CHARS = 1000  # Version.source_path max_length
 MARKDOWN_SUFFIX = ".md"
 
 Outcome = Literal["created", "updated", "unchanged"]
@@ -130,36 +136,67 @@ def _manual_tags(document: Document) -> tuple[str, ...]:
 
 
 def update_existing(
-    document: Document, *, owner: AbstractBaseUser, title: str, body: str
+    document: Document,
+    *,
+    owner: AbstractBaseUser,
+    title: str,
+    body: str,
+    source_name: str = "",
+    source_path: str = "",
+    source_sha256: str = "",
 ) -> tuple[Outcome, int]:
     """Write a new version of `document` if its head differs from (title, body).
 
     Runs under a row lock, as `services.note_update` does, so two imports cannot both append
     a version on top of the same head. Must be called inside `transaction.atomic()`.
-    Tags typed by hand are kept; `#hashtags` are re-read from the new body.
+    Tags typed by hand are kept; `#hashtags` are re-read from the new body. A non-blank
+    `source_name` replaces the document's; `source_path`/`source_sha256` go on the new
+    version only (unchanged content writes no version, so the head keeps its own).
     """
     locked = (
         Document.objects.select_for_update(of=("self",)).select_related("head").get(pk=document.pk)
     )
     if locked.deleted_at is not None:
         raise Skip("the note was deleted in lode; restore it to import this file again")
+    if source_name and locked.source_name != source_name:
+        locked.source_name = source_name
+        locked.save(update_fields=["source_name"])
     head = locked.head
     if head is not None and head.title == title and head.body == body:
         return "unchanged", 0
-    version = services.version_create(document=locked, title=title, body=body, user=owner)
+    version = services.version_create(
+        document=locked,
+        title=title,
+        body=body,
+        user=owner,
+        source_path=source_path,
+        source_sha256=source_sha256,
+    )
     # `_set_tags` is the service's own tag writer; reusing it keeps imports and edits alike.
     services._set_tags(locked, manual=_manual_tags(locked), body=body)
     return "updated", Passage.objects.filter(version=version).count()
 
 
 def upsert_note(
-    *, owner: AbstractBaseUser, external_key: str, title: str, body: str
+    *,
+    owner: AbstractBaseUser,
+    external_key: str,
+    title: str,
+    body: str,
+    source_name: str = "",
+    source_path: str = "",
+    source_sha256: str = "",
 ) -> tuple[Outcome, int]:
     """Create the note `external_key` of `owner`, or update it if its content changed.
 
     Returns the outcome and the number of passages written. Raises `Skip` for content the
-    note services reject.
+    note services reject. The `source_*` provenance is passed through to the services.
     """
+    source = {
+        "source_name": source_name,
+        "source_path": source_path,
+        "source_sha256": source_sha256,
+    }
     try:
         title, body = services.validate_content(title=title, body=body)
     except ValidationError as exc:
@@ -167,11 +204,11 @@ def upsert_note(
     existing = Document.objects.filter(owner=owner, external_key=external_key).first()
     if existing is None:
         document = services.note_create(
-            owner=owner, title=title, body=body, external_key=external_key
+            owner=owner, title=title, body=body, external_key=external_key, **source
         )
         return "created", _passage_count(document)
     with transaction.atomic():
-        return update_existing(existing, owner=owner, title=title, body=body)
+        return update_existing(existing, owner=owner, title=title, body=body, **source)
 
 
 def markdown_files(root: Path) -> list[Path]:
@@ -185,18 +222,20 @@ def markdown_files(root: Path) -> list[Path]:
     return sorted(found)
 
 
-def read_markdown(path: Path) -> str:
-    """The text of one markdown file, or `Skip` saying why lode will not store it."""
-    if path.is_symlink():
-        # ADR 0005: a link can point anywhere (outside DIR, at a secret); never follow one.
-        raise Skip("symbolic links are not followed")
-    limit = settings.LODE_MAX_NOTE_BYTES
-    size = path.stat().st_size
-    if size > limit:
-        raise Skip(f"{size:,} bytes is over the {limit:,}-byte note limit")
-    data = path.read_bytes()
-    if len(data) > limit:  # grew since stat()
-        raise Skip(f"{len(data):,} bytes is over the {limit:,}-byte note limit")
+def read_markdown_bytes(path: Path) -> bytes:
+    """The raw bytes of one markdown file, or `Skip` saying why lode will not read it.
+
+    The rules (no symbolic links, the size limit) live in `notes.sources`, shared with
+    verified evidence opening, which re-reads the file later.
+    """
+    try:
+        return read_source_bytes(path)
+    except SourceRefused as exc:
+        raise Skip(str(exc)) from None
+
+
+def decode_markdown(data: bytes) -> str:
+    """The text of a markdown file's bytes, or `Skip` saying why lode will not store it."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -206,19 +245,48 @@ def read_markdown(path: Path) -> str:
     return text.removeprefix("\ufeff")  # a BOM is an encoding marker, not content
 
 
-def import_markdown(root: Path, *, owner: AbstractBaseUser, progress: bool = True) -> ImportStats:
-    """Import every markdown file under `root` for `owner`; see the module docstring."""
+def read_markdown(path: Path) -> str:
+    """The text of one markdown file, or `Skip` saying why lode will not store it."""
+    return decode_markdown(read_markdown_bytes(path))
+
+
+def import_markdown(
+    root: Path,
+    *,
+    owner: AbstractBaseUser,
+    progress: bool = True,
+    source_name: str | None = None,
+) -> ImportStats:
+    """Import every markdown file under `root` for `owner`; see the module docstring.
+
+    `source_name` defaults to the folder's name.
+    """
     started = time.perf_counter()
     stats = ImportStats()
+    # Absolute and free of symlinks, so each version's `source_path` names the file itself.
+    root = root.resolve()
+    if source_name is None:
+        source_name = root.name[:MAX_SOURCE_CHARS]
     files = markdown_files(root)
     for path in tqdm(files, unit="file", file=sys.stderr, disable=not progress):
         key = path.relative_to(root).as_posix()
         try:
             if len(key) > MAX_KEY_CHARS:
                 raise Skip(f"the path is over {MAX_KEY_CHARS} characters")
-            body = read_markdown(path)
+            if len(str(path)) > MAX_SOURCE_PATH_CHARS:
+                raise Skip(f"the absolute path is over {MAX_SOURCE_PATH_CHARS} characters")
+            data = read_markdown_bytes(path)
+            body = decode_markdown(data)
             title = clip_title(first_heading(body) or path.stem)
-            outcome, passages = upsert_note(owner=owner, external_key=key, title=title, body=body)
+            outcome, passages = upsert_note(
+                owner=owner,
+                external_key=key,
+                title=title,
+                body=body,
+                source_name=source_name,
+                source_path=str(path),
+                source_sha256=sha256_bytes(data),
+            )
         except Skip as exc:
             stats.skipped.append((key, str(exc)))
         except OSError as exc:
@@ -244,12 +312,27 @@ class Command(BaseCommand):
         parser.add_argument(
             "--user", default=DEFAULT_USER, help=f"owner of the notes (default {DEFAULT_USER})"
         )
+        parser.add_argument(
+            "--source",
+            default=None,
+            help="source name for the `source:` search filter (default: DIR's folder name)",
+        )
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     def handle(self, *args: object, **options: object) -> None:
         root = Path(options["dir"])
         if not root.is_dir():
             raise CommandError(f"{root} is not a folder")
+        source = options["source"]
+        if source is not None:
+            source = str(source).strip()
+            if not source or len(source) > MAX_SOURCE_CHARS:
+                raise CommandError(f"--source needs 1 to {MAX_SOURCE_CHARS} characters")
         owner = ensure_user(str(options["user"]))
-        stats = import_markdown(root.resolve(), owner=owner, progress=not options["no_progress"])
+        stats = import_markdown(
+            root.resolve(),
+            owner=owner,
+            progress=not options["no_progress"],
+            source_name=source,
+        )
         report(self, stats)
