@@ -1,0 +1,131 @@
+"""`manage.py lode_index health|repair`: check the derived indexes, and rebuild them.
+
+    lode_index health [--json] [--skip-vectors]
+    lode_index repair [--json] [--skip-vectors]
+
+`health` compares the lexical and vector indexes with the canonical passages
+(`retrieval.health.index_health`) and exits 1 when anything is unhealthy, so schedulers and
+CI can act on it. `repair` rebuilds the lexical index in one transaction, re-embeds wrong or
+missing vectors and deletes orphans, and prints health before and after; it exits 1 when
+problems remain and 3 when the canonical digest changed (it never should). `--skip-vectors`
+leaves the vector index alone (no model or Chroma needed).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from retrieval.health import (
+    CanonicalChanged,
+    HealthReport,
+    RepairReport,
+    VectorRepair,
+    index_health,
+    repair_indexes,
+)
+
+UNHEALTHY = 1
+CANONICAL_CHANGED = 3
+
+
+def _short(digest: str) -> str:
+    return digest[:16] if digest else "(unreadable)"
+
+
+def health_lines(report: HealthReport, title: str = "index health") -> list[str]:
+    """A readable report: the verdict, each index's figures, then the problems."""
+    canonical, lex, vec = report.canonical, report.lexical, report.vectors
+    verdict = "healthy" if report.healthy else "UNHEALTHY"
+    lines = [
+        f"{title}: {verdict} ({report.seconds:.2f} s)",
+        f"  canonical  {canonical.head_passages} head passages, digest {_short(canonical.digest)}",
+        f"  lexical    {lex.engine}: {lex.indexed_rows} rows indexed for "
+        f"{lex.canonical_rows} head passages; integrity check: {lex.integrity}",
+        f"             rebuilt from canonical text: {lex.expected_entries} entries, digest "
+        f"{_short(lex.expected_digest)}; index: {lex.actual_entries} entries, digest "
+        f"{_short(lex.actual_digest)}; {lex.mismatches} {lex.mismatch_unit} disagree",
+    ]
+    if not vec.checked:
+        lines.append("  vectors    not checked (--skip-vectors)")
+    elif not vec.available:
+        lines.append(f"  vectors    unavailable: {vec.reason}")
+    else:
+        lines += [
+            f"  vectors    manifest {vec.manifest_key} (code: {vec.code_manifest_key}): "
+            f"{vec.vectors} vectors, {vec.records} records for {vec.head_passages} head passages",
+            f"             missing {vec.missing}, stale {vec.stale}, orphan vectors "
+            f"{vec.orphan_vectors}, orphan records {vec.orphan_records}, "
+            f"retired records {vec.retired_records}",
+        ]
+        lines += [f"             {name}: e.g. {ids}" for name, ids in vec.examples.items()]
+    if report.problems:
+        lines.append("  problems")
+        lines += [f"    - {problem}" for problem in report.problems]
+    return lines
+
+
+def repair_lines(repair: VectorRepair) -> list[str]:
+    if not repair.attempted:
+        return ["vectors: not repaired (--skip-vectors)"]
+    if repair.error:
+        return [f"vectors: repair stopped: {repair.error}"]
+    return [
+        f"vectors: {'rebuilt for the new manifest; ' if repair.reindexed else ''}"
+        f"dropped {repair.dropped} wrong, {repair.records_lost} records without a vector, "
+        f"deleted {repair.orphans_deleted} stray vectors; embedded {repair.embedded}, "
+        f"pruned {repair.pruned}; retired collections: {', '.join(repair.retired) or 'none'}"
+    ]
+
+
+class Command(BaseCommand):
+    help = "Check the lexical and vector indexes against the canonical passages, or rebuild them."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        actions = parser.add_subparsers(dest="action", required=True)
+        for name, text in (
+            ("health", "report drift; exit 1 when anything is unhealthy"),
+            ("repair", "rebuild the derived indexes; print health before and after"),
+        ):
+            sub = actions.add_parser(name, help=text)
+            sub.add_argument("--json", action="store_true", help="print JSON")
+            sub.add_argument(
+                "--skip-vectors", action="store_true", help="leave the vector index out"
+            )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        vectors = not options["skip_vectors"]
+        if options["action"] == "health":
+            report = index_health(vectors=vectors)
+            self._print(report.as_dict(), health_lines(report), options["json"])
+            if not report.healthy:
+                raise CommandError("the indexes are unhealthy", returncode=UNHEALTHY)
+            return
+        try:
+            repaired = repair_indexes(vectors=vectors)
+        except CanonicalChanged as exc:
+            self._print_repair(exc.report, options["json"])
+            raise CommandError(str(exc), returncode=CANONICAL_CHANGED) from exc
+        self._print_repair(repaired, options["json"])
+        if not repaired.after.healthy:
+            raise CommandError("problems remain after the repair", returncode=UNHEALTHY)
+
+    def _print_repair(self, report: RepairReport, as_json: bool) -> None:
+        lines = [
+            *health_lines(report.before, "before"),
+            f"lexical: rebuilt in one transaction in {report.lexical_seconds:.2f} s",
+            *repair_lines(report.vectors),
+            *health_lines(report.after, "after"),
+            "canonical digest unchanged"
+            if report.canonical_unchanged
+            else "CANONICAL DIGEST CHANGED",
+        ]
+        self._print(report.as_dict(), lines, as_json)
+
+    def _print(self, data: dict[str, Any], lines: list[str], as_json: bool) -> None:
+        if as_json:
+            self.stdout.write(json.dumps(data, indent=2))
+        else:
+            self.stdout.write("\n".join(lines))
