@@ -382,7 +382,7 @@ def test_search_page_full_render(alice_client, alice_note):
     page = text(response)
     assert "<html" in page
     assert 'name="q" value="certbot"' in page
-    assert "Rotate the staging certs with certbot" in page
+    assert "Rotate the staging certs with <mark>certbot</mark>" in page
     assert reverse("notes:version", args=[alice_note.pk, alice_note.head_id]) in page
 
 
@@ -392,7 +392,7 @@ def test_search_page_htmx_partial(alice_client, alice_note):
     page = text(response)
     assert "<html" not in page
     assert "<form" not in page
-    assert "Rotate the staging certs with certbot" in page
+    assert "Rotate the staging certs with <mark>certbot</mark>" in page
 
 
 def test_search_page_empty_query(alice_client, alice_note):
@@ -412,7 +412,7 @@ def test_search_page_no_results(alice_client, alice_note):
 def test_search_page_mode_parameter_is_honoured(alice_client, alice_note):
     page = text(alice_client.get("/search", {"q": "certbot", "mode": "lexical"}))
     assert '<option value="lexical" selected>' in page
-    assert "Rotate the staging certs with certbot" in page
+    assert "Rotate the staging certs with <mark>certbot</mark>" in page
     page = text(alice_client.get("/search", {"q": "certbot", "mode": "telepathy"}))
     assert 'role="alert"' in page
 
@@ -560,6 +560,6 @@ def test_search_results_escape_passage_text(alice_client, xss_note):
         response = alice_client.get("/search", {"q": "alert intro"}, headers=headers)
         assert response.status_code == 200
         page = text(response)
-        assert "Intro text." in page  # the note was found
+        assert "<mark>Intro</mark> text." in page  # the note was found, "intro" highlighted
         assert_no_executable_markup(page)
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page or "&lt;img" in page
