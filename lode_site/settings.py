@@ -138,3 +138,22 @@ LOGGING = {
 LODE_RERANK = env.env_choice("LODE_RERANK", "learned", ("learned", "cross-encoder", "off"))
 LODE_RERANK_MODEL_DIR = env.env_str("LODE_RERANK_MODEL_DIR", "")
 LODE_RERANK_MODEL_NAME = env.env_str("LODE_RERANK_MODEL_NAME", "Xenova/ms-marco-MiniLM-L-6-v2")
+
+# --- Cited answers (issue 5) ------------------------------------------------------------
+# An OpenAI-compatible chat endpoint (`…/v1`); empty means the offline extractive answerer.
+LODE_LLM_BASE_URL = env.env_str("LODE_LLM_BASE_URL", "").strip().rstrip("/")
+LODE_LLM_MODEL = env.env_str("LODE_LLM_MODEL", "").strip()
+LODE_LLM_API_KEY = env.env_str("LODE_LLM_API_KEY", "")
+LODE_LLM_TIMEOUT_SECONDS = env.env_int("LODE_LLM_TIMEOUT_SECONDS", 60, minimum=1)
+LODE_LLM_MAX_RETRIES = env.env_int("LODE_LLM_MAX_RETRIES", 2, minimum=0)
+LODE_LLM_MAX_TOKENS = env.env_int("LODE_LLM_MAX_TOKENS", 1024, minimum=16)
+# Entailment stage of the faithfulness gate: none (fail closed), a local cross-encoder
+# folder, or an LLM judge over the same endpoint as the answerer.
+LODE_ENTAILMENT = env.env_choice("LODE_ENTAILMENT", "none", ("none", "cross-encoder", "llm-judge"))
+LODE_ENTAILMENT_MODEL_DIR = env.env_str("LODE_ENTAILMENT_MODEL_DIR", "")
+LODE_ENTAILMENT_MODEL_NAME = env.env_str(
+    "LODE_ENTAILMENT_MODEL_NAME", "Xenova/ms-marco-MiniLM-L-6-v2"
+)
+# Evidence pack budget: items and characters of passage text handed to an answerer.
+LODE_ASK_MAX_ITEMS = env.env_int("LODE_ASK_MAX_ITEMS", 12, minimum=1)
+LODE_ASK_MAX_CHARS = env.env_int("LODE_ASK_MAX_CHARS", 12_000, minimum=200)

@@ -46,6 +46,10 @@ class Document(models.Model):
     # Where the document came from, for the `source:` search filter: an import folder's
     # name, a data set's name; blank for notes written in lode.
     source_name = models.CharField(max_length=200, blank=True, default="")
+    # Never send this document's content off the machine (to a cloud answerer or judge);
+    # it is listed as "present, withheld from cloud synthesis" instead. Externals inherit
+    # it from their source.
+    no_egress = models.BooleanField(default=False)
     tags = models.ManyToManyField(
         "notes.Tag", through="notes.DocumentTag", related_name="documents"
     )

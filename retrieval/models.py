@@ -8,6 +8,7 @@ see `retrieval/lexical/`.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 
@@ -92,3 +93,60 @@ class VectorIndexState(models.Model):
 
     def __str__(self) -> str:
         return f"vector index {self.active_key}"
+
+
+class EgressLog(models.Model):
+    """One time content left (or was about to leave) the machine. Written *before* the
+    request is sent (invariant 8), so a crash mid-request still leaves its record."""
+
+    class Purpose(models.TextChoices):
+        QA = "qa", "Question answering"
+        JUDGE = "judge", "Entailment judge"
+        TOOL = "tool", "Tool call"
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    destination_host = models.CharField(max_length=255)
+    purpose = models.CharField(max_length=8, choices=Purpose.choices)
+    # [{"document_id", "version_id", "chars"}] for every document whose content was sent.
+    items = models.JSONField(default=list, blank=True)
+    chars_sent = models.PositiveIntegerField(default=0)
+    redaction_count = models.PositiveIntegerField(default=0)
+    withheld_count = models.PositiveIntegerField(default=0)
+    request_sha256 = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.purpose} → {self.destination_host} at {self.created_at:%Y-%m-%d %H:%M}"
+
+
+class AskTrace(models.Model):
+    """A stored answer and its replayable trace (the "flight recorder"): everything needed
+    to re-run the deterministic stages and compare. `trace` is redacted JSON."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ask_traces"
+    )
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    question = models.TextField()
+    # "Ask about this note": the document whose head passages were pinned first.
+    pinned_document = models.ForeignKey(
+        "notes.Document", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decision = models.CharField(max_length=32)
+    answerer = models.CharField(max_length=64)
+    # The final answer shown: {"claims": [...], "dropped": [...], "withheld": [...], ...}.
+    answer = models.JSONField(default=dict)
+    trace = models.JSONField(default=dict)
+    code_version = models.CharField(max_length=64, blank=True, default="")
+    elapsed_ms = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.decision}: {self.question[:60]}"
