@@ -412,7 +412,9 @@ def test_page_shows_anchor_caveat_and_evidence_link(alice, alice_client, alice_n
     assert "the span may contain unmatched text between hits" in html
     url = evidence_url(hit.passage)
     assert hit.evidence_url == url
-    assert f'<a class="evidence-link" href="{escape(url)}">Open evidence</a>' in html
+    # The link carries the search back (query, mode, reranker) for "back to results".
+    back = "?q=certbot+staging&amp;mode=lexical&amp;rerank="
+    assert f'<a class="evidence-link" href="{escape(url)}{back}' in html
     assert "<mark>certbot</mark>" in html and "<mark>staging</mark>" in html
 
 
