@@ -147,6 +147,11 @@ LODE_LLM_API_KEY = env.env_str("LODE_LLM_API_KEY", "")
 LODE_LLM_TIMEOUT_SECONDS = env.env_int("LODE_LLM_TIMEOUT_SECONDS", 60, minimum=1)
 LODE_LLM_MAX_RETRIES = env.env_int("LODE_LLM_MAX_RETRIES", 2, minimum=0)
 LODE_LLM_MAX_TOKENS = env.env_int("LODE_LLM_MAX_TOKENS", 1024, minimum=16)
+# How JSON output is requested: OpenAI's `json_schema` (default), or `json_object` with the
+# schema beside it for servers that only know that form (llama-cpp-python's server).
+LODE_LLM_RESPONSE_FORMAT = env.env_choice(
+    "LODE_LLM_RESPONSE_FORMAT", "json_schema", ("json_schema", "json_object")
+)
 # Entailment stage of the faithfulness gate: none (fail closed), a local cross-encoder
 # folder, or an LLM judge over the same endpoint as the answerer.
 LODE_ENTAILMENT = env.env_choice("LODE_ENTAILMENT", "none", ("none", "cross-encoder", "llm-judge"))

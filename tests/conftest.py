@@ -65,3 +65,13 @@ def private_vectors(settings, tmp_path) -> Iterator[Path]:
     vectors.reset_vector_stores()
     yield tmp_path / "chroma"
     vectors.reset_vector_stores()
+
+
+@pytest.fixture
+def fake_llm(settings, monkeypatch) -> Iterator:
+    """A scriptable OpenAI-compatible server on 127.0.0.1 wired into `LODE_LLM_*` settings
+    (tests/fake_llm.py)."""
+    from tests.fake_llm import running_fake_llm
+
+    with running_fake_llm(settings, monkeypatch) as server:
+        yield server
