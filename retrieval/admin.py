@@ -1,14 +1,17 @@
 from __future__ import annotations
 
+import json
+
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
+from django.utils.html import format_html
 from django.views.decorators.http import require_GET
 
 from notes.admin import ReadOnlyAdmin
 from retrieval.health import index_health
-from retrieval.models import Passage
+from retrieval.models import AskTrace, EgressLog, Passage
 
 
 @admin.register(Passage)
@@ -45,3 +48,92 @@ class PassageAdmin(ReadOnlyAdmin):
             "report": index_health(),
         }
         return TemplateResponse(request, "admin/retrieval/index_health.html", context)
+
+
+@admin.register(AskTrace)
+class AskTraceAdmin(ReadOnlyAdmin):
+    """Stored answers and their traces, read-only: the flight recorder is evidence of what was
+    shown, so nobody edits it here (replay: `manage.py lode_trace replay ID`)."""
+
+    list_display = ["id", "user", "short_question", "decision", "answerer", "created_at"]
+    list_filter = ["decision", "answerer"]
+    list_select_related = ["user"]
+    search_fields = ["question"]
+    date_hierarchy = "created_at"
+    fields = [
+        "user",
+        "created_at",
+        "question",
+        "pinned_document",
+        "decision",
+        "answerer",
+        "code_version",
+        "elapsed_ms",
+        "answer_json",
+        "trace_json",
+    ]
+    readonly_fields = fields
+
+    @admin.display(description="question")
+    def short_question(self, obj: AskTrace) -> str:
+        return obj.question if len(obj.question) <= 80 else obj.question[:79] + "…"
+
+    @admin.display(description="answer")
+    def answer_json(self, obj: AskTrace) -> str:
+        return _pretty_json(obj.answer)
+
+    @admin.display(description="trace")
+    def trace_json(self, obj: AskTrace) -> str:
+        return _pretty_json(obj.trace)
+
+
+def _pretty_json(data: object) -> str:
+    # format_html escapes the JSON text: stored passages and model output are never marked safe.
+    text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    return format_html('<pre style="white-space: pre-wrap">{}</pre>', text)
+
+
+@admin.register(EgressLog)
+class EgressLogAdmin(ReadOnlyAdmin):
+    """Every time content left (or was about to leave) the machine, read-only: the log is the
+    audit record of invariant 8, so it is never edited or deleted here."""
+
+    list_display = [
+        "created_at",
+        "user",
+        "purpose",
+        "destination_host",
+        "document_count",
+        "chars_sent",
+        "redaction_count",
+        "withheld_count",
+        "short_hash",
+    ]
+    list_filter = ["purpose", "destination_host", "user", "created_at"]
+    list_select_related = ["user"]
+    search_fields = ["request_sha256", "destination_host"]
+    date_hierarchy = "created_at"
+    fields = [
+        "created_at",
+        "user",
+        "purpose",
+        "destination_host",
+        "items_json",
+        "chars_sent",
+        "redaction_count",
+        "withheld_count",
+        "request_sha256",
+    ]
+    readonly_fields = fields
+
+    @admin.display(description="documents")
+    def document_count(self, obj: EgressLog) -> int:
+        return len({entry.get("document_id") for entry in obj.items or []})
+
+    @admin.display(description="request SHA-256")
+    def short_hash(self, obj: EgressLog) -> str:
+        return obj.request_sha256[:12]
+
+    @admin.display(description="documents and versions sent")
+    def items_json(self, obj: EgressLog) -> str:
+        return _pretty_json(obj.items)

@@ -1,0 +1,525 @@
+"""The ask pipeline end to end on the database: search → pack → decision → answerer → gate →
+shown claims → trace. A scripted in-process answerer drives the gate paths; the offline
+extractive answerer and the chat answerer (against the fake server on 127.0.0.1) run the
+real ones."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from django.db import transaction
+
+from notes import services
+from notes.models import Document, TrustTier
+from retrieval.answer_types import (
+    ABSTAIN_MESSAGE,
+    AnswerDraft,
+    Claim,
+    Decision,
+    EvidencePack,
+    Support,
+)
+from retrieval.ask import (
+    PINNED_UNAVAILABLE,
+    ask,
+    code_version,
+    context_segments,
+    locate_span,
+    outcome_from_trace,
+)
+from retrieval.models import AskTrace, EgressLog, Passage
+
+pytestmark = pytest.mark.django_db
+
+RUNBOOK = (
+    "# Deploy runbook\n\nRotate the staging certs with certbot before Friday.\n\n"
+    "## Timeouts\n\nThe staging timeout is 30 seconds.\n"
+)
+VENDOR = "Vendor guidance for staging.\n\nThe staging timeout is 60 seconds."
+
+
+@dataclass
+class Scripted:
+    """An in-process answerer: returns the claims it was given (or a function of the pack),
+    shown every version in the pack, and records each call."""
+
+    claims: Any = ()
+    error: str = ""
+    raises: Exception | None = None
+    name: str = "scripted"
+    remote: bool = False
+    calls: list[EvidencePack] = field(default_factory=list)
+
+    def answer(self, question: str, pack: EvidencePack, *, user: Any) -> AnswerDraft:
+        from notes.models import Version
+
+        self.calls.append(pack)
+        if self.raises is not None:
+            raise self.raises
+        claims = self.claims(pack) if callable(self.claims) else list(self.claims)
+        bodies = dict(
+            Version.objects.filter(pk__in={i.version_id for i in pack.items}).values_list(
+                "pk", "body"
+            )
+        )
+        return AnswerDraft(
+            answerer=self.name,
+            claims=claims,
+            error=self.error,
+            request={"scripted": question},
+            response={"claims": len(claims)},
+            sent_versions=bodies,
+        )
+
+
+def claim(version_id: int, text: str, span: str | None = None) -> Claim:
+    return Claim(text=text, support=(Support(version_id=version_id, quoted_span=span or text),))
+
+
+def make_external(owner, title: str, body: str, *, tier=TrustTier.EXTERNAL_CURRENT, **extra):
+    document = services.note_create(owner=owner, title=title, body=body)
+    Document.objects.filter(pk=document.pk).update(
+        kind=Document.Kind.EXTERNAL, trust_tier=tier, **extra
+    )
+    document.refresh_from_db()
+    return document
+
+
+@pytest.fixture
+def runbook(alice) -> Document:
+    return services.note_create(owner=alice, title="Deploy runbook", body=RUNBOOK)
+
+
+def lexical_ask(**kwargs) -> Any:
+    return ask(mode="lexical", **kwargs)
+
+
+# --- answering -----------------------------------------------------------------------------------
+
+
+def test_a_verified_claim_is_shown_with_its_span_in_context_and_a_trace(alice, runbook):
+    span = "Rotate the staging certs with certbot before Friday."
+    answerer = Scripted([claim(runbook.head_id, span)])
+    outcome = lexical_ask(
+        user=alice, question="When do I rotate the staging certs?", answerer=answerer
+    )
+    assert outcome.decision == Decision.ANSWER
+    assert outcome.error == "" and outcome.dropped == []
+    [shown] = outcome.claims
+    [support] = shown.support
+    body = runbook.head.body
+    assert body[support.start : support.end] == span
+    assert support.version_id == runbook.head_id and support.version_number == 1
+    assert support.trust_tier == "note" and support.kind == "note"
+    assert [t for t, h in support.segments if h] == [span]
+    context = "".join(t for t, _ in support.segments)
+    assert context in body and span in context
+    passage = Passage.objects.get(
+        version=runbook.head, start__lte=support.start, end__gt=support.start
+    )
+    assert support.evidence_url.endswith(f"/{passage.pk}/{runbook.head.sha256}/") or (
+        str(passage.pk) in support.evidence_url and runbook.head.sha256 in support.evidence_url
+    )
+    trace = AskTrace.objects.get(pk=outcome.trace_id)
+    assert trace.user == alice and trace.decision == "ANSWER" and trace.answerer == "scripted"
+    data = trace.trace
+    for key in (
+        "question",
+        "settings",
+        "search",
+        "pack",
+        "pre_decision",
+        "decision",
+        "model",
+        "draft",
+        "gate",
+        "manifests",
+        "code_version",
+    ):
+        assert key in data, key
+    assert data["settings"]["mode"] == "lexical"
+    assert data["settings"]["max_items"] > 0 and data["settings"]["answerer"] == "scripted"
+    assert data["search"]["parsed"]["terms"]
+    assert data["search"]["reranked"] == [c["passage_id"] for c in data["search"]["candidates"]]
+    assert sorted(data["search"]["fused"]) == sorted(data["search"]["reranked"])
+    assert data["search"]["candidates"][0]["lexical"]["score_name"]
+    assert data["model"] == {
+        "remote": False,
+        "request": {"scripted": "When do I rotate the staging certs?"},
+        "response": {"claims": 1},
+        "error": "",
+    }
+    assert data["gate"][0]["passed"] is True and data["gate"][0]["step"] == "coupling"
+    assert data["manifests"]["entailment"] == "none"
+    assert {**trace.answer, "trace_id": trace.pk} == outcome.as_dict()
+    json.dumps(data)  # JSON all the way down
+
+
+def test_a_span_found_only_after_normalisation_is_mapped_back_to_the_body(alice, runbook):
+    span = "Rotate   the staging\ncerts with certbot"  # whitespace differs from the body
+    answerer = Scripted([claim(runbook.head_id, "Rotate the staging certs with certbot", span)])
+    outcome = lexical_ask(user=alice, question="rotate staging certs", answerer=answerer)
+    [support] = outcome.claims[0].support
+    assert runbook.head.body[support.start : support.end] == "Rotate the staging certs with certbot"
+    assert [t for t, h in support.segments if h] == ["Rotate the staging certs with certbot"]
+
+
+def test_a_fabricated_quote_is_dropped_and_the_answer_abstains(alice, runbook):
+    answerer = Scripted([claim(runbook.head_id, "Rotate the certs on Monday.")])
+    outcome = lexical_ask(
+        user=alice, question="When do I rotate the staging certs?", answerer=answerer
+    )
+    assert outcome.decision == Decision.ABSTAIN_NO_EVIDENCE
+    assert outcome.message == ABSTAIN_MESSAGE
+    assert outcome.claims == []
+    assert [(v.passed, v.step) for v in outcome.dropped] == [(False, "verbatim")]
+    trace = AskTrace.objects.get(pk=outcome.trace_id)
+    assert trace.trace["gate"][0]["reason"]
+
+
+def test_a_claim_needing_entailment_with_no_scorer_is_dropped(alice, runbook, settings):
+    settings.LODE_ENTAILMENT = "none"
+    span = "Rotate the staging certs with certbot before Friday."
+    answerer = Scripted(
+        [
+            claim(runbook.head_id, span),
+            claim(
+                runbook.head_id, "Certificates must be renewed weekly.", span
+            ),  # paraphrase drift
+        ]
+    )
+    outcome = lexical_ask(
+        user=alice, question="When do I rotate the staging certs?", answerer=answerer
+    )
+    assert outcome.decision == Decision.ANSWER
+    assert [c.text for c in outcome.claims] == [span]
+    assert [(v.step, v.passed) for v in outcome.dropped] == [("entailment", False)]
+
+
+def test_a_claim_citing_another_users_version_is_never_shown(alice, bob, runbook):
+    bobs = services.note_create(owner=bob, title="Bob", body="Rotate the staging certs daily.")
+    answerer = Scripted([claim(bobs.head_id, "Rotate the staging certs daily.")])
+    outcome = lexical_ask(user=alice, question="rotate the staging certs", answerer=answerer)
+    assert outcome.claims == [] and outcome.decision == Decision.ABSTAIN_NO_EVIDENCE
+
+
+def test_answerer_error_is_a_failure_state_with_nothing_verified(alice, runbook):
+    answerer = Scripted(
+        [claim(runbook.head_id, "Rotate the staging certs with certbot before Friday.")],
+        error="HTTP 503 from the model endpoint",
+    )
+    outcome = lexical_ask(
+        user=alice, question="When do I rotate the staging certs?", answerer=answerer
+    )
+    assert outcome.decision == Decision.ABSTAIN_NO_EVIDENCE
+    assert outcome.error == "HTTP 503 from the model endpoint"
+    assert "failed" in outcome.message and "nothing is shown as verified" in outcome.message
+    assert outcome.claims == []
+    trace = AskTrace.objects.get(pk=outcome.trace_id)
+    assert trace.trace["model"]["error"] and "gate" not in trace.trace
+
+
+def test_an_answerer_that_raises_fails_the_same_way(alice, runbook):
+    answerer = Scripted(raises=RuntimeError("boom"))
+    outcome = lexical_ask(
+        user=alice, question="When do I rotate the staging certs?", answerer=answerer
+    )
+    assert outcome.error == "RuntimeError: boom"
+    assert outcome.claims == [] and outcome.trace_id
+
+
+# --- decisions before answering ------------------------------------------------------------------
+
+
+def test_a_vague_question_asks_for_clarification_without_calling_the_answerer(alice, runbook):
+    answerer = Scripted()
+    outcome = lexical_ask(user=alice, question="how do I fix this?", answerer=answerer)
+    assert outcome.decision == Decision.ASK_CLARIFYING
+    assert 1 <= len(outcome.clarifying_questions) <= 3
+    assert answerer.calls == []
+    assert AskTrace.objects.get(pk=outcome.trace_id).decision == "ASK_CLARIFYING"
+
+
+def test_a_question_the_notes_do_not_cover_abstains_without_calling_the_answerer(alice, runbook):
+    answerer = Scripted()
+    outcome = lexical_ask(user=alice, question="What is the capital of France?", answerer=answerer)
+    assert outcome.decision == Decision.ABSTAIN_NO_EVIDENCE
+    assert outcome.message == ABSTAIN_MESSAGE and outcome.error == ""
+    assert answerer.calls == []
+
+
+def test_a_bad_filter_asks_to_rephrase(alice, runbook):
+    outcome = lexical_ask(user=alice, question="staging certs type:banana", answerer=Scripted())
+    assert outcome.decision == Decision.ASK_CLARIFYING
+    assert "type:" in outcome.message
+
+
+def test_bob_never_gets_evidence_from_alices_notes(bob, runbook):
+    answerer = Scripted()
+    outcome = lexical_ask(
+        user=bob, question="When do I rotate the staging certs?", answerer=answerer
+    )
+    assert outcome.decision == Decision.ABSTAIN_NO_EVIDENCE
+    assert answerer.calls == []
+    assert AskTrace.objects.get(pk=outcome.trace_id).trace["pack"]["items"] == []
+
+
+# --- conflicts -----------------------------------------------------------------------------------
+
+
+def test_note_and_external_disagree_both_shown_note_leads(alice, runbook):
+    vendor = make_external(alice, "Vendor docs", VENDOR)
+    answerer = Scripted(
+        [
+            claim(vendor.head_id, "The staging timeout is 60 seconds."),
+            claim(runbook.head_id, "The staging timeout is 30 seconds."),
+        ]
+    )
+    outcome = lexical_ask(user=alice, question="What is the staging timeout?", answerer=answerer)
+    assert outcome.decision == Decision.ANSWER_WITH_CONFLICTS
+    assert [c.support[0].trust_tier for c in outcome.claims] == ["note", "external"]
+    [conflict] = outcome.conflicts
+    assert [(v["trust_tier"], v["value"]) for v in conflict["values"]] == [
+        ("note", "30 seconds"),
+        ("external", "60 seconds"),
+    ]
+    first = conflict["values"][0]
+    assert [s["text"] for s in first["segments"] if s["highlighted"]] == [
+        "The staging timeout is 30 seconds."
+    ]
+    assert first["evidence_url"]
+
+
+def test_a_conflicting_pack_item_joins_a_single_sourced_answer(alice, runbook):
+    vendor = make_external(alice, "Vendor docs", VENDOR, tier=TrustTier.EXTERNAL_STALE)
+    answerer = Scripted([claim(runbook.head_id, "The staging timeout is 30 seconds.")])
+    outcome = lexical_ask(user=alice, question="What is the staging timeout?", answerer=answerer)
+    assert outcome.decision == Decision.ANSWER_WITH_CONFLICTS
+    values = outcome.conflicts[0]["values"]
+    assert [(v["document_id"], v["origin"]) for v in values] == [
+        (runbook.pk, "claim"),
+        (vendor.pk, "evidence"),
+    ]
+    body = vendor.head.body
+    assert body[values[1]["start"] : values[1]["end"]] == "The staging timeout is 60 seconds."
+
+
+# --- ask about this note -------------------------------------------------------------------------
+
+
+def test_pinned_note_passages_come_first_uncapped(alice, settings):
+    settings.LODE_ASK_MAX_ITEMS = 1
+    sections = "\n\n".join(
+        f"## Section {i}\n\n" + " ".join(f"w{i}x{j}" for j in range(150)) for i in range(4)
+    )
+    pinned = services.note_create(owner=alice, title="Long note", body=f"# Long\n\n{sections}\n")
+    services.note_create(owner=alice, title="Other", body="Staging certs rotate on Friday.")
+    head_passages = list(
+        Passage.objects.filter(version=pinned.head, is_head=True).order_by("position")
+    )
+    assert len(head_passages) > 1  # more than max_items
+    answerer = Scripted()
+    outcome = lexical_ask(
+        user=alice,
+        question="staging certs rotation",
+        pinned_document_id=pinned.pk,
+        answerer=answerer,
+    )
+    [pack] = answerer.calls
+    assert [i.passage_id for i in pack.items[: len(head_passages)]] == [p.pk for p in head_passages]
+    assert all(i.pinned for i in pack.items[: len(head_passages)])
+    assert len(pack.items) == len(head_passages) + 1  # plus max_items=1 hit
+    trace = AskTrace.objects.get(pk=outcome.trace_id)
+    assert trace.pinned_document == pinned
+    assert any("Long note" in note for note in outcome.notes)
+
+
+@pytest.mark.parametrize("whose", ["bob", "deleted", "missing"])
+def test_pinning_a_note_that_is_not_yours_or_live_is_a_clean_error(alice, bob, runbook, whose):
+    if whose == "bob":
+        document_id = services.note_create(owner=bob, title="Bob", body="Bob's note.").pk
+    elif whose == "deleted":
+        services.note_delete(document=runbook, user=alice)
+        document_id = runbook.pk
+    else:
+        document_id = 999_999
+    answerer = Scripted()
+    outcome = lexical_ask(
+        user=alice, question="staging certs", pinned_document_id=document_id, answerer=answerer
+    )
+    assert outcome.error == PINNED_UNAVAILABLE and outcome.message == PINNED_UNAVAILABLE
+    assert outcome.decision == Decision.ABSTAIN_NO_EVIDENCE and answerer.calls == []
+    trace = AskTrace.objects.get(pk=outcome.trace_id)
+    assert trace.pinned_document is None and "search" not in trace.trace
+
+
+# --- permalinks ----------------------------------------------------------------------------------
+
+
+def test_outcome_from_trace_rebuilds_the_stored_outcome(alice, runbook):
+    vendor = make_external(alice, "Vendor docs", VENDOR)
+    answerer = Scripted(
+        [
+            claim(runbook.head_id, "The staging timeout is 30 seconds."),
+            claim(vendor.head_id, "The staging timeout is 60 seconds."),
+            claim(runbook.head_id, "Made up.", "not in the note"),
+        ]
+    )
+    outcome = lexical_ask(user=alice, question="What is the staging timeout?", answerer=answerer)
+    rebuilt = outcome_from_trace(AskTrace.objects.get(pk=outcome.trace_id))
+    assert rebuilt.as_dict() == outcome.as_dict()
+    assert rebuilt.claims == outcome.claims and rebuilt.dropped == outcome.dropped
+
+
+def test_outcome_from_trace_does_not_read_the_notes_again(alice, runbook):
+    span = "Rotate the staging certs with certbot before Friday."
+    outcome = lexical_ask(
+        user=alice,
+        question="rotate staging certs",
+        answerer=Scripted([claim(runbook.head_id, span)]),
+    )
+    services.note_update(
+        document=runbook,
+        user=alice,
+        base_version_id=runbook.head_id,
+        title="Deploy runbook",
+        body="Everything changed.",
+    )
+    rebuilt = outcome_from_trace(AskTrace.objects.get(pk=outcome.trace_id))
+    assert rebuilt.claims[0].support[0].quoted_span == span
+
+
+# --- the real answerers --------------------------------------------------------------------------
+
+
+def test_with_the_extractive_answerer(alice, runbook):
+    from retrieval.answerers import ExtractiveAnswerer
+
+    outcome = lexical_ask(
+        user=alice,
+        question="When do I rotate the staging certs with certbot?",
+        answerer=ExtractiveAnswerer(),
+    )
+    assert outcome.decision == Decision.ANSWER
+    assert outcome.answerer == "extractive"
+    assert any("certbot before Friday" in c.text for c in outcome.claims)
+    assert EgressLog.objects.count() == 0  # offline: nothing left the machine
+    trace = AskTrace.objects.get(pk=outcome.trace_id)
+    assert trace.trace["model"]["remote"] is False
+
+
+def test_the_default_answerer_is_extractive_without_an_endpoint(alice, runbook, settings):
+    settings.LODE_LLM_BASE_URL = ""
+    outcome = lexical_ask(user=alice, question="When do I rotate the staging certs with certbot?")
+    assert outcome.answerer == "extractive" and outcome.decision == Decision.ANSWER
+
+
+def test_with_the_chat_answerer_no_egress_content_is_withheld_and_listed(alice, runbook, fake_llm):
+    from retrieval.answerers import ChatAnswerer
+
+    secret = make_external(alice, "Private vendor notes", VENDOR, no_egress=True)
+    fake_llm.reply(
+        {
+            "claims": [
+                {
+                    "text": "The staging timeout is 30 seconds.",
+                    "support": [
+                        {
+                            "version_id": runbook.head_id,
+                            "quoted_span": "The staging timeout is 30 seconds.",
+                        }
+                    ],
+                }
+            ]
+        }
+    )
+    outcome = lexical_ask(
+        user=alice, question="What is the staging timeout?", answerer=ChatAnswerer()
+    )
+    assert [(w.document_id, w.no_egress) for w in outcome.withheld] == [(secret.pk, True)]
+    assert "60 seconds" not in fake_llm.requests[0].body.decode()
+    assert outcome.decision in (Decision.ANSWER, Decision.ANSWER_WITH_CONFLICTS)
+    trace = AskTrace.objects.get(pk=outcome.trace_id)
+    assert trace.trace["model"]["remote"] is True and trace.trace["model"]["request"]
+    assert trace.trace["withheld_passage_ids"]
+    rebuilt = outcome_from_trace(trace)
+    assert [w.document_id for w in rebuilt.withheld] == [secret.pk]
+    assert EgressLog.objects.count() == 1
+
+
+def test_a_remote_answer_citing_a_withheld_version_fails_closed(alice, runbook, fake_llm):
+    from retrieval.answerers import ChatAnswerer
+
+    secret = make_external(alice, "Private vendor notes", VENDOR, no_egress=True)
+    fake_llm.reply(
+        {
+            "claims": [
+                {
+                    "text": "The staging timeout is 60 seconds.",
+                    "support": [
+                        {
+                            "version_id": secret.head_id,
+                            "quoted_span": "The staging timeout is 60 seconds.",
+                        }
+                    ],
+                }
+            ]
+        }
+    )
+    outcome = lexical_ask(
+        user=alice, question="What is the staging timeout?", answerer=ChatAnswerer()
+    )
+    assert outcome.claims == [] and outcome.decision == Decision.ABSTAIN_NO_EVIDENCE
+    assert outcome.dropped[0].step == "verbatim"
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "span", "expected"),
+    [
+        ("abc def ghi", "def", (4, 7)),
+        ("abc  def\n\tghi", "def ghi", (5, 13)),
+        ("café au lait", "cafe\u0301 au", (0, 7)),  # NFC on the span side
+        ("cafe\u0301 au lait", "café au", (0, 8)),  # NFC on the body side
+        ("abc", "xyz", None),
+        ("abc", "   ", None),
+    ],
+)
+def test_locate_span(body, span, expected):
+    assert locate_span(span, body) == expected
+
+
+def test_context_segments_concatenate_to_a_slice_of_the_body():
+    body = "First line.\n" + "word " * 100 + "TARGET span here " + "tail " * 100
+    start = body.index("TARGET")
+    end = start + len("TARGET span")
+    segments = context_segments(body, start, end)
+    text = "".join(t for t, _ in segments)
+    assert text in body and [t for t, h in segments if h] == ["TARGET span"]
+    assert not text.startswith("ord") and not text.endswith("tai")  # whole words
+    assert all(t for t, _ in segments)
+
+
+def test_context_segments_stay_in_the_paragraph():
+    body = "Heading\n\nThe span is\nhere, wrapped.\n\nNext paragraph."
+    start = body.index("span")
+    segments = context_segments(body, start, start + 4)
+    assert "".join(t for t, _ in segments) == "The span is\nhere, wrapped."
+
+
+def test_code_version_is_a_commit_or_empty_and_never_raises():
+    value = code_version()
+    assert isinstance(value, str)
+
+
+def test_trace_rows_are_written_even_inside_an_outer_transaction(alice, runbook):
+    with transaction.atomic():
+        outcome = lexical_ask(
+            user=alice, question="What is the capital of France?", answerer=Scripted()
+        )
+    assert AskTrace.objects.filter(pk=outcome.trace_id).exists()

@@ -1,0 +1,234 @@
+"""Traces: replaying an unchanged world reports nothing; a changed world (an edited note, a
+tampered stored verdict) is reported stage by stage; `manage.py lode_trace` exit statuses;
+the read-only admin."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from notes import services
+from retrieval.answer_types import Decision
+from retrieval.ask import RecordedScorer, ask, replay
+from retrieval.models import AskTrace, EgressLog
+from tests.test_ask import RUNBOOK, Scripted, claim
+
+pytestmark = pytest.mark.django_db
+
+SPAN = "Rotate the staging certs with certbot before Friday."
+QUESTION = "When do I rotate the staging certs?"
+
+
+@pytest.fixture
+def runbook(alice):
+    return services.note_create(owner=alice, title="Deploy runbook", body=RUNBOOK)
+
+
+@pytest.fixture
+def answered(alice, runbook) -> AskTrace:
+    outcome = ask(
+        user=alice,
+        question=QUESTION,
+        mode="lexical",
+        answerer=Scripted([claim(runbook.head_id, SPAN), claim(runbook.head_id, "x", "nowhere")]),
+    )
+    assert outcome.decision == Decision.ANSWER
+    return AskTrace.objects.get(pk=outcome.trace_id)
+
+
+def replay_command(trace_id: int, *extra: str) -> tuple[int, str]:
+    out = StringIO()
+    try:
+        call_command("lode_trace", "replay", str(trace_id), *extra, stdout=out)
+    except SystemExit as exc:
+        return int(exc.code), out.getvalue()
+    return 0, out.getvalue()
+
+
+def test_replay_of_an_unchanged_world_reports_nothing(answered):
+    assert replay(answered) == []
+
+
+def test_replay_in_hybrid_mode_with_vectors_reports_nothing(alice, runbook, private_vectors):
+    from retrieval.tasks import sync_vectors
+
+    services.note_create(owner=alice, title="Car", body="The automobile would not start.")
+    sync_vectors()
+    outcome = ask(user=alice, question=QUESTION, answerer=Scripted([claim(runbook.head_id, SPAN)]))
+    trace = AskTrace.objects.get(pk=outcome.trace_id)
+    assert trace.trace["search"]["degraded"] == []
+    assert trace.trace["manifests"]["embedding"]
+    assert any(c["dense"] for c in trace.trace["search"]["candidates"])
+    assert replay(trace) == []
+
+
+def test_replay_of_a_clarifying_and_an_abstaining_ask_reports_nothing(alice, runbook):
+    for question in ("what about it?", "What is the capital of France?"):
+        outcome = ask(user=alice, question=question, mode="lexical", answerer=Scripted())
+        assert outcome.decision != Decision.ANSWER
+        assert replay(AskTrace.objects.get(pk=outcome.trace_id)) == []
+
+
+def test_editing_a_note_then_replaying_reports_the_difference(alice, runbook, answered):
+    services.note_update(
+        document=runbook,
+        user=alice,
+        base_version_id=runbook.head_id,
+        title="Deploy runbook",
+        body="# Deploy runbook\n\nRotate the staging certs on Monday instead.\n",
+    )
+    differences = replay(answered)
+    assert differences
+    assert any(d.startswith("fused list differs at rank 1") for d in differences)
+    assert any(d.startswith("pack differs") for d in differences)
+    # The stored claims cite the old version, which is immutable: the gate still agrees.
+    assert not any("gate verdict" in d for d in differences)
+
+
+def test_a_new_better_hit_is_reported_at_its_rank(alice, runbook, answered):
+    services.note_create(
+        owner=alice, title="Certs", body="Rotate the staging certs: rotate staging certs now."
+    )
+    differences = replay(answered)
+    assert any(d.startswith("fused list differs at rank") for d in differences), differences
+
+
+def test_a_changed_gate_verdict_is_reported(answered):
+    stored = answered.trace
+    stored["gate"][1]["passed"] = True  # pretend the fabricated quote had passed
+    stored["gate"][1]["step"] = "coupling"
+    answered.save(update_fields=["trace"])
+    assert replay(answered) == [
+        "gate verdict for claim 2 changed: passed at coupling → dropped at verbatim "
+        "(quoted span 1 does not occur in version "
+        f"{answered.trace['draft']['claims'][1]['support'][0]['version_id']})"
+    ]
+
+
+def test_a_changed_decision_is_reported(answered):
+    stored = answered.trace
+    stored["decision"]["decision"] = "ABSTAIN_NO_EVIDENCE"
+    stored["pre_decision"]["decision"] = "ASK_CLARIFYING"
+    answered.save(update_fields=["trace"])
+    differences = replay(answered)
+    assert "final decision differs: ABSTAIN_NO_EVIDENCE → ANSWER" in differences
+    assert "decision before answering differs: ASK_CLARIFYING → None" in differences
+
+
+def test_replay_never_calls_the_answerer_and_reuses_llm_judge_scores(alice, runbook):
+    paraphrase = claim(runbook.head_id, "Certificates get renewed before the weekend.", SPAN)
+    answerer = Scripted([paraphrase])
+    outcome = ask(user=alice, question=QUESTION, mode="lexical", answerer=answerer)
+    assert outcome.dropped[0].step == "entailment"  # no scorer configured: dropped
+    trace = AskTrace.objects.get(pk=outcome.trace_id)
+    # Rewrite the trace as if an LLM judge had accepted the claim at 0.97.
+    trace.trace["settings"]["entailment"] = "llm-judge"
+    trace.trace["manifests"]["entailment"] = "llm-judge"
+    trace.trace["gate"][0].update(passed=True, step="entailment", entailment_score=0.97)
+    trace.trace["decision"]["decision"] = "ANSWER"
+    trace.save(update_fields=["trace"])
+    assert replay(trace) == []
+    assert len(answerer.calls) == 1 and EgressLog.objects.count() == 0
+
+
+def test_recorded_scorer_answers_by_claim_text_and_fails_closed_otherwise():
+    from retrieval.entailment import EntailmentUnavailable
+
+    scorer = RecordedScorer("llm-judge", {"The  claim.": 0.8})
+    assert scorer.score("premise", "The claim.") == 0.8
+    with pytest.raises(EntailmentUnavailable):
+        scorer.score("premise", "Another claim.")
+
+
+def test_a_pinned_note_deleted_since_is_reported(alice, runbook):
+    outcome = ask(
+        user=alice,
+        question=QUESTION,
+        mode="lexical",
+        pinned_document_id=runbook.pk,
+        answerer=Scripted([claim(runbook.head_id, SPAN)]),
+    )
+    trace = AskTrace.objects.get(pk=outcome.trace_id)
+    assert replay(trace) == []
+    services.note_delete(document=runbook, user=alice)
+    assert replay(trace) == [f"pinned note {runbook.pk} is no longer available"]
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+def test_command_replay_exit_status_zero_when_same(answered):
+    status, out = replay_command(answered.pk)
+    assert status == 0
+    assert "same" in out and f"trace {answered.pk}" in out
+
+
+def test_command_replay_exit_status_one_and_lists_differences(alice, runbook, answered):
+    services.note_update(
+        document=runbook,
+        user=alice,
+        base_version_id=runbook.head_id,
+        title="Deploy runbook",
+        body="Nothing about certificates any more.",
+    )
+    status, out = replay_command(answered.pk)
+    assert status == 1
+    assert "difference(s):" in out and "pack differs" in out
+
+
+def test_command_replay_json(answered):
+    status, out = replay_command(answered.pk, "--json")
+    data = json.loads(out)
+    assert status == 0 and data["same"] is True and data["differences"] == []
+    assert data["trace_id"] == answered.pk and "code_version" in data
+
+
+def test_command_with_an_unknown_trace_exits_two():
+    with pytest.raises(CommandError) as info:
+        call_command("lode_trace", "replay", "424242")
+    assert info.value.returncode == 2
+
+
+def test_command_show_prints_the_trace(answered):
+    out = StringIO()
+    call_command("lode_trace", "show", str(answered.pk), "--json", stdout=out)
+    data = json.loads(out.getvalue())
+    assert data["question"] == QUESTION and data["decision"] == "ANSWER"
+    assert data["trace"]["pack"]["items"]
+    out = StringIO()
+    call_command("lode_trace", "show", str(answered.pk), stdout=out)
+    assert QUESTION in out.getvalue()
+
+
+# --- admin ---------------------------------------------------------------------------------------
+
+
+def test_admin_lists_and_shows_traces_read_only(answered):
+    User.objects.create_superuser("root", "root@example.com", "pw")
+    client = Client()
+    client.login(username="root", password="pw")
+    listing = client.get("/admin/retrieval/asktrace/")
+    assert listing.status_code == 200
+    assert QUESTION in listing.content.decode()
+    detail = client.get(f"/admin/retrieval/asktrace/{answered.pk}/change/")
+    assert detail.status_code == 200
+    page = detail.content.decode()
+    assert "&quot;pre_decision&quot;" in page  # the JSON, escaped
+    assert 'name="_save"' not in page
+    assert client.get("/admin/retrieval/asktrace/add/").status_code == 403
+
+
+def test_admin_escapes_stored_text(alice, runbook):
+    outcome = ask(
+        user=alice, question="<script>alert(1)</script> certs", mode="lexical", answerer=Scripted()
+    )
+    User.objects.create_superuser("root", "root@example.com", "pw")
+    client = Client()
+    client.login(username="root", password="pw")
+    page = client.get(f"/admin/retrieval/asktrace/{outcome.trace_id}/change/").content.decode()
+    assert "<script>alert(1)</script>" not in page
