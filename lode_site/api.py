@@ -58,3 +58,7 @@ from retrieval.api import router as search_router  # noqa: E402
 api.add_router("/notes", notes_router)
 api.add_router("/search", search_router)
 api.add_router("/evidence", evidence_router)
+
+from retrieval.ask_api import router as ask_router  # noqa: E402
+
+api.add_router("/ask", ask_router)

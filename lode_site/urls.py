@@ -3,6 +3,7 @@ from django.urls import include, path
 
 from lode_site import views
 from lode_site.api import api
+from retrieval.ask_views import ask_page, ask_permalink
 from retrieval.evidence_views import evidence_page
 from retrieval.help_views import search_help
 
@@ -12,6 +13,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     path("notes/", include("notes.urls")),
+    path("ask", ask_page, name="ask"),
+    path("ask/<int:trace_id>", ask_permalink, name="ask-permalink"),
     path("search/help", search_help, name="search-help"),
     path("search", include("retrieval.urls")),
     path(
