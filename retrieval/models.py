@@ -33,6 +33,12 @@ class Passage(models.Model):
     parent_end = models.PositiveIntegerField()
     text = models.TextField()
     text_sha256 = models.CharField(max_length=64)
+    # PDF snapshots: the 1-based page the passage starts on (null for other text).
+    page = models.PositiveIntegerField(null=True, blank=True)
+    # Externals: a public logical id from the full content hash, the source and the
+    # position (seeds/adr-0005), so chunks sharing a prefix, or identical chunks at two
+    # positions, never collide. Blank for notes.
+    logical_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
 
     class Meta:
         ordering = ["version_id", "position"]

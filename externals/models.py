@@ -1,0 +1,148 @@
+"""Sources and their scan records (issue 6; seeds/adr-0005-source-lifecycle-hybrid-retrieval.md).
+
+A mirrored external is an ordinary `notes.Document` of kind `external`; each snapshot is an
+immutable `notes.Version` of it (content-addressed by `Version.sha256`, fetch time
+`Version.created_at`, extractor name and version recorded), so search, highlights, verified
+opening and the gate treat snapshots exactly like note versions. The document's head is its
+latest good snapshot. This module adds what is specific to mirroring: where content comes
+from (`Source`), what each scan found (`ScanRecord`), and the fingerprint of every file or
+URL last ingested (`SourceItem`), which is what makes refresh skip unchanged input and prune
+only inside a successfully scanned root.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from notes.models import TrustTier
+
+DEFAULT_STALE_AFTER_DAYS = 30
+
+
+class Source(models.Model):
+    class Kind(models.TextChoices):
+        FOLDER = "folder", "Folder on the server"
+        UPLOAD = "upload", "Uploaded file"
+        URL = "url", "Web page (URL)"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sources"
+    )
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    # A folder's absolute path, a URL, or (uploads) the original file name.
+    location = models.CharField(max_length=2000)
+    trust_tier = models.CharField(
+        max_length=16, choices=TrustTier.choices, default=TrustTier.EXTERNAL_CURRENT
+    )
+    # Never send this source's content off the machine (copied onto its documents).
+    no_egress = models.BooleanField(default=False)
+    enabled = models.BooleanField(default=True)
+    # A snapshot older than this is shown (and ranked) as stale.
+    stale_after_days = models.PositiveIntegerField(default=DEFAULT_STALE_AFTER_DAYS)
+    # HMAC-SHA256 key for push-triggered re-indexing; shown once when created/rotated.
+    webhook_secret = models.CharField(max_length=128, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="source_unique_name_per_owner")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ScanRecord(models.Model):
+    """One scan (first ingest or refresh) of a source: what it found, changed, skipped,
+    rejected and pruned, and every failure with its reason. A scan that is not `ok` prunes
+    nothing."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        OK = "ok", "Succeeded"
+        PARTIAL = "partial", "Partly failed"
+        FAILED = "failed", "Failed"
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="scans")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    trigger = models.CharField(max_length=16, default="manual")  # manual | webhook | reconcile
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    items_seen = models.PositiveIntegerField(default=0)
+    items_new = models.PositiveIntegerField(default=0)
+    items_changed = models.PositiveIntegerField(default=0)
+    items_unchanged = models.PositiveIntegerField(default=0)
+    items_pruned = models.PositiveIntegerField(default=0)
+    items_failed = models.PositiveIntegerField(default=0)
+    items_rejected = models.PositiveIntegerField(default=0)
+    items_skipped = models.PositiveIntegerField(default=0)  # binary, empty …
+    # [{"path", "reason"}] for failures, rejections (secrets, escaping symlinks) and skips.
+    failures = models.JSONField(default=list, blank=True)
+    rejected = models.JSONField(default=list, blank=True)
+    skipped = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True, default="")  # why the whole scan failed, if it did
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.source} scan {self.pk} ({self.status})"
+
+
+class SourceItem(models.Model):
+    """The fingerprint of one file (path relative to the folder) or URL as last ingested,
+    and the external document it feeds. Refresh compares fingerprints to skip unchanged
+    input; a path missing from a successful scan is pruned (its document soft-deleted)."""
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="items")
+    path = models.CharField(max_length=1000)
+    document = models.ForeignKey(
+        "notes.Document", on_delete=models.CASCADE, related_name="source_items"
+    )
+    sha256 = models.CharField(max_length=64)
+    byte_size = models.PositiveBigIntegerField()
+    mtime_ns = models.BigIntegerField(null=True, blank=True)
+    last_scan = models.ForeignKey(
+        ScanRecord, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    # The last failure for this item, kept until a later scan ingests it (the previous
+    # snapshot stays searchable meanwhile).
+    last_error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["source_id", "path"]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "path"], name="source_item_unique_path")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.path}"
+
+
+class WebhookDelivery(models.Model):
+    """A push delivery accepted or refused, for idempotency (a repeated delivery id is
+    acknowledged and ignored) and audit (a bad signature is logged)."""
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="deliveries")
+    delivery_id = models.CharField(max_length=200, blank=True, default="")
+    received_at = models.DateTimeField(auto_now_add=True)
+    accepted = models.BooleanField(default=False)
+    reason = models.CharField(max_length=200, blank=True, default="")
+    remote_addr = models.CharField(max_length=64, blank=True, default="")
+
+    class Meta:
+        ordering = ["-received_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "delivery_id"],
+                condition=models.Q(accepted=True) & ~models.Q(delivery_id=""),
+                name="webhook_delivery_unique_accepted_id",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source} delivery {self.delivery_id or '-'}"
