@@ -106,6 +106,10 @@ class SourceItem(models.Model):
     sha256 = models.CharField(max_length=64)
     byte_size = models.PositiveBigIntegerField()
     mtime_ns = models.BigIntegerField(null=True, blank=True)
+    # When a scan last confirmed the head snapshot matches the source (written or found
+    # unchanged). Staleness counts from here: an unchanged file re-checked today is current
+    # however old its snapshot is; a URL that can no longer be fetched ages into "stale".
+    verified_at = models.DateTimeField(null=True, blank=True)
     last_scan = models.ForeignKey(
         ScanRecord, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -146,3 +150,68 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source} delivery {self.delivery_id or '-'}"
+
+
+class Annotation(models.Model):
+    """A user's note attached to a span of an external's snapshot (issue 6, item 5).
+
+    The span is kept three ways so it can follow the text into later snapshots: code-point
+    offsets into `version.body`, the exact `quote`, and some context either side
+    (`prefix`/`suffix`). When a new snapshot becomes head, `externals.annotations.
+    migrate_annotations` moves each anchored annotation to where its quote is found (context
+    picks among repeats) or marks it orphaned; an annotation is never dropped. Its text lives
+    in `note_document`, an ordinary document of trust tier "annotation", so search indexes
+    it as its own tier and evidence for it opens like any note's.
+    """
+
+    class Status(models.TextChoices):
+        ANCHORED = "anchored", "Anchored"
+        ORPHANED = "orphaned", "Orphaned (quote not found in the current snapshot)"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="annotations"
+    )
+    # The annotated external (a notes.Document of kind "external").
+    document = models.ForeignKey(
+        "notes.Document", on_delete=models.CASCADE, related_name="annotations"
+    )
+    # The snapshot the annotation currently sits on (for an orphan: the last one it was
+    # found in). PROTECT: snapshots are immutable history, never deleted under an annotation.
+    version = models.ForeignKey(
+        "notes.Version", on_delete=models.PROTECT, related_name="annotations"
+    )
+    start = models.PositiveIntegerField(help_text="Code-point offset into version.body.")
+    end = models.PositiveIntegerField(help_text="Code-point offset (exclusive).")
+    quote = models.TextField()
+    prefix = models.TextField(blank=True, default="")
+    suffix = models.TextField(blank=True, default="")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ANCHORED)
+    orphaned_at = models.DateTimeField(null=True, blank=True)
+    # The annotation's own text as a searchable document (trust tier "annotation").
+    note_document = models.OneToOneField(
+        "notes.Document", on_delete=models.PROTECT, related_name="annotation_of"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["document_id", "start", "id"]
+        indexes = [models.Index(fields=["document", "status"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(end__gt=models.F("start")), name="annotation_nonempty_span"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Annotation {self.pk} on {self.document_id} ({self.status})"
+
+    @property
+    def text(self) -> str:
+        """The annotation's own words (its note's head body before the quoted span)."""
+        from externals.annotations import text_of  # annotations imports this module
+
+        return text_of(self)
+
+    @property
+    def is_orphaned(self) -> bool:
+        return self.status == self.Status.ORPHANED

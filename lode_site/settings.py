@@ -162,3 +162,15 @@ LODE_ENTAILMENT_MODEL_NAME = env.env_str(
 # Evidence pack budget: items and characters of passage text handed to an answerer.
 LODE_ASK_MAX_ITEMS = env.env_int("LODE_ASK_MAX_ITEMS", 12, minimum=1)
 LODE_ASK_MAX_CHARS = env.env_int("LODE_ASK_MAX_CHARS", 12_000, minimum=200)
+
+# --- Externals (issue 6) ----------------------------------------------------------------
+# Largest file a source scan reads (ADR 0005's ingest.max_file_bytes); bigger is a failure
+# and the previous snapshot stays searchable.
+LODE_SOURCE_MAX_FILE_BYTES = env.env_int("LODE_SOURCE_MAX_FILE_BYTES", 2_000_000, minimum=1024)
+# URL sources: one GET with these bounds; redirects are followed, each hop re-checked.
+LODE_FETCH_TIMEOUT_SECONDS = env.env_int("LODE_FETCH_TIMEOUT_SECONDS", 20, minimum=1)
+LODE_FETCH_MAX_BYTES = env.env_int("LODE_FETCH_MAX_BYTES", 5_000_000, minimum=1024)
+# Private, loopback, link-local and reserved addresses are refused (SSRF) unless this is on.
+LODE_FETCH_ALLOW_PRIVATE = env.env_bool("LODE_FETCH_ALLOW_PRIVATE", False)
+# Push-triggered re-index: largest webhook body accepted (larger → 413, unread).
+LODE_WEBHOOK_MAX_BODY_BYTES = env.env_int("LODE_WEBHOOK_MAX_BODY_BYTES", 1_000_000, minimum=1024)

@@ -1,0 +1,74 @@
+"""The annotation endpoint of the snapshot page (issue 6, item 5). Thin: the owner check,
+the version check and the quote check all live in `externals.annotations.annotation_create`.
+
+A plain form POST (static/annotate.js fills the hidden start/end/quote fields from the
+browser selection), answered with a redirect back to the snapshot page and a message, so
+the page needs no client-side rendering of results.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from externals.annotations import annotation_create
+from notes.models import Document
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+@require_POST
+def annotation_add(request: HttpRequest, document_id: int) -> HttpResponse:
+    """Create an annotation on a snapshot of one of the user's externals; 404 for anything
+    the user does not own (ids leak nothing), a message for a bad selection."""
+    external = Document.objects.filter(
+        pk=document_id,
+        owner_id=request.user.pk,
+        kind=Document.Kind.EXTERNAL,
+        deleted_at__isnull=True,
+    ).first()
+    if external is None:
+        raise Http404("No such external.")
+    version_id = _int(request.POST.get("version"))
+    version = external.versions.filter(pk=version_id).first() if version_id else None
+    if version is None:
+        raise Http404("No such snapshot of this external.")
+    fallback = reverse(
+        "externals:snapshot", kwargs={"document_id": external.pk, "version_id": version.pk}
+    )
+    back = request.POST.get("next") or ""
+    if not url_has_allowed_host_and_scheme(
+        back, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        back = fallback
+    start, end = _int(request.POST.get("start")), _int(request.POST.get("end"))
+    if start is None or end is None:
+        messages.error(request, "Select some text of the snapshot to annotate.")
+        return redirect(back)
+    try:
+        annotation_create(
+            owner=request.user,
+            version=version,
+            start=start,
+            end=end,
+            quote=request.POST.get("quote", ""),
+            text=request.POST.get("text", ""),
+            document=external,
+        )
+    except PermissionDenied:
+        raise Http404("No such external.") from None
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+        return redirect(back)
+    messages.success(request, "Annotation saved.")
+    return redirect(back)

@@ -1,0 +1,579 @@
+"""One pipeline for first ingest and refresh of a source (issue 6, items 2 and 3;
+seeds/adr-0005-source-lifecycle-hybrid-retrieval.md).
+
+For every file (folder, upload) or page (URL) the scan records SHA-256, byte size, path and
+mtime. Unchanged input (same SHA-256 as last ingested) is skipped. Changed input is
+extracted, the file's fingerprint (size, mtime, SHA-256) is checked again afterwards, and
+only if it still matches is a new snapshot written: a `notes.Version` of the external's
+document through `notes.services.version_create`, whose passages are inserted before the
+old head's leave the head set (upsert-before-prune), in one transaction per document. So a
+killed scan leaves every document either at its old snapshot or its new one, never empty.
+
+Failures (decode errors, input over `LODE_SOURCE_MAX_FILE_BYTES`, extractor crashes, input
+changed while it was read) write nothing for that item: its previous snapshot stays
+searchable, and the failure goes on the scan record and the item's `last_error`. Items
+missing from a scan are pruned (document soft-deleted) only when that scan is `ok`; a
+partial or failed scan prunes nothing. Pruning is scoped to the source's own items, so it
+never reaches outside the scanned root.
+
+Empty text (ADR 0005: "Empty verified text clears its source"): a file whose verified text
+is empty gets an empty snapshot, which has no passages, so its earlier text leaves search
+while staying in history. A new file that is empty is skipped ("empty"), no document made.
+
+Embedding is not part of the scan: `version_create` queues the vector sync after commit and
+the worker embeds; a failed embed keeps the lexical passages and the previous vectors.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import logging
+import os
+import stat
+from bisect import bisect_right
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from externals import extract as extractors
+from externals.annotations import migrate_annotations
+from externals.fetch import FetchError, fetch_url
+from externals.models import ScanRecord, Source, SourceItem
+from notes.models import Document, TrustTier, Version
+from notes.services import version_create
+from retrieval.indexing import unindex_document
+from retrieval.models import Passage
+
+logger = logging.getLogger("lode.externals")
+
+LOGICAL_ID_SCHEME = "lode-external-passage:v1"
+CHANGED_DURING_EXTRACTION = "changed during extraction, retry later"
+# A running scan's counters are saved every this many items (progress for polling pages).
+PROGRESS_EVERY = 50
+COUNTERS = (
+    "items_seen",
+    "items_new",
+    "items_changed",
+    "items_unchanged",
+    "items_pruned",
+    "items_failed",
+    "items_rejected",
+    "items_skipped",
+)
+
+# Known secret files (ADR 0005: a list of names, not secret detection).
+SECRET_FILE_PATTERNS = (
+    ".env",
+    ".env.*",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    "*.pem",
+    "*.key",
+    ".npmrc",
+    ".pypirc",
+    "credentials.json",
+    ".netrc",
+    "*.p12",
+    "*.pfx",
+    ".pgpass",
+    ".htpasswd",
+)
+# Directories never descended into, listed once as rejected.
+SECRET_DIR_NAMES = frozenset({".git", ".hg", ".svn", ".ssh", ".gnupg", ".aws"})
+
+
+def logical_id(source_id: int, item_path: str, position: int, text_sha256: str) -> str:
+    """The public id of an external passage: SHA-256 over the passage's full-content hash,
+    the source, the item's path and the position (ADR 0005), so passages sharing a prefix,
+    or identical passages at two positions or in two files, never share an id."""
+    key = "\x00".join((LOGICAL_ID_SCHEME, str(source_id), item_path, str(position), text_sha256))
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def is_secret_name(name: str) -> bool:
+    lowered = name.lower()
+    return any(fnmatch.fnmatchcase(lowered, pattern) for pattern in SECRET_FILE_PATTERNS)
+
+
+def external_key(source: Source, item_path: str) -> str:
+    """The document key of one item: unique per owner, stable across scans."""
+    return f"source:{source.pk}:{item_path}"[:500]
+
+
+class ItemFailed(Exception):
+    """This item could not be ingested now; its previous snapshot is kept."""
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    size: int
+    mtime_ns: int | None
+    sha256: str
+
+
+@dataclass
+class RawItem:
+    """Input bytes of one item and where they came from."""
+
+    path: str  # relative to the root (folders, uploads) or the URL
+    data: bytes
+    fingerprint: Fingerprint
+    content_type: str = ""
+    absolute_path: str = ""  # blank for URLs: the snapshot is then the only copy
+    title: str = ""
+    filename: str = ""  # the name the extractor goes by; `path` when blank
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def read_file(path: Path) -> tuple[bytes, Fingerprint]:
+    """Bytes and fingerprint of a regular file, never following a link, at most the cap.
+
+    Raises `ItemFailed` when it is over `LODE_SOURCE_MAX_FILE_BYTES` or unreadable.
+    """
+    limit = settings.LODE_SOURCE_MAX_FILE_BYTES
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise ItemFailed(f"cannot open: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ItemFailed("not a regular file")
+        if info.st_size > limit:
+            raise ItemFailed(f"{info.st_size:,} bytes is over the {limit:,}-byte cap")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise ItemFailed(f"over the {limit:,}-byte cap (grew while read)")
+    return data, Fingerprint(len(data), info.st_mtime_ns, hashlib.sha256(data).hexdigest())
+
+
+def refingerprint(path: Path) -> Fingerprint | None:
+    """The file's fingerprint now, or None if it is gone or unreadable."""
+    try:
+        _, fingerprint = read_file(path)
+    except ItemFailed:
+        return None
+    return fingerprint
+
+
+# --- the scan -----------------------------------------------------------------------------
+
+
+class _Scan:
+    """State of one running scan; `scan_source` is the entry point."""
+
+    def __init__(self, source: Source, record: ScanRecord) -> None:
+        self.source = source
+        self.record = record
+        self.verified: list[int] = []  # items found unchanged (confirmed at the end)
+        self.items = {
+            item.path: item
+            for item in SourceItem.objects.filter(source=source).select_related("document")
+        }
+        self.seen: set[str] = set()
+
+    # bookkeeping
+
+    def progress(self) -> None:
+        """Save the counters now and then, so a page polling the running scan sees progress."""
+        if self.record.items_seen % PROGRESS_EVERY == 0:
+            self.record.save(update_fields=[*COUNTERS, "failures", "rejected", "skipped"])
+
+    def fail(self, path: str, reason: str) -> None:
+        self.seen.add(path)  # a failed item is not missing: never prune it
+        self.record.items_failed += 1
+        self.record.failures.append({"path": path, "reason": reason})
+        item = self.items.get(path)
+        if item is not None:
+            SourceItem.objects.filter(pk=item.pk).update(
+                last_error=reason[:2000], last_scan=self.record
+            )
+
+    def reject(self, path: str, reason: str) -> None:
+        self.record.items_rejected += 1
+        self.record.rejected.append({"path": path, "reason": reason})
+
+    def skip(self, path: str, reason: str) -> None:
+        self.record.items_skipped += 1
+        self.record.skipped.append({"path": path, "reason": reason})
+
+    # one item
+
+    def unchanged(self, raw: RawItem) -> bool:
+        """Same bytes as last ingested (by SHA-256, not mtime: ADR 0005) and still live.
+
+        A failure recorded since (the file went bad, then came back) is cleared: the head
+        already holds exactly these bytes' snapshot.
+        """
+        item = self.items.get(raw.path)
+        if item is None or item.sha256 != raw.fingerprint.sha256:
+            return False
+        if item.document.deleted_at is not None or item.document.head_id is None:
+            return False
+        if (
+            item.mtime_ns != raw.fingerprint.mtime_ns
+            or item.byte_size != raw.fingerprint.size
+            or item.last_error
+        ):
+            SourceItem.objects.filter(pk=item.pk).update(
+                mtime_ns=raw.fingerprint.mtime_ns,
+                byte_size=raw.fingerprint.size,
+                last_error="",
+                last_scan=self.record,
+            )
+        self.verified.append(item.pk)
+        return True
+
+    def ingest(self, raw: RawItem, *, recheck: Path | None) -> None:
+        """Extract one item and write its snapshot if it changed."""
+        self.record.items_seen += 1
+        self.seen.add(raw.path)
+        self.progress()
+        if self.unchanged(raw):
+            self.record.items_unchanged += 1
+            return
+        try:
+            extracted = extractors.extract(
+                raw.data, filename=raw.filename or raw.path, content_type=raw.content_type
+            )
+        except extractors.SkipItem as exc:
+            self.seen.discard(raw.path)  # not indexable any more: pruned by a good scan
+            self.skip(raw.path, exc.reason)
+            return
+        except extractors.ExtractionError as exc:
+            self.fail(raw.path, str(exc))
+            return
+        except Exception as exc:  # an extractor crash must not end the scan
+            logger.exception("extractor crashed on %s", raw.path)
+            self.fail(raw.path, f"extractor crashed: {type(exc).__name__}: {exc}")
+            return
+        if recheck is not None and refingerprint(recheck) != raw.fingerprint:
+            self.fail(raw.path, CHANGED_DURING_EXTRACTION)
+            return
+        is_new = raw.path not in self.items
+        if is_new and not extracted.text.strip():
+            self.seen.discard(raw.path)
+            self.skip(raw.path, "empty (no text)")
+            return
+        self.write(raw, extracted)
+        if is_new:
+            self.record.items_new += 1
+        else:
+            self.record.items_changed += 1
+
+    def write(self, raw: RawItem, extracted: extractors.Extracted) -> None:
+        """The new snapshot, its passages (page, logical id), its annotations carried over
+        and the item's fingerprint, in one transaction: all of it or none of it."""
+        source = self.source
+        title = (extracted.title or raw.title or raw.path)[:500]
+        key = external_key(source, raw.path)
+        with transaction.atomic():
+            document = self._document(key, title)
+            version = version_create(
+                document=document,
+                title=title,
+                body=extracted.text,
+                user=None,
+                extractor_name=extracted.extractor_name,
+                extractor_version=extracted.extractor_version,
+                source_path=raw.absolute_path,
+                source_sha256=raw.fingerprint.sha256 if raw.absolute_path else "",
+            )
+            label_passages(version, source=source, item_path=raw.path, pages=extracted.pages)
+            # Annotations follow their quote into the new snapshot (or are marked orphaned)
+            # in the same transaction that makes it the head.
+            migrate_annotations(document, version)
+            item, _ = SourceItem.objects.update_or_create(
+                source=source,
+                path=raw.path,
+                defaults={
+                    "document": document,
+                    "sha256": raw.fingerprint.sha256,
+                    "byte_size": raw.fingerprint.size,
+                    "mtime_ns": raw.fingerprint.mtime_ns,
+                    "last_scan": self.record,
+                    "last_error": "",
+                    "verified_at": timezone.now(),
+                },
+            )
+        self.items[raw.path] = item
+
+    def _document(self, key: str, title: str) -> Document:
+        """The item's external document, locked; created, or revived if it was pruned."""
+        source = self.source
+        fields = {
+            "kind": Document.Kind.EXTERNAL,
+            "title": title,
+            "trust_tier": source.trust_tier,
+            "source_name": source.name,
+            "no_egress": source.no_egress,
+        }
+        document = (
+            Document.objects.select_for_update()
+            .filter(owner_id=source.owner_id, external_key=key)
+            .first()
+        )
+        if document is None:
+            try:
+                with transaction.atomic():
+                    return Document.objects.create(
+                        owner_id=source.owner_id, external_key=key, **fields
+                    )
+            except IntegrityError:  # a concurrent scan created it first
+                document = Document.objects.select_for_update().get(
+                    owner_id=source.owner_id, external_key=key
+                )
+        for name, value in fields.items():
+            setattr(document, name, value)
+        document.deleted_at = None
+        document.save()
+        return document
+
+    # pruning
+
+    def prune(self) -> None:
+        """Soft-delete the documents of items this (successful) scan did not see."""
+        for path, item in sorted(self.items.items()):
+            if path in self.seen:
+                continue
+            with transaction.atomic():
+                document = Document.objects.select_for_update().get(pk=item.document_id)
+                if document.deleted_at is None:
+                    document.deleted_at = timezone.now()
+                    document.save(update_fields=["deleted_at", "updated_at"])
+                    unindex_document(document)
+                SourceItem.objects.filter(pk=item.pk).delete()
+            self.record.items_pruned += 1
+
+
+def label_passages(
+    version: Version, *, source: Source, item_path: str, pages: list[tuple[int, int]] | None
+) -> None:
+    """Fill `logical_id` (and `page` for PDFs) on the passages `version_create` just wrote."""
+    passages = list(Passage.objects.filter(version=version).order_by("position"))
+    starts = [start for _, start in pages] if pages else []
+    for passage in passages:
+        passage.logical_id = logical_id(source.pk, item_path, passage.position, passage.text_sha256)
+        if pages:
+            passage.page = pages[max(bisect_right(starts, passage.start) - 1, 0)][0]
+    fields = ["logical_id", "page"] if pages else ["logical_id"]
+    Passage.objects.bulk_update(passages, fields, batch_size=500)
+
+
+def _walk_folder(scan: _Scan, root: Path) -> None:
+    """Ingest every file under `root`, rejecting secrets and links that leave the root."""
+    for directory, dirnames, filenames in os.walk(root, followlinks=False):
+        here = Path(directory)
+        keep: list[str] = []
+        for name in sorted(dirnames):
+            rel = (here / name).relative_to(root).as_posix()
+            full = here / name
+            if name in SECRET_DIR_NAMES:
+                scan.reject(rel + "/", "secret or version-control folder")
+            elif full.is_symlink():
+                _symlink(scan, root, full, rel + "/")
+            else:
+                keep.append(name)
+        dirnames[:] = keep
+        for name in sorted(filenames):
+            full = here / name
+            rel = full.relative_to(root).as_posix()
+            if full.is_symlink():
+                _symlink(scan, root, full, rel)
+            elif is_secret_name(name):
+                scan.reject(rel, "known secret file name")
+            else:
+                _ingest_file(scan, full, rel)
+
+
+def _symlink(scan: _Scan, root: Path, full: Path, rel: str) -> None:
+    """Links are never followed: one leaving the root is rejected; one inside is skipped
+    (its target is scanned at its own path)."""
+    target = Path(os.path.realpath(full))
+    if target != root and root not in target.parents:
+        scan.reject(rel, "symbolic link resolving outside the folder")
+    else:
+        scan.skip(rel, "symbolic link (its target inside the folder is scanned directly)")
+
+
+def _ingest_file(scan: _Scan, full: Path, rel: str) -> None:
+    try:
+        data, fingerprint = read_file(full)
+    except ItemFailed as exc:
+        scan.record.items_seen += 1
+        scan.fail(rel, str(exc))
+        return
+    raw = RawItem(rel, data, fingerprint, absolute_path=str(full), title=rel)
+    scan.ingest(raw, recheck=full)
+
+
+def _scan_url(scan: _Scan, url: str) -> None:
+    try:
+        fetched = fetch_url(url)
+    except FetchError as exc:
+        scan.record.items_seen += 1
+        scan.fail(url, str(exc))
+        raise
+    fingerprint = Fingerprint(len(fetched.data), None, hashlib.sha256(fetched.data).hexdigest())
+    # The content type picks the extractor; the name only matters if the type is missing.
+    name = fetched.final_url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    raw = RawItem(
+        url,
+        fetched.data,
+        fingerprint,
+        content_type=fetched.content_type,
+        title=url,
+        filename=name if "." in name else "index.html",
+    )
+    scan.ingest(raw, recheck=None)
+
+
+def upload_folder(source: Source) -> Path:
+    """Where an upload source's one file is stored (under the data folder)."""
+    return Path(settings.DATA_DIR) / "uploads" / str(source.pk)
+
+
+def interrupt_stale_scans(source: Source) -> int:
+    """Mark scans left `running` by a killed process as failed; returns how many."""
+    return ScanRecord.objects.filter(source=source, status=ScanRecord.Status.RUNNING).update(
+        status=ScanRecord.Status.FAILED,
+        finished_at=timezone.now(),
+        error="interrupted: the scanning process stopped before finishing",
+    )
+
+
+def sync_source_flags(source: Source) -> int:
+    """Copy the source's trust tier, no-egress flag and name onto its documents (they may
+    have been edited in the admin since the last scan); returns documents changed."""
+    from django.db.models import Q
+
+    changed = (
+        Document.objects.filter(source_items__source=source)
+        .filter(
+            ~Q(trust_tier=source.trust_tier)
+            | ~Q(no_egress=source.no_egress)
+            | ~Q(source_name=source.name)
+        )
+        .update(trust_tier=source.trust_tier, no_egress=source.no_egress, source_name=source.name)
+    )
+    refresh_staleness(source)  # the tier just copied, aged again
+    return changed
+
+
+def scan_source(source: Source, *, trigger: str = "manual") -> ScanRecord:
+    """Scan `source` once (first ingest or refresh) and return its finished scan record.
+
+    Never raises for a problem with the source's content: everything is recorded on the
+    scan record (status ok / partial / failed, counters, failures, rejected, skipped).
+    """
+    interrupt_stale_scans(source)
+    sync_source_flags(source)
+    record = ScanRecord.objects.create(source=source, trigger=trigger[:16])
+    scan = _Scan(source, record)
+    try:
+        if source.kind == Source.Kind.URL:
+            _scan_url(scan, source.location)
+        else:
+            root = upload_folder(source) if source.kind == Source.Kind.UPLOAD else None
+            root = root or Path(source.location)
+            if not root.is_absolute():
+                raise ItemFailed(f"the folder {root} is not an absolute path")
+            if root.is_symlink() or not root.is_dir():
+                raise ItemFailed(f"the folder {root} does not exist or is not a folder")
+            _walk_folder(scan, Path(os.path.realpath(root)))
+    except (ItemFailed, FetchError, OSError) as exc:
+        record.status = ScanRecord.Status.FAILED
+        record.error = str(exc)
+    except Exception as exc:  # recorded, then re-raised: a bug must not look like success
+        record.status = ScanRecord.Status.FAILED
+        record.error = f"scan crashed: {type(exc).__name__}: {exc}"
+        _finish(record)
+        raise
+    if record.status != ScanRecord.Status.FAILED:
+        if record.items_failed == 0:
+            record.status = ScanRecord.Status.OK
+            scan.prune()
+        elif record.items_failed >= record.items_seen:
+            record.status = ScanRecord.Status.FAILED
+            record.error = "every item failed"
+        else:
+            record.status = ScanRecord.Status.PARTIAL
+    if record.items_new + record.items_changed:
+        problem = embedding_problem()
+        if problem:
+            # Not an item failure (nothing is lost and pruning stays allowed): the new
+            # snapshots are already searchable by keywords; their vectors wait for the worker.
+            record.failures.append(
+                {
+                    "path": "(embedding)",
+                    "reason": f"embedding unavailable: {problem}. The new snapshots are "
+                    "searchable by keywords now and by meaning once the worker can embed them.",
+                }
+            )
+    _finish(record)
+    confirm_unchanged(scan.verified)
+    refresh_staleness(source)
+    return record
+
+
+def embedding_problem() -> str:
+    """Why the new snapshots cannot be embedded now (model or vector store unavailable), or
+    "" — embedding itself runs in the background worker, so a scan can only report it."""
+    from retrieval.embeddings import EmbeddingUnavailable, get_embedder
+    from retrieval.vectors import VectorStoreUnavailable, get_vector_store
+
+    try:
+        get_embedder()
+        get_vector_store().count()
+    except (EmbeddingUnavailable, VectorStoreUnavailable) as exc:
+        return str(exc)
+    return ""
+
+
+def confirm_unchanged(item_ids: list[int]) -> None:
+    """Stamp the items a scan found unchanged as verified now (one UPDATE per 500)."""
+    now = timezone.now()
+    for start in range(0, len(item_ids), 500):
+        SourceItem.objects.filter(pk__in=item_ids[start : start + 500]).update(verified_at=now)
+
+
+def refresh_staleness(source: Source) -> int:
+    """Rank and label the source's externals by age: a document whose head snapshot was
+    last confirmed more than `stale_after_days` ago gets the trust tier "stale external
+    snapshot" (below current externals in the trust gradient); a re-confirmed one goes back
+    to "external snapshot". Only for sources of the external tier (a source set to another
+    tier keeps it). Returns how many documents changed tier."""
+    from django.db.models import Q
+
+    current, stale = TrustTier.EXTERNAL_CURRENT, TrustTier.EXTERNAL_STALE
+    if source.trust_tier != current:
+        return 0
+    cutoff = timezone.now() - timedelta(days=source.stale_after_days)
+    old = Q(source_items__source=source) & (
+        Q(source_items__verified_at__lt=cutoff)
+        | Q(source_items__verified_at__isnull=True, head__created_at__lt=cutoff)
+    )
+    stale_ids = set(Document.objects.filter(old).values_list("pk", flat=True))
+    changed = (
+        Document.objects.filter(pk__in=stale_ids).exclude(trust_tier=stale).update(trust_tier=stale)
+    )
+    changed += (
+        Document.objects.filter(source_items__source=source, trust_tier=stale)
+        .exclude(pk__in=stale_ids)
+        .update(trust_tier=current)
+    )
+    return changed
+
+
+def _finish(record: ScanRecord) -> None:
+    record.finished_at = timezone.now()
+    record.save()
