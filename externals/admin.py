@@ -1,0 +1,239 @@
+"""Admin for sources and what their scans recorded (issue 6, item 7).
+
+Sources are created through `externals.services` (which validates the folder or URL and
+runs the first scan), so the admin edits only the settings an operator changes afterwards:
+trust tier, no-egress, enabled and the stale age. Saving copies trust tier and no-egress
+onto the source's existing externals at once — no-egress in particular must not wait for
+the next scan. The webhook secret is never displayed (only whether one is set); rotate it
+with `manage.py lode_sources secret ID`. Scan records, items, deliveries and snapshots are
+records of what happened: read-only.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import admin
+from django.core.paginator import Paginator
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.views.decorators.http import require_GET
+
+from externals.models import Annotation, ScanRecord, Source, SourceItem, WebhookDelivery
+from externals.pipeline import sync_source_flags
+from notes.admin import ReadOnlyAdmin
+from notes.models import Document, Version
+
+SNAPSHOTS_PER_PAGE = 100
+
+
+def _pretty_json(data: object) -> str:
+    # format_html escapes: file names and error messages come from disk and the network.
+    text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    return format_html('<pre style="white-space: pre-wrap">{}</pre>', text)
+
+
+@admin.register(Source)
+class SourceAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "owner",
+        "kind",
+        "enabled",
+        "no_egress",
+        "trust_tier",
+        "stale_after_days",
+        "webhook_secret_set",
+        "last_scan",
+        "snapshots_link",
+    ]
+    list_editable = ["enabled", "no_egress", "trust_tier", "stale_after_days"]
+    list_filter = ["kind", "enabled", "no_egress", "trust_tier"]
+    list_select_related = ["owner"]
+    search_fields = ["name", "location", "owner__username"]
+    # `webhook_secret` is deliberately absent: not in the form, not on the page.
+    fields = [
+        "name",
+        "owner",
+        "kind",
+        "location",
+        "trust_tier",
+        "no_egress",
+        "enabled",
+        "stale_after_days",
+        "webhook_secret_set",
+        "created_at",
+        "updated_at",
+    ]
+    readonly_fields = [
+        "name",
+        "owner",
+        "kind",
+        "location",
+        "webhook_secret_set",
+        "created_at",
+        "updated_at",
+    ]
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        # Creation validates the location and runs the first scan: the sources page does it.
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        # Deleting would strand its externals without their fingerprints; disable instead.
+        return False
+
+    def save_model(self, request: HttpRequest, obj: Source, form, change: bool) -> None:
+        # Also called for each row saved from the list's editable columns.
+        with transaction.atomic():
+            super().save_model(request, obj, form, change)
+            sync_source_flags(obj)
+
+    @admin.display(boolean=True, description="webhook secret set")
+    def webhook_secret_set(self, obj: Source) -> bool:
+        return bool(obj.webhook_secret)
+
+    @admin.display(description="last scan")
+    def last_scan(self, obj: Source) -> str:
+        scan = obj.scans.order_by("-started_at", "-id").first()
+        if scan is None:
+            return "never"
+        url = reverse("admin:externals_scanrecord_change", args=[scan.pk])
+        return format_html(
+            '<a href="{}">{} {}</a>',
+            url,
+            scan.get_status_display(),
+            f"{scan.started_at:%Y-%m-%d %H:%M}",
+        )
+
+    @admin.display(description="snapshots")
+    def snapshots_link(self, obj: Source) -> str:
+        url = reverse("admin:externals_source_snapshots")
+        return format_html('<a href="{}?source={}">snapshots</a>', url, obj.pk)
+
+    def get_urls(self) -> list[URLPattern]:
+        # `admin_view` admits active staff only and sends anyone else to the admin login.
+        snapshots = self.admin_site.admin_view(require_GET(self.snapshots_view))
+        return [
+            path("snapshots/", snapshots, name="externals_source_snapshots"),
+            *super().get_urls(),
+        ]
+
+    def snapshots_view(self, request: HttpRequest) -> HttpResponse:
+        """Every snapshot (a `notes.Version` of an external), newest first, read-only;
+        `?source=ID` narrows to one source's. Each links to the version's read-only page."""
+        versions = (
+            Version.objects.filter(document__kind=Document.Kind.EXTERNAL)
+            .select_related("document", "document__owner")
+            .order_by("-created_at", "-id")
+        )
+        source = None
+        source_id = request.GET.get("source", "")
+        if source_id.isdigit():
+            source = Source.objects.filter(pk=int(source_id)).first()
+            versions = versions.filter(document__source_items__source_id=int(source_id)).distinct()
+        page = Paginator(versions, SNAPSHOTS_PER_PAGE).get_page(request.GET.get("page"))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Snapshots of {source}" if source else "Snapshots",
+            "opts": self.model._meta,
+            "source": source,
+            "page": page,
+        }
+        return TemplateResponse(request, "admin/externals/snapshots.html", context)
+
+
+@admin.register(ScanRecord)
+class ScanRecordAdmin(ReadOnlyAdmin):
+    list_display = [
+        "id",
+        "source",
+        "status",
+        "trigger",
+        "started_at",
+        "finished_at",
+        "items_seen",
+        "items_new",
+        "items_changed",
+        "items_unchanged",
+        "items_pruned",
+        "items_failed",
+        "items_rejected",
+        "items_skipped",
+    ]
+    list_filter = ["status", "trigger", "source"]
+    list_select_related = ["source"]
+    date_hierarchy = "started_at"
+    fields = [
+        "source",
+        "status",
+        "trigger",
+        "started_at",
+        "finished_at",
+        "items_seen",
+        "items_new",
+        "items_changed",
+        "items_unchanged",
+        "items_pruned",
+        "items_failed",
+        "items_rejected",
+        "items_skipped",
+        "error",
+        "failures_json",
+        "rejected_json",
+        "skipped_json",
+    ]
+    readonly_fields = fields
+
+    @admin.display(description="failures")
+    def failures_json(self, obj: ScanRecord) -> str:
+        return _pretty_json(obj.failures)
+
+    @admin.display(description="rejected")
+    def rejected_json(self, obj: ScanRecord) -> str:
+        return _pretty_json(obj.rejected)
+
+    @admin.display(description="skipped")
+    def skipped_json(self, obj: ScanRecord) -> str:
+        return _pretty_json(obj.skipped)
+
+
+@admin.register(SourceItem)
+class SourceItemAdmin(ReadOnlyAdmin):
+    list_display = ["path", "source", "document", "byte_size", "short_hash", "last_error"]
+    list_filter = ["source"]
+    list_select_related = ["source", "document"]
+    search_fields = ["path", "sha256"]
+    raw_id_fields = ["source", "document", "last_scan"]
+
+    @admin.display(description="SHA-256")
+    def short_hash(self, obj: SourceItem) -> str:
+        return obj.sha256[:12]
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(ReadOnlyAdmin):
+    list_display = ["received_at", "source", "delivery_id", "accepted", "reason", "remote_addr"]
+    list_filter = ["accepted", "reason", "source"]
+    list_select_related = ["source"]
+    search_fields = ["delivery_id", "remote_addr"]
+    date_hierarchy = "received_at"
+
+
+@admin.register(Annotation)
+class AnnotationAdmin(ReadOnlyAdmin):
+    """Annotations are written from the snapshot page (their range and quote are checked
+    against the stored snapshot there); here they are reviewed, never edited."""
+
+    list_display = ["created_at", "owner", "document", "version", "status", "quote_preview"]
+    list_filter = ["status"]
+    list_select_related = ["owner", "document", "version"]
+    search_fields = ["quote"]
+    raw_id_fields = ["owner", "document", "version", "note_document"]
+
+    @admin.display(description="quote")
+    def quote_preview(self, obj: Annotation) -> str:
+        return obj.quote[:80]

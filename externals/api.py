@@ -1,0 +1,147 @@
+"""Sources over the API (issue 6): the same selectors and tasks as the pages.
+
+    GET  /api/sources                 your sources, each with its last scan
+    POST /api/sources/{id}/refresh    queue a refresh of one of yours (202); others' are 404
+    POST /api/sources/{id}/webhook    push-triggered refresh, signed (externals/webhooks.py)
+
+The first two use the API's normal authentication (session with CSRF, or a bearer token).
+The webhook has `auth=None`: senders (a git hook, CI) hold the source's secret, not a user's
+session, so the HMAC over the raw body is its authentication. Ninja views are exempt from
+Django's CSRF middleware and only its session auth checks CSRF, so it needs nothing else.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.http import HttpRequest
+from ninja import Router, Schema, Status
+from ninja.errors import HttpError
+
+from externals import selectors
+from externals.models import ScanRecord, Source
+from externals.webhooks import receive_webhook
+
+router = Router(tags=["sources"])
+
+
+class ScanOut(Schema):
+    id: int
+    status: str
+    trigger: str
+    started_at: datetime
+    finished_at: datetime | None
+    items_seen: int
+    items_new: int
+    items_changed: int
+    items_unchanged: int
+    items_pruned: int
+    items_failed: int
+    items_rejected: int
+    items_skipped: int
+    error: str
+
+
+class SourceOut(Schema):
+    id: int
+    name: str
+    kind: str
+    location: str
+    trust_tier: str
+    no_egress: bool
+    enabled: bool
+    stale_after_days: int
+    has_webhook_secret: bool
+    external_count: int
+    last_scan: ScanOut | None
+
+
+class QueuedOut(Schema):
+    status: str
+    source_id: int | None = None
+    delivery: str | None = None
+
+
+class DetailOut(Schema):
+    detail: str
+
+
+def _scan_out(scan: ScanRecord | None) -> ScanOut | None:
+    if scan is None:
+        return None
+    return ScanOut(
+        id=scan.pk,
+        status=scan.status,
+        trigger=scan.trigger,
+        started_at=scan.started_at,
+        finished_at=scan.finished_at,
+        items_seen=scan.items_seen,
+        items_new=scan.items_new,
+        items_changed=scan.items_changed,
+        items_unchanged=scan.items_unchanged,
+        items_pruned=scan.items_pruned,
+        items_failed=scan.items_failed,
+        items_rejected=scan.items_rejected,
+        items_skipped=scan.items_skipped,
+        error=scan.error,
+    )
+
+
+def _source_out(source: Source, scan: ScanRecord | None) -> SourceOut:
+    return SourceOut(
+        id=source.pk,
+        name=source.name,
+        kind=source.kind,
+        location=source.location,
+        trust_tier=source.trust_tier,
+        no_egress=source.no_egress,
+        enabled=source.enabled,
+        stale_after_days=source.stale_after_days,
+        # Never the secret itself: it is shown once, when created or rotated.
+        has_webhook_secret=bool(source.webhook_secret),
+        external_count=getattr(source, "external_count", 0),
+        last_scan=_scan_out(scan),
+    )
+
+
+@router.get("/", response=list[SourceOut])
+def list_sources(request: HttpRequest):
+    sources = list(selectors.sources_for_user(request.auth))
+    scans = selectors.latest_scans(sources)
+    return [_source_out(source, scans.get(source.pk)) for source in sources]
+
+
+@router.post("/{source_id}/refresh", response={202: QueuedOut, 404: DetailOut, 409: DetailOut})
+def refresh_source(request: HttpRequest, source_id: int):
+    try:
+        source = selectors.source_get(request.auth, source_id)
+    except Source.DoesNotExist:
+        raise HttpError(404, "No such source.") from None
+    if not source.enabled:
+        return Status(409, DetailOut(detail="The source is disabled."))
+    from externals.tasks import enqueue_refresh
+
+    enqueue_refresh(source, "manual")
+    return Status(202, QueuedOut(status="queued", source_id=source.pk))
+
+
+@router.post(
+    "/{source_id}/webhook",
+    auth=None,
+    url_name="source_webhook",  # the source page shows this URL (externals/views.py)
+    response={
+        200: QueuedOut,
+        202: QueuedOut,
+        400: DetailOut,
+        401: DetailOut,
+        404: DetailOut,
+        413: DetailOut,
+        503: DetailOut,
+    },
+)
+def source_webhook(request: HttpRequest, source_id: int):
+    """Signed push: `X-Lode-Signature: sha256=<HMAC-SHA256(secret, raw body)>`, optional
+    `X-Lode-Delivery` id. 202 queued, 200 duplicate delivery, 401 bad or missing
+    signature, 404 unknown or disabled source, 413 body too large."""
+    outcome = receive_webhook(request, source_id)
+    return Status(outcome.status, outcome.body)

@@ -1,0 +1,326 @@
+"""Push-triggered re-indexing (`POST /api/sources/<id>/webhook`, externals/webhooks.py) and
+the sources API: signatures good, bad and missing, unknown and disabled sources, replayed
+deliveries, oversized bodies, one user's secret against another's source, the audit rows,
+and that a good delivery queues exactly one refresh."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from django.test import Client
+
+from externals import webhooks
+from externals.models import ScanRecord, Source, WebhookDelivery
+from externals.webhooks import sign
+
+pytestmark = pytest.mark.django_db
+
+ALICE_SECRET = "alice-secret-0123456789abcdef"
+BOB_SECRET = "bob-secret-fedcba9876543210"
+BODY = json.dumps({"ref": "refs/heads/main", "after": "abc123"}).encode()
+
+
+@pytest.fixture
+def queued(monkeypatch) -> list[tuple[int, str]]:
+    """Every `enqueue_refresh(source, trigger)` call, instead of queuing a task."""
+    from externals import tasks
+
+    calls: list[tuple[int, str]] = []
+    monkeypatch.setattr(
+        tasks,
+        "enqueue_refresh",
+        lambda source, trigger: calls.append((source.pk, trigger)),
+        raising=False,
+    )
+    return calls
+
+
+@pytest.fixture
+def alice_source(alice, tmp_path) -> Source:
+    return Source.objects.create(
+        owner=alice,
+        name="Alice docs",
+        kind=Source.Kind.FOLDER,
+        location=str(tmp_path),
+        webhook_secret=ALICE_SECRET,
+    )
+
+
+@pytest.fixture
+def bob_source(bob, tmp_path) -> Source:
+    return Source.objects.create(
+        owner=bob,
+        name="Bob docs",
+        kind=Source.Kind.FOLDER,
+        location=str(tmp_path),
+        webhook_secret=BOB_SECRET,
+    )
+
+
+def push(
+    source_id: int,
+    body: bytes = BODY,
+    *,
+    secret: str | None = ALICE_SECRET,
+    signature: str | None = None,
+    delivery: str | None = "d-1",
+    client: Client | None = None,
+):
+    """POST a delivery the way a sender does; `secret=None` sends no signature."""
+    headers: dict[str, str] = {}
+    if signature is not None:
+        headers["X-Lode-Signature"] = signature
+    elif secret is not None:
+        headers["X-Lode-Signature"] = sign(secret, body)
+    if delivery is not None:
+        headers["X-Lode-Delivery"] = delivery
+    # CSRF checks on: the webhook is exempt because the signature authenticates it.
+    client = client or Client(enforce_csrf_checks=True)
+    return client.post(
+        f"/api/sources/{source_id}/webhook",
+        body,
+        content_type="application/json",
+        headers=headers,
+        REMOTE_ADDR="203.0.113.7",
+    )
+
+
+def deliveries(source: Source) -> list[tuple[str, bool, str, str]]:
+    return [
+        (d.delivery_id, d.accepted, d.reason, d.remote_addr)
+        for d in WebhookDelivery.objects.filter(source=source).order_by("id")
+    ]
+
+
+# --- the signature -----------------------------------------------------------------------
+
+
+def test_sign_matches_a_reference_hmac():
+    # echo -n 'hello' | openssl dgst -sha256 -hmac 'key'
+    assert sign("key", b"hello") == (
+        "sha256=9307b3b915efb5171ff14d8cb55fbcc798c6c0ef1456d66ded1a6aa723a58b7b"
+    )
+    assert webhooks.signature_valid("key", b"hello", sign("key", b"hello"))
+    assert not webhooks.signature_valid("key", b"hello!", sign("key", b"hello"))
+    assert not webhooks.signature_valid("", b"hello", sign("", b"hello"))
+    assert not webhooks.signature_valid("key", b"hello", sign("key", b"hello")[len("sha256=") :])
+
+
+def test_good_delivery_queues_one_refresh(alice_source, queued):
+    response = push(alice_source.pk)
+    assert response.status_code == 202
+    assert response.json() == {"status": "queued", "source_id": None, "delivery": "d-1"}
+    assert queued == [(alice_source.pk, "webhook")]
+    assert deliveries(alice_source) == [("d-1", True, "refresh queued", "203.0.113.7")]
+
+
+def test_bad_signature_is_401_logged_and_recorded(alice_source, queued, caplog):
+    with caplog.at_level(logging.WARNING, logger="lode.webhooks"):
+        response = push(alice_source.pk, signature="sha256=" + "0" * 64)
+    assert response.status_code == 401
+    assert response.json() == {"detail": "bad signature"}
+    assert queued == []
+    assert deliveries(alice_source) == [("d-1", False, "bad signature", "203.0.113.7")]
+    assert any("bad signature" in r.getMessage() for r in caplog.records)
+
+
+def test_signature_over_a_different_body_is_refused(alice_source, queued):
+    response = push(alice_source.pk, signature=sign(ALICE_SECRET, BODY + b" "))
+    assert response.status_code == 401
+    assert queued == []
+
+
+def test_missing_signature_is_401(alice_source, queued, caplog):
+    with caplog.at_level(logging.WARNING, logger="lode.webhooks"):
+        response = push(alice_source.pk, secret=None)
+    assert response.status_code == 401
+    assert deliveries(alice_source) == [("d-1", False, "missing signature", "203.0.113.7")]
+    assert queued == []
+    assert caplog.records
+
+
+def test_source_without_secret_cannot_be_pushed(alice_source, queued):
+    Source.objects.filter(pk=alice_source.pk).update(webhook_secret="")
+    response = push(alice_source.pk, secret="")
+    assert response.status_code == 401
+    assert deliveries(alice_source)[0][2] == "source has no webhook secret"
+    assert queued == []
+
+
+def test_unknown_source_is_404(alice_source, queued):
+    response = push(alice_source.pk + 1000)
+    assert response.status_code == 404
+    assert queued == []
+    assert WebhookDelivery.objects.count() == 0
+
+
+def test_disabled_source_is_404_even_when_signed(alice_source, queued):
+    Source.objects.filter(pk=alice_source.pk).update(enabled=False)
+    response = push(alice_source.pk)
+    assert response.status_code == 404
+    assert response.json() == push(alice_source.pk + 1000).json()  # same answer as missing
+    assert queued == []
+    assert deliveries(alice_source) == [("d-1", False, "source disabled", "203.0.113.7")]
+
+
+def test_alices_secret_cannot_trigger_bobs_source(alice_source, bob_source, queued):
+    response = push(bob_source.pk, secret=ALICE_SECRET)
+    assert response.status_code == 401
+    assert queued == []
+    assert deliveries(bob_source) == [("d-1", False, "bad signature", "203.0.113.7")]
+    assert deliveries(alice_source) == []
+    # And bob's own secret works on his own source only.
+    assert push(bob_source.pk, secret=BOB_SECRET).status_code == 202
+    assert push(alice_source.pk, secret=BOB_SECRET, delivery="d-2").status_code == 401
+    assert queued == [(bob_source.pk, "webhook")]
+
+
+def test_replayed_delivery_is_acknowledged_and_ignored(alice_source, queued):
+    assert push(alice_source.pk, delivery="abc").status_code == 202
+    again = push(alice_source.pk, delivery="abc")
+    assert again.status_code == 200
+    assert again.json()["status"] == "duplicate"
+    assert queued == [(alice_source.pk, "webhook")]
+    # A new id is a new push.
+    assert push(alice_source.pk, delivery="abd").status_code == 202
+    assert len(queued) == 2
+    assert [row[:3] for row in deliveries(alice_source)] == [
+        ("abc", True, "refresh queued"),
+        ("abc", False, "duplicate delivery"),
+        ("abd", True, "refresh queued"),
+    ]
+
+
+def test_a_refused_delivery_id_can_still_be_accepted_later(alice_source, queued):
+    assert push(alice_source.pk, delivery="x", signature="sha256=00").status_code == 401
+    assert push(alice_source.pk, delivery="x").status_code == 202
+    assert queued == [(alice_source.pk, "webhook")]
+
+
+def test_delivery_without_id_is_accepted_each_time(alice_source, queued):
+    assert push(alice_source.pk, delivery=None).status_code == 202
+    assert push(alice_source.pk, delivery=None).status_code == 202
+    assert len(queued) == 2
+
+
+def test_overlong_delivery_id_is_400(alice_source, queued):
+    response = push(alice_source.pk, delivery="x" * 201)
+    assert response.status_code == 400
+    assert queued == []
+
+
+def test_oversized_body_is_413_without_checking_the_signature(alice_source, queued, settings):
+    settings.LODE_WEBHOOK_MAX_BODY_BYTES = 64
+    response = push(alice_source.pk, b"x" * 65)
+    assert response.status_code == 413
+    assert queued == []
+    assert deliveries(alice_source)[0][1:3] == (False, "body larger than 64 bytes")
+    assert push(alice_source.pk, b"x" * 64, delivery="d-2").status_code == 202
+
+
+def test_failure_to_queue_is_503_and_the_retry_is_taken(alice_source, monkeypatch):
+    from externals import tasks
+
+    calls = []
+
+    def broken(source, trigger):
+        calls.append(trigger)
+        if len(calls) == 1:
+            raise RuntimeError("queue down")
+
+    monkeypatch.setattr(tasks, "enqueue_refresh", broken)
+    assert push(alice_source.pk, delivery="r").status_code == 503
+    assert push(alice_source.pk, delivery="r").status_code == 202
+    assert calls == ["webhook", "webhook"]
+
+
+def test_only_post(alice_source, queued):
+    assert Client().get(f"/api/sources/{alice_source.pk}/webhook").status_code == 405
+    assert queued == []
+
+
+def test_good_delivery_puts_exactly_one_task_on_the_real_queue(alice_source, settings):
+    """Through the real `enqueue_refresh` and the database task backend: one task row."""
+    from django_tasks_db.models import DBTaskResult
+
+    from externals.tasks import refresh_source
+
+    before = DBTaskResult.objects.filter(task_path=refresh_source.module_path).count()
+    assert push(alice_source.pk, delivery="q").status_code == 202
+    assert push(alice_source.pk, delivery="q").status_code == 200
+    assert push(alice_source.pk, signature="sha256=00", delivery="q2").status_code == 401
+    tasks = DBTaskResult.objects.filter(task_path=refresh_source.module_path)
+    assert tasks.count() == before + 1
+    # Nothing was scanned in the request itself.
+    assert not ScanRecord.objects.filter(source=alice_source).exists()
+
+
+# --- the sources API ---------------------------------------------------------------------
+
+
+def test_sources_list_is_scoped_and_never_shows_the_secret(
+    alice_client, bob_client, alice_source, bob_source
+):
+    response = alice_client.get("/api/sources/")
+    assert response.status_code == 200
+    data = response.json()
+    assert [s["id"] for s in data] == [alice_source.pk]
+    assert data[0]["has_webhook_secret"] is True
+    assert data[0]["last_scan"] is None
+    assert ALICE_SECRET not in response.content.decode()
+    assert [s["id"] for s in bob_client.get("/api/sources/").json()] == [bob_source.pk]
+    assert Client().get("/api/sources/").status_code == 401
+
+
+def test_sources_list_shows_the_last_scan(alice_client, alice_source):
+    ScanRecord.objects.create(source=alice_source, status="failed", error="gone")
+    latest = ScanRecord.objects.create(source=alice_source, status="ok", items_seen=3)
+    scan = alice_client.get("/api/sources/").json()[0]["last_scan"]
+    assert scan["id"] == latest.pk
+    assert scan["status"] == "ok"
+    assert scan["items_seen"] == 3
+
+
+def test_refresh_is_owner_only(alice_client, bob_client, alice_source, queued):
+    assert bob_client.post(f"/api/sources/{alice_source.pk}/refresh").status_code == 404
+    assert Client().post(f"/api/sources/{alice_source.pk}/refresh").status_code == 401
+    assert queued == []
+    response = alice_client.post(f"/api/sources/{alice_source.pk}/refresh")
+    assert response.status_code == 202
+    assert response.json()["source_id"] == alice_source.pk
+    assert queued == [(alice_source.pk, "manual")]
+
+
+def test_refresh_of_a_disabled_source_is_409(alice_client, alice_source, queued):
+    Source.objects.filter(pk=alice_source.pk).update(enabled=False)
+    assert alice_client.post(f"/api/sources/{alice_source.pk}/refresh").status_code == 409
+    assert queued == []
+
+
+def test_refresh_with_session_needs_csrf(alice, alice_source, queued):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+    assert client.post(f"/api/sources/{alice_source.pk}/refresh").status_code == 403
+    assert queued == []
+
+
+def test_concurrent_duplicate_is_caught_by_the_constraint(alice_source, queued, monkeypatch):
+    """Two requests with one id racing past the look-up: the unique constraint on accepted
+    ids lets only one queue a refresh."""
+    WebhookDelivery.objects.create(
+        source=alice_source, delivery_id="race", accepted=True, reason="refresh queued"
+    )
+    monkeypatch.setattr(webhooks, "_already_accepted", lambda source, delivery_id: False)
+    response = push(alice_source.pk, delivery="race")
+    assert response.status_code == 200
+    assert response.json()["status"] == "duplicate"
+    assert queued == []
+    assert WebhookDelivery.objects.filter(delivery_id="race", accepted=True).count() == 1
+
+
+def test_webhook_url_name_is_stable():
+    from django.urls import reverse
+
+    assert reverse("api:source_webhook", kwargs={"source_id": 7}) == "/api/sources/7/webhook"
