@@ -62,3 +62,7 @@ api.add_router("/evidence", evidence_router)
 from retrieval.ask_api import router as ask_router  # noqa: E402
 
 api.add_router("/ask", ask_router)
+
+from externals.api import router as sources_router  # noqa: E402
+
+api.add_router("/sources", sources_router)

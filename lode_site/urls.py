@@ -13,6 +13,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     path("notes/", include("notes.urls")),
+    path("", include("externals.urls")),
     path("ask", ask_page, name="ask"),
     path("ask/<int:trace_id>", ask_permalink, name="ask-permalink"),
     path("search/help", search_help, name="search-help"),

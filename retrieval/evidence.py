@@ -132,9 +132,12 @@ class EvidenceOutcome:
 
     @property
     def current_url(self) -> str:
-        """The page of the document's current version ("" when unavailable or not a note)."""
-        if self.document is None or self.document.kind != Document.Kind.NOTE:
-            return ""  # externals have no page yet
+        """The page of the document's current version ("" when unavailable): the note, or
+        the external's head snapshot."""
+        if self.document is None:
+            return ""
+        if self.document.kind == Document.Kind.EXTERNAL:
+            return reverse("externals:external", kwargs={"document_id": self.document.pk})
         return reverse("notes:detail", kwargs={"note_id": self.document.pk})
 
     @property
@@ -142,8 +145,11 @@ class EvidenceOutcome:
         """The page of the cited version itself (the full stored text)."""
         if self.document is None or self.version is None:
             return ""
-        if self.document.kind != Document.Kind.NOTE:
-            return ""
+        if self.document.kind == Document.Kind.EXTERNAL:
+            return reverse(
+                "externals:snapshot",
+                kwargs={"document_id": self.document.pk, "version_id": self.version.pk},
+            )
         return reverse(
             "notes:version",
             kwargs={"note_id": self.document.pk, "version_id": self.version.pk},

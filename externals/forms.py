@@ -1,0 +1,124 @@
+"""Forms for adding a source: a server folder, a URL, or an uploaded file.
+
+They validate what a person can fix on the spot (the folder exists and is readable, the
+URL is http(s), the upload is under the size cap, the name is free); fetching, extracting
+and the address policy (private/loopback refused) belong to the scan, which reports its own
+failures on the source page.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django import forms
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+
+from externals.models import DEFAULT_STALE_AFTER_DAYS, Source
+from notes.models import TrustTier
+
+# Tiers a source may carry: externals corroborate, they never outrank your own notes.
+SOURCE_TIERS = [
+    (TrustTier.EXTERNAL_CURRENT.value, TrustTier.EXTERNAL_CURRENT.label),
+    (TrustTier.EXTERNAL_STALE.value, TrustTier.EXTERNAL_STALE.label),
+    (TrustTier.INFERRED.value, TrustTier.INFERRED.label),
+]
+
+
+def max_upload_bytes() -> int:
+    return int(getattr(settings, "LODE_SOURCE_MAX_FILE_BYTES", 2_000_000))
+
+
+class SourceBaseForm(forms.Form):
+    """Fields every kind of source has. `owner` is needed to keep names unique per user."""
+
+    kind: str = ""
+
+    name = forms.CharField(max_length=200)
+    trust_tier = forms.ChoiceField(choices=SOURCE_TIERS, initial=TrustTier.EXTERNAL_CURRENT)
+    no_egress = forms.BooleanField(
+        required=False,
+        label="No egress",
+        help_text="Never send this source's content off the machine.",
+    )
+    stale_after_days = forms.IntegerField(
+        min_value=1, max_value=3650, initial=DEFAULT_STALE_AFTER_DAYS, label="Stale after (days)"
+    )
+
+    def __init__(self, *args, owner: AbstractBaseUser, **kwargs) -> None:
+        kwargs.setdefault("prefix", self.kind)
+        super().__init__(*args, **kwargs)
+        self.owner = owner
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"].strip()
+        if not name:
+            raise forms.ValidationError("A source needs a name.")
+        if Source.objects.filter(owner_id=self.owner.pk, name=name).exists():
+            raise forms.ValidationError(f"You already have a source named “{name}”.")
+        return name
+
+
+class FolderSourceForm(SourceBaseForm):
+    kind = Source.Kind.FOLDER
+
+    location = forms.CharField(
+        max_length=2000,
+        label="Folder path on the server",
+        help_text="An absolute path the server can read, e.g. /srv/docs.",
+    )
+
+    def clean_location(self) -> str:
+        raw = self.cleaned_data["location"].strip()
+        path = Path(raw)
+        if not path.is_absolute():
+            raise forms.ValidationError("Give an absolute path (starting with /).")
+        if not path.exists():
+            raise forms.ValidationError(f"No folder exists at {raw}.")
+        if not path.is_dir():
+            raise forms.ValidationError(f"{raw} is a file, not a folder.")
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise forms.ValidationError(f"The server cannot read the folder {raw}.")
+        return str(path)
+
+
+class UrlSourceForm(SourceBaseForm):
+    kind = Source.Kind.URL
+
+    location = forms.URLField(
+        max_length=2000,
+        label="Page URL",
+        assume_scheme="https",
+        help_text="An http or https address; it is fetched with a GET when scanned.",
+    )
+
+    def clean_location(self) -> str:
+        url = self.cleaned_data["location"]
+        if not url.lower().startswith(("http://", "https://")):
+            raise forms.ValidationError("Only http and https URLs can be mirrored.")
+        return url
+
+
+class UploadSourceForm(SourceBaseForm):
+    kind = Source.Kind.UPLOAD
+
+    file = forms.FileField(
+        label="File", help_text="Markdown, plain text, HTML or PDF.", allow_empty_file=False
+    )
+
+    def clean_file(self):
+        upload = self.cleaned_data["file"]
+        limit = max_upload_bytes()
+        if upload.size > limit:
+            raise forms.ValidationError(
+                f"The file is {upload.size:,} bytes; the limit is {limit:,} bytes."
+            )
+        return upload
+
+
+SOURCE_FORMS: dict[str, type[SourceBaseForm]] = {
+    Source.Kind.FOLDER: FolderSourceForm,
+    Source.Kind.URL: UrlSourceForm,
+    Source.Kind.UPLOAD: UploadSourceForm,
+}

@@ -1,0 +1,275 @@
+"""Source and external pages (issue 6, item 4). Thin: reads through `externals.selectors`,
+writes through `externals.services` / `externals.tasks`; every lookup is owner-scoped, so
+another user's ids are a plain 404.
+
+Snapshot text is shown as one escaped text node inside `#snapshot-text` (never marked
+safe by a template), so a browser selection's offsets are code points of the version body,
+which is what annotations store.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.template import TemplateDoesNotExist
+from django.template.loader import get_template
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+from django.views.decorators.http import require_GET, require_POST
+
+from externals import selectors
+from externals.forms import SOURCE_FORMS, SourceBaseForm
+from externals.models import ScanRecord, Source
+from notes.models import Document, Version
+
+# htmx polls the scan-status partial every 2 s while a scan is queued or running. A queue
+# that does not move for 5 minutes probably has no worker; a scan "running" for an hour was
+# probably killed (its record is never finished). Either way polling stops and says so.
+MAX_QUEUED_POLLS = 150
+MAX_RUNNING_POLLS = 1800
+ANNOTATIONS_TEMPLATE = "externals/_annotations.html"
+
+
+def _source_or_404(request: HttpRequest, source_id: int) -> Source:
+    try:
+        return selectors.source_get(request.user, source_id)
+    except Source.DoesNotExist:
+        raise Http404("No such source.") from None
+
+
+def _external_or_404(request: HttpRequest, document_id: int) -> Document:
+    try:
+        return selectors.external_get(request.user, document_id)
+    except Document.DoesNotExist:
+        raise Http404("No such external.") from None
+
+
+def _forms(request: HttpRequest, bound: SourceBaseForm | None = None) -> dict[str, SourceBaseForm]:
+    forms = {kind: form_class(owner=request.user) for kind, form_class in SOURCE_FORMS.items()}
+    if bound is not None:
+        forms[bound.kind] = bound
+    return forms
+
+
+def _list_page(request: HttpRequest, bound: SourceBaseForm | None = None) -> HttpResponse:
+    sources = list(selectors.sources_for_user(request.user))
+    scans = selectors.latest_scans(sources)
+    rows = [(source, scans.get(source.pk)) for source in sources]
+    return render(
+        request,
+        "externals/source_list.html",
+        {"rows": rows, "forms": _forms(request, bound), "open_kind": bound.kind if bound else ""},
+        status=400 if bound is not None else 200,
+    )
+
+
+@require_GET
+def source_list(request: HttpRequest) -> HttpResponse:
+    return _list_page(request)
+
+
+@require_POST
+def source_add(request: HttpRequest, kind: str) -> HttpResponse:
+    """Create a folder, URL or upload source and start its first scan."""
+    form_class = SOURCE_FORMS.get(kind)
+    if form_class is None:
+        raise Http404("No such kind of source.")
+    form = form_class(request.POST, request.FILES, owner=request.user)
+    if not form.is_valid():
+        return _list_page(request, form)
+    from externals import services
+
+    data = form.cleaned_data
+    common = {
+        "owner": request.user,
+        "name": data["name"],
+        "trust_tier": data["trust_tier"],
+        "no_egress": data["no_egress"],
+        "stale_after_days": data["stale_after_days"],
+    }
+    try:
+        if kind == Source.Kind.UPLOAD:
+            upload = data["file"]
+            source = services.upload_create(filename=upload.name, data=upload.read(), **common)
+        else:
+            source = services.source_create(kind=kind, location=data["location"], **common)
+            _enqueue(source, trigger="manual")
+    except ValidationError as exc:
+        for message in exc.messages:
+            form.add_error(None, message)
+        return _list_page(request, form)
+    if kind == Source.Kind.UPLOAD:
+        messages.success(request, f"Added source “{source.name}” and scanned the file.")
+        return redirect("externals:source", source_id=source.pk)
+    messages.success(request, f"Added source “{source.name}”; its first scan is queued.")
+    return redirect(f"{reverse('externals:source', args=[source.pk])}?after=0")
+
+
+def _enqueue(source: Source, *, trigger: str) -> None:
+    from externals import tasks
+
+    tasks.enqueue_refresh(source, trigger)
+
+
+def _webhook_url(request: HttpRequest, source: Source) -> str:
+    try:
+        path = reverse("api:source_webhook", kwargs={"source_id": source.pk})
+    except NoReverseMatch:
+        path = f"/api/sources/{source.pk}/webhook"
+    return request.build_absolute_uri(path)
+
+
+def _status_context(source: Source, *, after: int | None = None, polls: int = 0) -> dict:
+    """What the scan-status partial needs. `after` is the id of the latest scan when "scan
+    now" was pressed: until a newer scan appears the refresh is still queued."""
+    scan = selectors.latest_scan(source)
+    running = scan is not None and scan.status == ScanRecord.Status.RUNNING
+    queued = after is not None and (scan is None or scan.pk <= after)
+    gave_up = (queued and polls >= MAX_QUEUED_POLLS) or polls >= MAX_RUNNING_POLLS
+    return {
+        "source": source,
+        "scan": scan,
+        "running": running,
+        "queued": queued and not gave_up,
+        "gave_up": gave_up,
+        "poll": (running or queued) and not gave_up,
+        "after": after,
+        "next_poll": polls + 1,
+    }
+
+
+@require_GET
+def source_detail(request: HttpRequest, source_id: int) -> HttpResponse:
+    source = _source_or_404(request, source_id)
+    return _detail_page(request, source, after=_int_param(request, "after"))
+
+
+def _detail_page(
+    request: HttpRequest, source: Source, *, new_secret: str = "", after: int | None = None
+) -> HttpResponse:
+    items = list(selectors.source_items(source))
+    externals = [
+        (item, selectors.snapshot_age(item.document.head, source))
+        for item in items
+        if item.document.head is not None
+    ]
+    return render(
+        request,
+        "externals/source_detail.html",
+        {
+            **_status_context(source, after=after),
+            "history": selectors.scan_history(source),
+            "externals": externals,
+            "new_secret": new_secret,
+            "webhook_url": _webhook_url(request, source),
+        },
+    )
+
+
+def _int_param(request: HttpRequest, name: str) -> int | None:
+    try:
+        return int(request.GET[name])
+    except (KeyError, ValueError):
+        return None
+
+
+@require_GET
+def scan_status(request: HttpRequest, source_id: int) -> HttpResponse:
+    """The polled partial: latest scan's state and counts; stops polling when it is done."""
+    source = _source_or_404(request, source_id)
+    context = _status_context(
+        source, after=_int_param(request, "after"), polls=_int_param(request, "n") or 0
+    )
+    response = render(request, "externals/_scan_status.html", context)
+    if request.htmx and not context["poll"] and (_int_param(request, "n") or 0) > 0:
+        # The scan this page was waiting for finished: reload so the externals list and
+        # history show what it changed (the reloaded page does not poll again).
+        response["HX-Refresh"] = "true"
+    return response
+
+
+@require_POST
+def scan_now(request: HttpRequest, source_id: int) -> HttpResponse:
+    """Queue a refresh (the worker runs it; an immediate backend runs it inline)."""
+    source = _source_or_404(request, source_id)
+    if not source.enabled:
+        messages.error(request, "This source is disabled; enable it (admin) before scanning.")
+        return redirect("externals:source", source_id=source.pk)
+    before = selectors.latest_scan(source)
+    _enqueue(source, trigger="manual")
+    after = before.pk if before is not None else 0
+    messages.success(request, "Scan requested.")
+    return redirect(f"{reverse('externals:source', args=[source.pk])}?after={after}")
+
+
+@require_POST
+def rotate_secret(request: HttpRequest, source_id: int) -> HttpResponse:
+    """Rotate the webhook secret and show the new one on this response only (it is not
+    stored anywhere a later page could show it again)."""
+    from externals import services
+
+    source = _source_or_404(request, source_id)
+    secret = services.rotate_webhook_secret(source)
+    source = _source_or_404(request, source_id)
+    response = _detail_page(request, source, new_secret=secret)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _snapshot_html(version: Version) -> SafeString:
+    """The body escaped as text. A literal CR would be folded into LF by the HTML parser
+    and shift every later offset, so it is written as a character reference instead."""
+    return mark_safe(escape(version.body).replace("\r", "&#13;"))  # escaped first
+
+
+def _annotation_context(request: HttpRequest, version: Version) -> dict:
+    """Annotations of the shown snapshot, once externals.annotations exists."""
+    try:
+        get_template(ANNOTATIONS_TEMPLATE)
+    except TemplateDoesNotExist:
+        return {"annotations_enabled": False, "annotations": []}
+    try:
+        from externals.annotations import annotations_for
+    except ImportError:
+        annotations = []
+    else:
+        annotations = annotations_for(request.user, version)
+    return {"annotations_enabled": True, "annotations": annotations}
+
+
+def _snapshot_page(request: HttpRequest, document: Document, version: Version) -> HttpResponse:
+    source, item = selectors.external_source(document)
+    return render(
+        request,
+        "externals/external_detail.html",
+        {
+            "document": document,
+            "version": version,
+            "is_head": version.pk == document.head_id,
+            "source": source,
+            "item": item,
+            "age": selectors.snapshot_age(version, source),
+            "snapshot_html": _snapshot_html(version),
+            "history": selectors.snapshots(document),
+            **_annotation_context(request, version),
+        },
+    )
+
+
+@require_GET
+def external_detail(request: HttpRequest, document_id: int) -> HttpResponse:
+    document = _external_or_404(request, document_id)
+    return _snapshot_page(request, document, document.head)
+
+
+@require_GET
+def snapshot_detail(request: HttpRequest, document_id: int, version_id: int) -> HttpResponse:
+    document = _external_or_404(request, document_id)
+    try:
+        version = selectors.snapshots(document).get(pk=version_id)
+    except Version.DoesNotExist:
+        raise Http404("No such snapshot of this external.") from None
+    return _snapshot_page(request, document, version)
