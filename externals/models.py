@@ -176,9 +176,10 @@ class Annotation(models.Model):
         "notes.Document", on_delete=models.CASCADE, related_name="annotations"
     )
     # The snapshot the annotation currently sits on (for an orphan: the last one it was
-    # found in). PROTECT: snapshots are immutable history, never deleted under an annotation.
+    # found in). RESTRICT: snapshots are immutable history, never deleted under an
+    # annotation — except together with it (its owner or document deleted).
     version = models.ForeignKey(
-        "notes.Version", on_delete=models.PROTECT, related_name="annotations"
+        "notes.Version", on_delete=models.RESTRICT, related_name="annotations"
     )
     start = models.PositiveIntegerField(help_text="Code-point offset into version.body.")
     end = models.PositiveIntegerField(help_text="Code-point offset (exclusive).")
@@ -189,7 +190,7 @@ class Annotation(models.Model):
     orphaned_at = models.DateTimeField(null=True, blank=True)
     # The annotation's own text as a searchable document (trust tier "annotation").
     note_document = models.OneToOneField(
-        "notes.Document", on_delete=models.PROTECT, related_name="annotation_of"
+        "notes.Document", on_delete=models.RESTRICT, related_name="annotation_of"
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

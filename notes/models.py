@@ -31,9 +31,11 @@ class Document(models.Model):
     )
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.NOTE)
     title = models.CharField(max_length=500)
+    # RESTRICT, not PROTECT: a version can never be deleted out from under its document,
+    # but deleting the document (or its owner) takes the head version with it.
     head = models.OneToOneField(
         "notes.Version",
-        on_delete=models.PROTECT,
+        on_delete=models.RESTRICT,
         related_name="head_of",
         null=True,
         blank=True,
