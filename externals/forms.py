@@ -16,6 +16,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
 from externals.models import DEFAULT_STALE_AFTER_DAYS, Source
+from externals.pipeline import folder_refusal
 from notes.models import TrustTier
 
 # Tiers a source may carry: externals corroborate, they never outrank your own notes.
@@ -66,7 +67,8 @@ class FolderSourceForm(SourceBaseForm):
     location = forms.CharField(
         max_length=2000,
         label="Folder path on the server",
-        help_text="An absolute path the server can read, e.g. /srv/docs.",
+        help_text="An absolute path the server can read, e.g. /srv/docs (staff: any folder; "
+        "others: inside the folders the operator allows with LODE_SOURCE_FOLDER_ROOTS).",
     )
 
     def clean_location(self) -> str:
@@ -80,6 +82,9 @@ class FolderSourceForm(SourceBaseForm):
             raise forms.ValidationError(f"{raw} is a file, not a folder.")
         if not os.access(path, os.R_OK | os.X_OK):
             raise forms.ValidationError(f"The server cannot read the folder {raw}.")
+        refusal = folder_refusal(self.owner, raw)
+        if refusal:
+            raise forms.ValidationError(refusal)
         return str(path)
 
 

@@ -37,6 +37,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -95,6 +96,26 @@ def logical_id(source_id: int, item_path: str, position: int, text_sha256: str) 
     or identical passages at two positions or in two files, never share an id."""
     key = "\x00".join((LOGICAL_ID_SCHEME, str(source_id), item_path, str(position), text_sha256))
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def folder_refusal(owner: AbstractBaseUser, location: str) -> str:
+    """Why `owner` may not mirror the server folder `location`, or "".
+
+    A folder source reads the server's disk, so it is the server operator's decision: staff
+    accounts may mirror any folder; everyone else only folders inside the roots listed in
+    `LODE_SOURCE_FOLDER_ROOTS` (resolved, so `..` and symlinks cannot climb out).
+    """
+    if getattr(owner, "is_staff", False):
+        return ""
+    real = os.path.realpath(location)
+    for root in settings.LODE_SOURCE_FOLDER_ROOTS:
+        root_real = os.path.realpath(root)
+        if real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep):
+            return ""
+    if not settings.LODE_SOURCE_FOLDER_ROOTS:
+        return "Only staff accounts may mirror server folders on this server."
+    allowed = ", ".join(settings.LODE_SOURCE_FOLDER_ROOTS)
+    return f"Server folders can be mirrored only from inside: {allowed}."
 
 
 def is_secret_name(name: str) -> bool:
@@ -489,6 +510,11 @@ def scan_source(source: Source, *, trigger: str = "manual") -> ScanRecord:
                 raise ItemFailed(f"the folder {root} is not an absolute path")
             if root.is_symlink() or not root.is_dir():
                 raise ItemFailed(f"the folder {root} does not exist or is not a folder")
+            if source.kind == Source.Kind.FOLDER:
+                # The allowed roots may have changed since the source was added.
+                refusal = folder_refusal(source.owner, str(root))
+                if refusal:
+                    raise ItemFailed(refusal)
             _walk_folder(scan, Path(os.path.realpath(root)))
     except (ItemFailed, FetchError, OSError) as exc:
         record.status = ScanRecord.Status.FAILED

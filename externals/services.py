@@ -23,14 +23,14 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from externals.models import DEFAULT_STALE_AFTER_DAYS, Source, SourceItem
-from externals.pipeline import scan_source, upload_folder
+from externals.pipeline import folder_refusal, scan_source, upload_folder
 from notes.models import TrustTier, Version
 
 WEBHOOK_SECRET_BYTES = 32
 SAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._ -]+")
 
 
-def _check_location(kind: str, location: str) -> str:
+def _check_location(kind: str, location: str, owner: AbstractBaseUser) -> str:
     location = (location or "").strip()
     if kind == Source.Kind.FOLDER:
         path = Path(location)
@@ -38,6 +38,9 @@ def _check_location(kind: str, location: str) -> str:
             raise ValidationError("A folder source needs an absolute path on the server.")
         if path.is_symlink() or not path.is_dir():
             raise ValidationError(f"{location} is not a folder (symbolic links are not followed).")
+        refusal = folder_refusal(owner, location)
+        if refusal:
+            raise ValidationError(refusal)
         return os.path.normpath(location)
     if kind == Source.Kind.URL:
         parts = urlsplit(location)
@@ -72,7 +75,7 @@ def source_create(
         owner=owner,
         name=(name or "").strip(),
         kind=kind,
-        location=_check_location(kind, location),
+        location=_check_location(kind, location, owner),
         trust_tier=trust_tier,
         no_egress=no_egress,
         stale_after_days=stale_after_days,

@@ -172,5 +172,8 @@ LODE_FETCH_TIMEOUT_SECONDS = env.env_int("LODE_FETCH_TIMEOUT_SECONDS", 20, minim
 LODE_FETCH_MAX_BYTES = env.env_int("LODE_FETCH_MAX_BYTES", 5_000_000, minimum=1024)
 # Private, loopback, link-local and reserved addresses are refused (SSRF) unless this is on.
 LODE_FETCH_ALLOW_PRIVATE = env.env_bool("LODE_FETCH_ALLOW_PRIVATE", False)
+# Folder sources read the server's disk: staff may mirror any folder, other accounts only
+# folders inside these roots (comma-separated absolute paths; empty = staff only).
+LODE_SOURCE_FOLDER_ROOTS = env.env_list("LODE_SOURCE_FOLDER_ROOTS", [])
 # Push-triggered re-index: largest webhook body accepted (larger → 413, unread).
 LODE_WEBHOOK_MAX_BODY_BYTES = env.env_int("LODE_WEBHOOK_MAX_BODY_BYTES", 1_000_000, minimum=1024)

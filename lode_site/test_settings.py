@@ -14,3 +14,5 @@ if not os.environ.get("LODE_DATA_DIR"):
 from lode_site.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests
+# Tests mirror folders they create under the temporary directory, as ordinary users.
+LODE_SOURCE_FOLDER_ROOTS = [tempfile.gettempdir()]

@@ -556,3 +556,41 @@ def test_an_embedding_failure_is_recorded_and_keeps_the_content_searchable(
     (problem,) = record.failures
     assert problem["path"] == "(embedding)" and "model folder is corrupt" in problem["reason"]
     assert search(user=alice, query="numbats", mode="lexical").hits
+
+
+# --- who may mirror a server folder -----------------------------------------------------------
+
+
+def test_folder_sources_only_inside_allowed_roots_unless_staff(alice, tmp_path, settings):
+    """A folder source reads the server's disk: ordinary accounts only inside
+    LODE_SOURCE_FOLDER_ROOTS (no climbing out with .. or symlinks), staff anywhere, and a
+    scan re-checks in case the roots changed."""
+    from django.core.exceptions import ValidationError
+
+    from externals.pipeline import scan_source
+    from externals.services import source_create
+
+    allowed, outside = tmp_path / "allowed", tmp_path / "outside"
+    (allowed / "docs").mkdir(parents=True)
+    (outside / "sub").mkdir(parents=True)
+    (allowed / "docs" / "a.md").write_text("# A\n\nAardvarks dig.\n")
+    (allowed / "escape").symlink_to(outside, target_is_directory=True)
+    settings.LODE_SOURCE_FOLDER_ROOTS = [str(allowed)]
+
+    ok = source_create(owner=alice, name="ok", kind="folder", location=str(allowed / "docs"))
+    for i, refused in enumerate(
+        [outside, allowed / "docs" / ".." / ".." / "outside", allowed / "escape" / "sub"]
+    ):
+        with pytest.raises(ValidationError, match="only from inside"):
+            source_create(owner=alice, name=f"no{i}", kind="folder", location=str(refused))
+
+    settings.LODE_SOURCE_FOLDER_ROOTS = []
+    with pytest.raises(ValidationError, match="Only staff"):
+        source_create(owner=alice, name="none", kind="folder", location=str(allowed / "docs"))
+    record = scan_source(ok)  # the roots changed after the source was added
+    assert record.status == "failed" and "Only staff" in record.error
+
+    alice.is_staff = True
+    alice.save()
+    assert source_create(owner=alice, name="staff", kind="folder", location=str(outside))
+    assert scan_source(ok).status == "ok"
