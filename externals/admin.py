@@ -23,7 +23,7 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_GET
 
 from externals.models import Annotation, ScanRecord, Source, SourceItem, WebhookDelivery
-from externals.pipeline import sync_source_flags
+from externals.pipeline import COUNTERS, sync_source_flags
 from notes.admin import ReadOnlyAdmin
 from notes.models import Document, Version
 
@@ -148,22 +148,7 @@ class SourceAdmin(admin.ModelAdmin):
 
 @admin.register(ScanRecord)
 class ScanRecordAdmin(ReadOnlyAdmin):
-    list_display = [
-        "id",
-        "source",
-        "status",
-        "trigger",
-        "started_at",
-        "finished_at",
-        "items_seen",
-        "items_new",
-        "items_changed",
-        "items_unchanged",
-        "items_pruned",
-        "items_failed",
-        "items_rejected",
-        "items_skipped",
-    ]
+    list_display = ["id", "source", "status", "trigger", "started_at", "finished_at", *COUNTERS]
     list_filter = ["status", "trigger", "source"]
     list_select_related = ["source"]
     date_hierarchy = "started_at"
@@ -173,14 +158,7 @@ class ScanRecordAdmin(ReadOnlyAdmin):
         "trigger",
         "started_at",
         "finished_at",
-        "items_seen",
-        "items_new",
-        "items_changed",
-        "items_unchanged",
-        "items_pruned",
-        "items_failed",
-        "items_rejected",
-        "items_skipped",
+        *COUNTERS,
         "error",
         "failures_json",
         "rejected_json",

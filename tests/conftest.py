@@ -75,3 +75,19 @@ def fake_llm(settings, monkeypatch) -> Iterator:
 
     with running_fake_llm(settings, monkeypatch) as server:
         yield server
+
+
+@pytest.fixture
+def fastembed_offline(monkeypatch, tmp_path) -> None:
+    """Fail any attempt by fastembed to reach a model hub and keep its cache in tmp: the
+    cross-encoder seams (rerank, entailment) must load local folders only."""
+    from fastembed.common.model_management import ModelManagement
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("fastembed tried to download a model")
+
+    monkeypatch.setattr(ModelManagement, "download_files_from_huggingface", refuse)
+    monkeypatch.setattr(ModelManagement, "download_file_from_gcs", refuse)
+    monkeypatch.setattr(ModelManagement, "retrieve_model_gcs", refuse)
+    monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(tmp_path / "fastembed_cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -558,18 +558,8 @@ def test_llm_judge_is_the_chat_endpoints_judge():
 
 
 @pytest.fixture
-def no_downloads(monkeypatch, tmp_path):
-    """Fail any attempt by fastembed to reach a model hub; fresh scorer cache per test."""
-    from fastembed.common.model_management import ModelManagement
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("fastembed tried to download a model")
-
-    monkeypatch.setattr(ModelManagement, "download_files_from_huggingface", refuse)
-    monkeypatch.setattr(ModelManagement, "download_file_from_gcs", refuse)
-    monkeypatch.setattr(ModelManagement, "retrieve_model_gcs", refuse)
-    monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(tmp_path / "fastembed_cache"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+def no_downloads(fastembed_offline):
+    """No model hub (conftest's `fastembed_offline`); a fresh scorer cache per test."""
     entailment_module._cross_encoder.cache_clear()
     yield
     entailment_module._cross_encoder.cache_clear()

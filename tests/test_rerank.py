@@ -75,19 +75,9 @@ def candidate(
 
 
 @pytest.fixture(autouse=True)
-def _no_downloads_and_fresh_caches(monkeypatch, tmp_path):
-    """Fail any attempt by fastembed to reach a model hub, keep its cache dir in tmp, and start
-    every test with the reranker caches empty."""
-    from fastembed.common.model_management import ModelManagement
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("fastembed tried to download a model")
-
-    monkeypatch.setattr(ModelManagement, "download_files_from_huggingface", refuse)
-    monkeypatch.setattr(ModelManagement, "download_file_from_gcs", refuse)
-    monkeypatch.setattr(ModelManagement, "retrieve_model_gcs", refuse)
-    monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(tmp_path / "fastembed_cache"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+def _no_downloads_and_fresh_caches(fastembed_offline):
+    """No model hub (conftest's `fastembed_offline`), and every test starts with the
+    reranker caches empty."""
     rerank_module._cross_encoder.cache_clear()
     rerank_module._learned.cache_clear()
     yield
