@@ -104,7 +104,9 @@ class SnapshotAge:
     stale_after_days: int
 
 
-def snapshot_age(version: Version, source: Source | None) -> SnapshotAge:
+def snapshot_age(
+    version: Version, source: Source | None, item: SourceItem | None = None
+) -> SnapshotAge:
     """Age and staleness through `externals.services` (the one rule the ranker also uses);
     a snapshot with no source is judged by the default age limit."""
     from externals import services
@@ -113,7 +115,7 @@ def snapshot_age(version: Version, source: Source | None) -> SnapshotAge:
     if source is not None:
         return SnapshotAge(
             age=services.snapshot_age(version),
-            stale=services.is_stale(version, source),
+            stale=services.is_stale(version, source, item),
             stale_after_days=days,
         )
     age = timezone.now() - version.created_at

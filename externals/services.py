@@ -146,13 +146,17 @@ def snapshot_age(version: Version) -> timedelta:
     return max(timezone.now() - version.created_at, timedelta(0))
 
 
-def is_stale(version: Version, source: Source) -> bool:
+def is_stale(version: Version, source: Source, item: SourceItem | None = None) -> bool:
     """Whether the snapshot was last confirmed against its source more than the source's
     `stale_after_days` ago: for the head snapshot, the last scan that found it unchanged
     (`SourceItem.verified_at`), else its fetch time. The same rule the refresh pipeline
-    uses to give stale documents the "stale external snapshot" trust tier."""
+    uses to give stale documents the "stale external snapshot" trust tier.
+
+    Pass the document's `item` when the caller has it (pages listing many externals);
+    otherwise it is looked up."""
+    if item is None:
+        item = SourceItem.objects.filter(source=source, document_id=version.document_id).first()
     confirmed = version.created_at
-    item = SourceItem.objects.filter(source=source, document_id=version.document_id).first()
     if item is not None and item.verified_at and item.document.head_id == version.pk:
         confirmed = max(confirmed, item.verified_at)
     return timezone.now() - confirmed > timedelta(days=source.stale_after_days)

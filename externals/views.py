@@ -152,7 +152,7 @@ def _detail_page(
 ) -> HttpResponse:
     items = list(selectors.source_items(source))
     externals = [
-        (item, selectors.snapshot_age(item.document.head, source))
+        (item, selectors.snapshot_age(item.document.head, source, item))
         for item in items
         if item.document.head is not None
     ]
@@ -251,7 +251,7 @@ def _snapshot_page(request: HttpRequest, document: Document, version: Version) -
             "is_head": version.pk == document.head_id,
             "source": source,
             "item": item,
-            "age": selectors.snapshot_age(version, source),
+            "age": selectors.snapshot_age(version, source, item),
             "snapshot_html": _snapshot_html(version),
             "history": selectors.snapshots(document),
             **_annotation_context(request, version),

@@ -105,3 +105,17 @@ def subquery_sql(documents: QuerySet[Document]) -> tuple[str, Sequence[object]]:
     """
     sql, params = documents.order_by().values("pk").query.sql_with_params()
     return sql, params
+
+
+def eligible_clause(
+    query: ParsedQuery, *, owner_id: int, documents: QuerySet[Document] | None
+) -> tuple[str, list[object]]:
+    """The lexical SQL's filter condition on `d.id` (`notes_document` aliased `d`) and its
+    parameters, or ("", []) when the query has no filters. `documents` is the search's
+    eligible-document queryset; built here from `query` when the caller has none."""
+    if documents is None:
+        documents = eligible_documents(query, owner_id=owner_id)
+    if documents is None:
+        return "", []
+    subquery, params = subquery_sql(documents)
+    return f"AND d.id IN ({subquery}) ", list(params)

@@ -15,7 +15,7 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from notes.models import Document
-from retrieval.eligibility import eligible_documents, subquery_sql
+from retrieval.eligibility import eligible_clause
 from retrieval.highlight import Segment, collision_free_markers, segments_or_plain
 from retrieval.lexical import LEXICAL_LIMIT, LexicalHealth, LexicalHit
 from retrieval.query import ParsedQuery
@@ -89,12 +89,7 @@ def search(
     """
     if query.is_empty:
         return []
-    if documents is None:
-        documents = eligible_documents(query, owner_id=owner_id)
-    eligible, eligible_params = "", []
-    if documents is not None:
-        subquery, sub_params = subquery_sql(documents)
-        eligible, eligible_params = f"AND d.id IN ({subquery}) ", list(sub_params)
+    eligible, eligible_params = eligible_clause(query, owner_id=owner_id, documents=documents)
     tsquery, params = tsquery_sql(query)
     sql = (
         f"WITH q AS (SELECT {tsquery} AS query) "

@@ -17,7 +17,7 @@ from django.db.backends.utils import CursorWrapper
 from django.db.models import QuerySet
 
 from notes.models import Document
-from retrieval.eligibility import eligible_documents, subquery_sql
+from retrieval.eligibility import eligible_clause
 from retrieval.highlight import Segment, collision_free_markers, segments_or_plain
 from retrieval.lexical import LEXICAL_LIMIT, LexicalHealth, LexicalHit
 from retrieval.query import ParsedQuery
@@ -88,12 +88,7 @@ def search(
     """
     if query.is_empty:
         return []
-    if documents is None:
-        documents = eligible_documents(query, owner_id=owner_id)
-    eligible, eligible_params = "", []
-    if documents is not None:
-        subquery, params = subquery_sql(documents)
-        eligible, eligible_params = f"AND d.id IN ({subquery}) ", list(params)
+    eligible, eligible_params = eligible_clause(query, owner_id=owner_id, documents=documents)
     sql = (
         f"SELECT p.id, bm25({FTS_TABLE}, %s, %s) AS score FROM {FTS_TABLE} "
         f"JOIN retrieval_passage p ON p.id = {FTS_TABLE}.rowid "
