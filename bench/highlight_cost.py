@@ -20,6 +20,18 @@ Each query's time is divided by its number of hits; the script prints the median
 of those µs-per-hit figures, the index step's share of the search time (search without
 highlights plus that step), any fallbacks (engine output that failed the strict parse) and
 the load average (the timings are wall clock), and writes bench/out/highlight_cost.json.
+
+Hostile passages (issue 10):
+
+    .venv/bin/python bench/highlight_cost.py --hostile [--db sqlite|postgres|both] \
+        [--matches 10000,40000,80000,160000]
+
+For each N, in a fresh database: a note `"|x" * N` stored as ONE passage (chunked with
+`LODE_CHUNK_MAX_CHARS` raised out of the way, as every note was before the character
+bound), and the `highlight_hits` step timed for the query `x` (N matches in one passage;
+the engine's cost grows with N²); then the same body saved under the default bounds and a
+whole lexical `search()` (page size 20, highlights on) timed. Prints seconds, marked
+segments and `highlights_truncated`; writes bench/out/highlight_hostile.json.
 """
 
 from __future__ import annotations
@@ -148,14 +160,108 @@ def measure(query_count: int) -> dict[str, object]:
     }
 
 
-def run_child(env: dict[str, str], query_count: int) -> dict[str, object]:
+def measure_hostile(match_counts: list[int]) -> dict[str, object]:
+    """Time highlighting one passage of N matches, and a search over the same note chunked
+    under the current bounds (see the module docstring)."""
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.db import connection
+
+    from notes.services import note_create
+    from retrieval.models import Passage
+    from retrieval.search import highlight_hits, search
+
+    call_command("migrate", verbosity=0)
+    default_max_chars = getattr(settings, "LODE_CHUNK_MAX_CHARS", None)
+    rows = []
+    for n in match_counts:
+        body = "|x" * n
+        # One passage of n matches: a user of its own, so only this note matches.
+        settings.LODE_CHUNK_MAX_CHARS = 10 * len(body)
+        user = get_user_model().objects.create_user(f"one{n}")
+        note_create(owner=user, title="Wide table", body=body)
+        result = search(user=user, query="x", mode="lexical", rerank="off", highlight=False)
+        started = time.perf_counter()
+        highlight_hits(result.parsed, result.hits)
+        for hit in result.hits:
+            hit.highlights  # noqa: B018 - what the API serialises
+        one_passage = time.perf_counter() - started
+        (hit,) = result.hits
+        marked = sum(1 for s in hit.segments if s.highlighted)
+        # The same body under the default bounds (before the character bound: one passage).
+        settings.LODE_CHUNK_MAX_CHARS = default_max_chars
+        user = get_user_model().objects.create_user(f"bounded{n}")
+        document = note_create(owner=user, title="Wide table", body=body)
+        passages = list(
+            Passage.objects.filter(document=document, is_head=True).values_list("text", flat=True)
+        )
+        started = time.perf_counter()
+        searched = search(user=user, query="x", mode="lexical", rerank="off")
+        search_seconds = time.perf_counter() - started
+        rows.append(
+            {
+                "matches": n,
+                "one_passage_highlight_s": round(one_passage, 4),
+                "one_passage_marked": marked,
+                "one_passage_highlighted_by": hit.highlighted_by,
+                "one_passage_truncated": getattr(hit, "highlights_truncated", None),
+                "bounded_passages": len(passages),
+                "bounded_longest": max(len(t) for t in passages),
+                "bounded_search_s": round(search_seconds, 4),
+                "bounded_hits": len(searched.hits),
+                "bounded_marked": sum(
+                    1 for h in searched.hits for s in h.segments if s.highlighted
+                ),
+            }
+        )
+        print(f"  {connection.vendor} {n}: {rows[-1]}", file=sys.stderr)
+    return {
+        "vendor": connection.vendor,
+        "rows": rows,
+        "load_average_1min": round(os.getloadavg()[0], 2),
+    }
+
+
+def run_child(
+    env: dict[str, str], query_count: int, hostile: list[int] | None = None
+) -> dict[str, object]:
     command = [sys.executable, __file__, "--phase", "measure", "--queries", str(query_count)]
+    if hostile:
+        command = [
+            sys.executable, __file__, "--phase", "hostile",
+            "--matches", ",".join(str(n) for n in hostile),
+        ]  # fmt: skip
     env = dict(env, DJANGO_SETTINGS_MODULE="lode_site.settings")
     done = subprocess.run(command, cwd=ROOT, env=env, check=False, capture_output=True, text=True)
     sys.stderr.write(done.stderr[-3000:])
     if done.returncode:
         raise SystemExit(f"measuring failed ({done.returncode})")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def bench_hostile(db: str, match_counts: list[int]) -> dict[str, object]:
+    with fresh_environment(db, pg_name=PG_NAME + "_hostile") as env:
+        return run_child(env, 0, hostile=match_counts)
+
+
+def print_hostile(results: dict[str, dict[str, object]]) -> None:
+    print("one passage of N matches of `x`: the highlight step; the same note chunked now: a")
+    print("whole lexical search (page size 20, highlights on). Seconds, wall clock.")
+    print(
+        f"{'db':<9} {'matches':>8} {'highlight s':>11} {'marked':>7} {'by':>12} {'trunc':>5} "
+        f"{'passages':>8} {'longest':>8} {'search s':>8} {'marked':>7}"
+    )
+    for db, r in results.items():
+        for row in r["rows"]:
+            print(
+                f"{db:<9} {row['matches']:>8} {row['one_passage_highlight_s']:>11.3f} "
+                f"{row['one_passage_marked']:>7} {row['one_passage_highlighted_by']:>12} "
+                f"{row['one_passage_truncated']!s:>5} {row['bounded_passages']:>8} "
+                f"{row['bounded_longest']:>8} {row['bounded_search_s']:>8.3f} "
+                f"{row['bounded_marked']:>7}"
+            )
+        print(f"{db:<9} load average (1 min) {r['load_average_1min']}")
 
 
 def bench(db: str, data_dir: str | None, query_count: int) -> dict[str, object]:
@@ -176,17 +282,31 @@ def main() -> int:
     parser.add_argument("--db", choices=(*BACKENDS, "both"), default="both")
     parser.add_argument("--data-dir", help="SQLite only: a data folder to reuse (loaded once)")
     parser.add_argument("--queries", type=int, default=300)
-    parser.add_argument("--phase", choices=["measure"], default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--hostile", action="store_true", help="one passage of N matches")
+    parser.add_argument("--matches", default="10000,40000,80000,160000", help="with --hostile")
+    parser.add_argument(
+        "--phase", choices=["measure", "hostile"], default=None, help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
+    match_counts = [int(n) for n in args.matches.split(",") if n.strip()]
     if args.phase:  # the child: LODE_DATA_DIR / DATABASE_URL already point at its database
         sys.path.insert(0, str(ROOT))
         import django
 
         django.setup()
-        print(json.dumps(measure(args.queries)))
+        if args.phase == "hostile":
+            print(json.dumps(measure_hostile(match_counts)))
+        else:
+            print(json.dumps(measure(args.queries)))
         return 0
 
     backends = BACKENDS if args.db == "both" else (args.db,)
+    if args.hostile:
+        hostile = {db: bench_hostile(db, match_counts) for db in backends}
+        print_hostile(hostile)
+        OUT.mkdir(parents=True, exist_ok=True)
+        (OUT / "highlight_hostile.json").write_text(json.dumps(hostile, indent=2) + "\n")
+        return 0
     results = {db: bench(db, args.data_dir, args.queries) for db in backends}
     print("highlight segments per returned hit (lexical search, page size 20), µs")
     print(

@@ -13,23 +13,39 @@ chunker works in three stages:
    the next heading. The section is the "parent" used for small-to-big
    retrieval, and passages never span two sections.
 3. **Passages.** Consecutive blocks of a section are packed greedily while the
-   total stays within ``max_words``. A heading always travels with the first
-   passage of its section. A group that is still too large is cut into
-   balanced, overlapping word windows whose cuts snap to sentence ends.
+   total stays within ``max_words`` words and ``max_chars`` characters. A
+   heading always travels with the first passage of its section. A group with
+   too many words is cut into balanced, overlapping word windows whose cuts
+   snap to sentence ends; any passage still longer than ``max_chars`` (a long
+   table line, code block or a single giant "word") is then cut into pieces of
+   at most ``max_chars``, at the last whitespace in the second half of the
+   allowed span, else before the last punctuation character there, else hard
+   (stepping back off combining marks and zero-width joiners when it can).
 
 Offsets are Python ``str`` indices (Unicode code points) into the *original*
 body, so ``body[chunk.start:chunk.end] == chunk.text`` always holds, even for
-CRLF line endings, NUL characters or astral-plane emoji.
+CRLF line endings, NUL characters or astral-plane emoji (a code point is never
+split, so neither is what UTF-16 would store as a surrogate pair).
 
-Word-count guarantee: every passage has at most ``max_words + overlap`` words,
-where ``overlap = min(overlap_words, max_words // 2)``. Windows only ever cut
-between words, so a single very long "word" is never broken up.
+Guarantees, for every passage:
+
+* words: at most ``max_words + overlap``, where
+  ``overlap = min(overlap_words, max_words // 2)``;
+* characters: at most ``max_chars`` code points. Only a passage that must be
+  cut by characters can split a word, and only when its span holds neither
+  whitespace nor punctuation (a hard cut);
+* the text neither starts nor ends with whitespace, and together the passages
+  cover every non-whitespace character of the body.
+
+The work is linear in the body's length (a 2 MB body of any shape chunks in
+well under a second; ``bench/chunk_hostile.py``).
 """
 
 from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from bisect import bisect_right
 from dataclasses import dataclass
 
@@ -38,6 +54,11 @@ from markdown_it.token import Token
 
 DEFAULT_MAX_WORDS = 200
 DEFAULT_OVERLAP_WORDS = 20
+# The character bound. 200 (+20 overlap) words of prose are ~1,100-1,700 characters
+# (SciFact abstracts chunked at 200 words: median 989, longest 1,708), so 2,000 never
+# splits ordinary prose, while one line of a table, a minified file or a giant "word"
+# can no longer become a megabyte-long passage (issue 10).
+DEFAULT_MAX_CHARS = 2000
 
 # Only the block structure is needed, so the (comparatively slow) inline pass
 # is switched off: it roughly halves parse time on abstract-sized bodies.
@@ -58,6 +79,15 @@ _SENTENCE_END_RE = re.compile(r"[.!?][\"'\u201d\u2019)\]}\u00bb]*$")
 # Characters that can start inline markup; headings without them skip the
 # inline parse entirely.
 _INLINE_MARKUP_RE = re.compile(r"[*_`\[\]<>&\\!]")
+# Where a passage too long in characters may be cut: in a whitespace run, else
+# before a punctuation/symbol character (anything neither a word character nor
+# whitespace), so words stay whole whenever the span allows it.
+_SPACE_RUN_RE = re.compile(r"\s+")
+_PUNCTUATION_RE = re.compile(r"[^\w\s]")
+# How far a hard cut may step back to avoid separating a character from a
+# following combining mark or zero-width joiner.
+_HARD_CUT_SLACK = 16
+_ZWJ = "\u200d"
 
 # Block token type -> block_kind. Anything unlisted (e.g. "hr") is "other".
 _KIND_BY_TOKEN = {
@@ -115,19 +145,25 @@ def chunk_markdown(
     *,
     max_words: int = DEFAULT_MAX_WORDS,
     overlap_words: int = DEFAULT_OVERLAP_WORDS,
+    max_chars: int = DEFAULT_MAX_CHARS,
 ) -> list[Chunk]:
-    """Split a markdown ``body`` into passages of at most about ``max_words`` words.
+    """Split a markdown ``body`` into passages of at most about ``max_words`` words
+    and at most ``max_chars`` characters (code points).
 
-    Blocks of one heading section are packed greedily; oversized groups are
-    split into ``ceil(words / max_words)`` balanced windows that overlap by
+    Blocks of one heading section are packed greedily; groups with too many words
+    are split into ``ceil(words / max_words)`` balanced windows that overlap by
     ``overlap_words`` words (capped at ``max_words // 2`` so that consecutive
-    windows are never mostly duplicates). Returns ``[]`` for blank bodies.
-    The result is a pure function of the arguments.
+    windows are never mostly duplicates), and anything still longer than
+    ``max_chars`` is cut into consecutive pieces at whitespace, punctuation, or
+    hard. Returns ``[]`` for blank bodies. The result is a pure function of the
+    arguments.
     """
     if max_words < 1:
         raise ValueError("max_words must be at least 1")
     if overlap_words < 0:
         raise ValueError("overlap_words must not be negative")
+    if max_chars < 1:
+        raise ValueError("max_chars must be at least 1")
     if not body or body.isspace():
         return []
     overlap = min(overlap_words, max_words // 2)
@@ -146,7 +182,7 @@ def chunk_markdown(
             heading_stack.append((first.heading_level, first.heading_text))
         path = tuple(text for _, text in heading_stack)
         parent_start, parent_end = first.start, section[-1].end
-        for kind, start, end in _pack(body, section, max_words, overlap):
+        for kind, start, end in _pack(body, section, max_words, overlap, max_chars):
             chunks.append(
                 Chunk(
                     position=len(chunks),
@@ -271,7 +307,7 @@ def _group_kind(group: list[_Block]) -> str:
 
 
 def _pack(
-    body: str, section: list[_Block], max_words: int, overlap: int
+    body: str, section: list[_Block], max_words: int, overlap: int, max_chars: int
 ) -> list[tuple[str, int, int]]:
     """Pack one section's blocks into ``(kind, start, end)`` passages."""
     passages: list[tuple[str, int, int]] = []
@@ -285,32 +321,114 @@ def _pack(
         kind = _group_kind(group)
         start, end = group[0].start, group[-1].end
         if group_words <= max_words:
-            passages.append((kind, start, end))
+            windows = [(start, start, end)]
         else:
-            passages.extend(
-                (kind, w_start, w_end)
-                for w_start, w_end in _windows(body, start, end, max_words, overlap)
-            )
+            windows = _windows(body, start, end, max_words, overlap)
+        previous_cut = False
+        for w_start, w_fresh, w_end in windows:
+            if previous_cut:
+                # The previous window was cut by characters, so its last piece may
+                # start inside this window's overlap: drop the overlap to keep
+                # passages in order (each piece already has its neighbours' text).
+                w_start = w_fresh
+            previous_cut = w_end - w_start > max_chars
+            if not previous_cut:
+                passages.append((kind, w_start, w_end))
+            else:
+                passages.extend(
+                    (kind, c_start, c_end)
+                    for c_start, c_end in _char_windows(body, w_start, w_end, max_chars)
+                )
         group, group_words = [], 0
 
+    def too_big(words: int, end: int) -> bool:
+        return words > max_words or end - group[0].start > max_chars
+
     for block in section:
-        if group and group_words + block.words > max_words and group[-1].kind != "heading":
+        # Blocks are whole units of meaning: start a new passage rather than let
+        # one block be cut only because the group before it was nearly full.
+        if group and too_big(group_words + block.words, block.end) and group[-1].kind != "heading":
             flush()
         group.append(block)
         group_words += block.words
         # A heading is never flushed on its own (only the section's first block
         # can be one): it waits for the next block, even if that pushes the group
         # over the limit and forces a window split.
-        if group_words > max_words and block.kind != "heading":
+        if too_big(group_words, block.end) and block.kind != "heading":
             flush()
     flush()
     return passages
 
 
+def _char_windows(body: str, start: int, end: int, max_chars: int) -> list[tuple[int, int]]:
+    """Cut ``body[start:end]`` (trimmed) into consecutive trimmed pieces of at most
+    ``max_chars`` code points, with no overlap.
+
+    Each cut is looked for in the second half of the span the next piece may
+    take, so pieces stay near the bound: in the last whitespace run (dropped
+    from both pieces), else just before the last punctuation or symbol
+    character (a table's next ``|``, a path's next ``/``), else at the bound
+    itself. Every search covers characters after the previous cut only, so the
+    whole is linear in ``end - start``.
+    """
+    pieces: list[tuple[int, int]] = []
+    position = start
+    while end - position > max_chars:
+        limit = position + max_chars  # the piece is body[position:cut] with cut <= limit
+        low = position + max(1, max_chars // 2)
+        space = None
+        for run in _SPACE_RUN_RE.finditer(body, low, limit + 1):
+            space = run  # the last run in range
+        if space is not None:
+            cut = space.start()
+            while body[cut - 1].isspace():  # the run may begin before `low`
+                cut -= 1
+            following = space.end()
+            while following < end and body[following].isspace():  # or go on past `limit`
+                following += 1
+            pieces.append((position, cut))
+            position = following
+            continue
+        # No whitespace in body[low:limit + 1], so cutting anywhere in
+        # (low, limit] leaves no whitespace at either side of the cut.
+        # Combining marks, modifiers and joiners match too, but belong with their
+        # neighbours.
+        marks = [m.start() for m in _PUNCTUATION_RE.finditer(body, low + 1, limit + 1)]
+        cut = next((k for k in reversed(marks) if not _splits_cluster(body, k)), None)
+        if cut is None:
+            cut = limit
+            # A hard cut: do not leave a combining mark or a joiner at the start of
+            # the next piece when a cut a few characters earlier avoids it.
+            while cut > low + 1 and cut > limit - _HARD_CUT_SLACK and _splits_cluster(body, cut):
+                cut -= 1
+            if _splits_cluster(body, cut):
+                cut = limit
+        pieces.append((position, cut))
+        position = cut
+    pieces.append((position, end))
+    return pieces
+
+
+def _splits_cluster(body: str, cut: int) -> bool:
+    """Whether cutting before ``body[cut]`` would separate characters shown as one:
+    a combining mark or variation selector (category M*), an emoji skin-tone
+    modifier, or either side of a zero-width joiner. Only a nicety; correctness
+    needs nothing finer than code points."""
+    char = body[cut]
+    return (
+        char == _ZWJ
+        or body[cut - 1] == _ZWJ
+        or "\U0001f3fb" <= char <= "\U0001f3ff"
+        or unicodedata.category(char).startswith("M")
+    )
+
+
 def _windows(
     body: str, start: int, end: int, max_words: int, overlap: int
-) -> list[tuple[int, int]]:
-    """Cut ``body[start:end]`` into balanced, overlapping, word-aligned windows.
+) -> list[tuple[int, int, int]]:
+    """Cut ``body[start:end]`` into balanced, overlapping, word-aligned windows:
+    ``(start, fresh_start, end)`` each, where ``fresh_start`` is where the words
+    not shared with the previous window begin.
 
     With ``W`` words, ``n = ceil(W / max_words)`` windows are made. Cut ``k``
     aims at word ``k * W / n`` and moves to the nearest sentence end within
@@ -321,7 +439,7 @@ def _windows(
     total = len(words)
     n = math.ceil(total / max_words)
     if n <= 1:
-        return [(words[0][0], words[-1][1])]
+        return [(words[0][0], words[0][0], words[-1][1])]
     size = total / n
     tolerance = size / 4
     sentence_end = [bool(_SENTENCE_END_RE.search(body, s, e)) for s, e in words]
@@ -347,8 +465,8 @@ def _windows(
         cuts.append(best)
     cuts.append(total)
 
-    windows: list[tuple[int, int]] = []
+    windows: list[tuple[int, int, int]] = []
     for k in range(n):
         first = max(0, cuts[k] - overlap) if k else 0
-        windows.append((words[first][0], words[cuts[k + 1] - 1][1]))
+        windows.append((words[first][0], words[cuts[k]][0], words[cuts[k + 1] - 1][1]))
     return windows

@@ -14,6 +14,12 @@ Passages are canonical; the lexical index (FTS5, or tsvector + GIN) and the vect
   missing vectors and deletes orphans (the vector sync's own functions), checks health again,
   and raises `CanonicalChanged` if the canonical digest moved: repairing a derivative must
   never rewrite evidence.
+* One canonical finding *is* repaired: head passages longer than `LODE_CHUNK_MAX_CHARS`
+  (chunked before the character bound existed). Passages are derived from a version's
+  body by the chunker, so repair first re-chunks those head versions
+  (`retrieval.indexing.rechunk_oversized`: old passages retired, never deleted, so every
+  link to them still verifies; no version changes) and takes the canonical digest after
+  that step as the one the rest of the repair must leave unchanged.
 
 The report is a consistency check of these structures, not a signed attestation. This
 module is vendor-neutral; database-specific SQL lives in `retrieval/lexical/<vendor>.py`.
@@ -26,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from time import perf_counter
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from retrieval import lexical
@@ -35,7 +42,7 @@ from retrieval.embeddings import (
     current_manifest,
     get_embedder,
 )
-from retrieval.indexing import sha256_text
+from retrieval.indexing import RechunkReport, rechunk_oversized, sha256_text
 from retrieval.lexical import LexicalHealth
 from retrieval.models import Passage, PassageVector, VectorIndexState
 from retrieval.tasks import (
@@ -71,15 +78,26 @@ class CanonicalHealth:
     # Head passages whose text no longer hashes to their stored SHA-256: canonical damage,
     # which rebuilding an index cannot fix (reported, never "repaired").
     hash_mismatches: int
+    # Head passages longer than the chunker's character bound (`max_chars`): made before
+    # the bound existed (or under a larger one); `repair` re-chunks their versions.
+    oversized: int = 0
+    max_chars: int = 0
 
     @property
     def problems(self) -> list[str]:
-        if not self.hash_mismatches:
-            return []
-        return [
-            f"{self.hash_mismatches} head passages no longer match their stored SHA-256 "
-            "(canonical damage; repair rebuilds indexes and cannot fix this)"
-        ]
+        problems: list[str] = []
+        if self.hash_mismatches:
+            problems.append(
+                f"{self.hash_mismatches} head passages no longer match their stored SHA-256 "
+                "(canonical damage; repair rebuilds indexes and cannot fix this)"
+            )
+        if self.oversized:
+            problems.append(
+                f"{self.oversized} head passages are longer than {self.max_chars} characters "
+                "(LODE_CHUNK_MAX_CHARS; chunked under an older bound): `lode_index repair` "
+                "re-chunks their versions"
+            )
+        return problems
 
 
 @dataclass(frozen=True)
@@ -159,9 +177,11 @@ class HealthReport:
 
 
 def canonical_health() -> CanonicalHealth:
-    """Count and digest the head passages, re-hashing each one's text on the way."""
+    """Count and digest the head passages, re-hashing and measuring each one's text on the
+    way."""
+    max_chars = settings.LODE_CHUNK_MAX_CHARS
     digest = hashlib.sha256()
-    count = mismatched = 0
+    count = mismatched = oversized = 0
     rows = (
         Passage.objects.filter(is_head=True).order_by("pk").values_list("pk", "text_sha256", "text")
     )
@@ -170,8 +190,14 @@ def canonical_health() -> CanonicalHealth:
         digest.update(f"{pk} {text_sha256}\n".encode())
         if sha256_text(text) != text_sha256:
             mismatched += 1
+        if len(text) > max_chars:
+            oversized += 1
     return CanonicalHealth(
-        head_passages=count, digest=digest.hexdigest(), hash_mismatches=mismatched
+        head_passages=count,
+        digest=digest.hexdigest(),
+        hash_mismatches=mismatched,
+        oversized=oversized,
+        max_chars=max_chars,
     )
 
 
@@ -276,7 +302,7 @@ class CanonicalChanged(Exception):
     def __init__(self, report: RepairReport) -> None:
         super().__init__(
             "the canonical digest changed during the repair: "
-            f"{report.before.canonical.digest} before, {report.after.canonical.digest} after"
+            f"{report.baseline_digest} before, {report.after.canonical.digest} after"
         )
         self.report = report
 
@@ -304,15 +330,25 @@ class RepairReport:
     after: HealthReport
     lexical_seconds: float
     vectors: VectorRepair
+    # Versions re-chunked because a head passage exceeded the character bound; when any
+    # were, `baseline_digest` is the canonical digest right after that step.
+    rechunked: RechunkReport = field(default_factory=RechunkReport)
+    baseline_digest: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.baseline_digest:
+            object.__setattr__(self, "baseline_digest", self.before.canonical.digest)
 
     @property
     def canonical_unchanged(self) -> bool:
-        return self.before.canonical.digest == self.after.canonical.digest
+        """The index rebuilds left every canonical passage as it was (after re-chunking)."""
+        return self.baseline_digest == self.after.canonical.digest
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "healthy": self.after.healthy,
             "canonical_unchanged": self.canonical_unchanged,
+            "rechunked": asdict(self.rechunked),
             "before": self.before.as_dict(),
             "after": self.after.as_dict(),
             "lexical_seconds": self.lexical_seconds,
@@ -365,13 +401,16 @@ def repair_vectors(*, embedder: EmbedderLike | None = None) -> VectorRepair:
 
 
 def repair_indexes(*, vectors: bool = True, embedder: EmbedderLike | None = None) -> RepairReport:
-    """Check, rebuild what is derived, check again; the canonical digest must not move.
+    """Check, re-chunk over-long head passages, rebuild what is derived, check again; the
+    canonical digest must not move after the re-chunking step.
 
     The lexical rebuild runs every time (idempotent, one transaction), not only when the
     check found drift: no check sees everything. Raises `CanonicalChanged` when the
     canonical digest differs afterwards.
     """
     before = index_health(vectors=vectors)
+    rechunked = rechunk_oversized() if before.canonical.oversized else RechunkReport()
+    baseline = canonical_health().digest if rechunked.documents else before.canonical.digest
     started = perf_counter()
     repair_lexical_index()
     lexical_seconds = perf_counter() - started
@@ -381,6 +420,8 @@ def repair_indexes(*, vectors: bool = True, embedder: EmbedderLike | None = None
         after=index_health(vectors=vectors),
         lexical_seconds=lexical_seconds,
         vectors=vector_repair,
+        rechunked=rechunked,
+        baseline_digest=baseline,
     )
     if not report.canonical_unchanged:
         raise CanonicalChanged(report)

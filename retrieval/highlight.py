@@ -17,6 +17,16 @@ Hits the lexical engine did not match (semantic-only hits, or the lexical leg di
 get `term_segments`: the query's terms found in Python with the index's tokenizer rules.
 `evidence_anchor` is the first-to-last highlighted range and its line range
 (seeds/loom-chain-of-custody.md, "Name the coordinate system before calculating offsets").
+
+Bounded cost (issue 10): FTS5 `highlight()` rebuilds its output string on every append, so
+its time grows with the square of the matches in one passage (40,000 matches: ~1.6 s), and
+`ts_headline` is no better. So the engines only ever see passages of at most
+`HIGHLIGHT_MAX_CHARS` characters (the chunker's `LODE_CHUNK_MAX_CHARS` keeps new passages
+well under it; longer ones predate it): a longer passage gets `highlight_terms`, the
+Python highlighter over its first `HIGHLIGHT_MAX_CHARS` characters, the rest plain. And
+no passage shows more than `HIGHLIGHT_MAX_MARKS` highlighted segments (`cap_marks`: later
+matches are merged back into plain text). Either cut is reported (`truncated`), and the
+segments still concatenate to exactly the passage text.
 """
 
 from __future__ import annotations
@@ -29,6 +39,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 logger = logging.getLogger("lode.highlight")
+
+# The longest passage text a highlighter reads (engine or Python), in code points. Twice the
+# default character bound of a passage, so every passage chunked under the defaults goes to
+# the engine; FTS5 highlight() on 4,000 characters of one-letter matches takes ~5 ms.
+HIGHLIGHT_MAX_CHARS = 4000
+# The most highlighted segments one passage shows; later matches stay plain text.
+HIGHLIGHT_MAX_MARKS = 100
 
 
 class MarkupError(ValueError):
@@ -112,12 +129,42 @@ def spans(segments: list[Segment]) -> list[tuple[int, int]]:
 
 
 def utf16_offsets(text: str, code_point_spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The same spans in UTF-16 code units (what JavaScript string indexes count)."""
+    """The same spans in UTF-16 code units (what JavaScript string indexes count).
 
-    def units(prefix: str) -> int:
-        return len(prefix.encode("utf-16-le")) // 2
+    Counted incrementally from the previous offset, so spans in order cost one pass over
+    the text rather than one pass per span."""
+    position = units = 0
 
-    return [(units(text[:a]), units(text[:b])) for a, b in code_point_spans]
+    def units_at(offset: int) -> int:
+        nonlocal position, units
+        if offset < position:  # out of order: count again from the start
+            position = units = 0
+        units += len(text[position:offset].encode("utf-16-le")) // 2
+        position = offset
+        return units
+
+    return [(units_at(a), units_at(b)) for a, b in code_point_spans]
+
+
+def cap_marks(
+    segments: list[Segment], max_marks: int = HIGHLIGHT_MAX_MARKS
+) -> tuple[list[Segment], bool]:
+    """At most `max_marks` highlighted segments: every later one becomes plain text, merged
+    with its plain neighbours. Returns the segments and whether any mark was dropped; the
+    concatenated text is unchanged."""
+    marks = 0
+    for index, segment in enumerate(segments):
+        if segment.highlighted:
+            marks += 1
+            if marks > max_marks:
+                rest = "".join(s.text for s in segments[index:])
+                kept = segments[:index]
+                if kept and not kept[-1].highlighted:
+                    kept[-1:] = [Segment(kept[-1].text + rest, False)]
+                else:
+                    kept.append(Segment(rest, False))
+                return kept, True
+    return segments, False
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +277,44 @@ def contains_group(text: str, group: Sequence[str]) -> bool:
     tokens) under the same folding rules as `term_segments` — how the dense leg's candidates
     are held to a query's required phrases and exclusions."""
     return any(segment.highlighted for segment in term_segments(text, [group]))
+
+
+def highlight_terms(
+    text: str,
+    groups: Iterable[Sequence[str]],
+    *,
+    max_chars: int = HIGHLIGHT_MAX_CHARS,
+    max_marks: int = HIGHLIGHT_MAX_MARKS,
+) -> tuple[list[Segment], bool]:
+    """`term_segments` with bounded cost: only the first `max_chars` characters are searched
+    (cut back to a token boundary when one is near), the rest of `text` follows as one plain
+    segment, and at most `max_marks` segments are highlighted. Returns the segments (which
+    concatenate to `text`) and whether either bound cut something off."""
+    truncated = False
+    window = len(text)
+    if window > max_chars:
+        truncated = True
+        window = max_chars
+        # Do not cut a token in two: "deploying" cut to "deploy" would match "deploy".
+        floor = max(0, window - 64)
+        while window > floor and _is_token_char(text[window - 1]) and _is_token_char(text[window]):
+            window -= 1
+        if window == floor:
+            window = max_chars
+    segments = term_segments(text[:window], groups)
+    segments, capped = cap_marks(segments, max_marks)
+    if window < len(text):
+        tail = text[window:]
+        if segments and not segments[-1].highlighted:
+            segments[-1] = Segment(segments[-1].text + tail, False)
+        else:
+            segments.append(Segment(tail, False))
+    return segments, truncated or capped
+
+
+def _is_token_char(char: str) -> bool:
+    """Whether `char` can be part of a token as TOKEN_RE reads them."""
+    return TOKEN_RE.fullmatch(char) is not None or unicodedata.combining(char) != 0
 
 
 def term_segments(text: str, groups: Iterable[Sequence[str]]) -> list[Segment]:

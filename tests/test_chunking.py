@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import itertools
 import re
+import unicodedata
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retrieval.chunking import (
+    DEFAULT_MAX_CHARS,
     DEFAULT_MAX_WORDS,
     DEFAULT_OVERLAP_WORDS,
     Chunk,
@@ -130,7 +132,13 @@ def line_of(body: str, index: int) -> int:
     return 1 + len(LINE_BREAK_RE.findall(body, 0, index))
 
 
-def check_invariants(body: str, chunks: list[Chunk], max_words: int, overlap: int) -> None:
+def check_invariants(
+    body: str,
+    chunks: list[Chunk],
+    max_words: int,
+    overlap: int,
+    max_chars: int = DEFAULT_MAX_CHARS,
+) -> None:
     """Every structural property the chunker promises, for one body."""
     # 1. text is the exact slice, non-empty, edge-trimmed.
     for chunk in chunks:
@@ -167,6 +175,10 @@ def check_invariants(body: str, chunks: list[Chunk], max_words: int, overlap: in
     bound = max_words + min(overlap, max_words // 2)
     for chunk in chunks:
         assert word_count(chunk.text) <= bound, (chunk, max_words, overlap)
+
+    # 7. character bound: no passage longer than max_chars code points.
+    for chunk in chunks:
+        assert len(chunk.text) <= max_chars, (len(chunk.text), max_chars)
 
     # A heading-only passage appears only when its section has nothing else
     # (several of them only if that lone heading is itself over the limit).
@@ -208,6 +220,39 @@ def test_properties_small_limits(body: str, max_words: int, overlap: int) -> Non
     chunks = chunk_markdown(body, max_words=max_words, overlap_words=overlap)
     check_invariants(body, chunks, max_words, overlap)
     assert chunk_markdown(body, max_words=max_words, overlap_words=overlap) == chunks
+
+
+# Bodies that defeat a words-only bound: long runs without whitespace (table rows,
+# paths, one giant "word"), with astral characters and combining marks in them.
+_DENSE_PIECES = st.sampled_from(
+    ["|x", "|", "x", "ab", "/", "é", "e\u0301", "👍🏽", "中", "\u200d", "-"]
+)
+dense_runs = st.lists(_DENSE_PIECES, min_size=1, max_size=80).map("".join)
+dense_bodies = st.lists(
+    st.one_of(dense_runs, sentences, st.sampled_from(["\n", "\r\n", "\n\n", " ", "# h\n"])),
+    min_size=1,
+    max_size=10,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    body=st.one_of(any_body, dense_bodies),
+    max_words=st.integers(1, 40),
+    overlap=st.integers(0, 12),
+    max_chars=st.integers(1, 60),
+)
+def test_properties_character_bound(
+    body: str, max_words: int, overlap: int, max_chars: int
+) -> None:
+    # Small character bounds force character cuts inside blocks, words and emoji.
+    chunks = chunk_markdown(
+        body, max_words=max_words, overlap_words=overlap, max_chars=max_chars
+    )
+    check_invariants(body, chunks, max_words, overlap, max_chars)
+    assert chunk_markdown(
+        body, max_words=max_words, overlap_words=overlap, max_chars=max_chars
+    ) == chunks
 
 
 @settings(max_examples=300, deadline=None)
@@ -458,6 +503,71 @@ def test_setext_headings() -> None:
 
 def test_invalid_limits() -> None:
     with pytest.raises(ValueError):
+        chunk_markdown("x", max_chars=0)
+    with pytest.raises(ValueError):
         chunk_markdown("x", max_words=0)
     with pytest.raises(ValueError):
         chunk_markdown("x", overlap_words=-1)
+
+
+# --------------------------------------------------------------------------
+# The character bound (issue 10)
+# --------------------------------------------------------------------------
+
+
+def test_one_long_table_line_is_cut_before_its_pipes() -> None:
+    # Once one passage of 1,800,000 characters: now pieces within the bound,
+    # cut before a "|" so every "x" cell stays whole.
+    body = "|x" * 900_000
+    chunks = chunk_markdown(body)
+    assert all(body[c.start : c.end] == c.text for c in chunks)
+    assert len(chunks) == 900
+    assert all(c.text.startswith("|x") and c.text.endswith("x") for c in chunks)
+    assert max(len(c.text) for c in chunks) == DEFAULT_MAX_CHARS
+    assert "".join(c.text for c in chunks) == body  # no overlap, nothing dropped
+
+
+def test_a_giant_word_is_cut_hard_at_the_bound() -> None:
+    body = "a" * 2_000_000
+    chunks = chunk_markdown(body)
+    assert [len(c.text) for c in chunks] == [DEFAULT_MAX_CHARS] * 1000
+    assert "".join(c.text for c in chunks) == body
+
+
+def test_character_cuts_prefer_whitespace_near_the_bound() -> None:
+    # 30 words of 9 characters and a space: a 300-character paragraph, 30 words.
+    body = " ".join(f"word{i:05d}" for i in range(30))
+    chunks = chunk_markdown(body, max_chars=100)
+    check_invariants(body, chunks, DEFAULT_MAX_WORDS, DEFAULT_OVERLAP_WORDS, 100)
+    assert [c.text.split()[0] for c in chunks] == ["word00000", "word00010", "word00020"]
+    assert all(len(c.text) == 99 for c in chunks)  # ten whole words each
+    assert all(w.startswith("word") and len(w) == 9 for c in chunks for w in c.text.split())
+
+
+def test_hard_cuts_keep_code_points_and_combining_marks() -> None:
+    # Astral emoji (two UTF-16 units each) and "e" + combining acute, no break.
+    body = "👍" * 7 + "e\u0301" * 10
+    chunks = chunk_markdown(body, max_chars=8)
+    check_invariants(body, chunks, DEFAULT_MAX_WORDS, DEFAULT_OVERLAP_WORDS, 8)
+    assert "".join(c.text for c in chunks) == body
+    assert not any(unicodedata.combining(c.text[0]) for c in chunks)
+    for chunk in chunks:
+        chunk.text.encode("utf-16-le")  # whole code points: always encodable
+
+
+def test_blocks_start_new_passages_at_the_character_bound() -> None:
+    # Three 60-character paragraphs with a bound of 130: two fit, the third starts a
+    # new passage whole instead of being cut mid-paragraph.
+    paragraph = "x" * 59 + "."
+    body = "\n\n".join([paragraph] * 3)
+    chunks = chunk_markdown(body, max_chars=130)
+    assert [c.text for c in chunks] == [f"{paragraph}\n\n{paragraph}", paragraph]
+
+
+def test_ordinary_prose_is_not_split_by_the_default_character_bound() -> None:
+    # 200 words of scientific prose (SciFact passages: longest 1,708 characters).
+    words = ["mitochondrial", "dysfunction", "in", "patients", "with", "chronic", "disease."]
+    body = " ".join(itertools.islice(itertools.cycle(words), DEFAULT_MAX_WORDS))
+    assert len(body) < DEFAULT_MAX_CHARS
+    (chunk,) = chunk_markdown(body)
+    assert chunk.text == body

@@ -9,13 +9,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retrieval.highlight import (
+    HIGHLIGHT_MAX_CHARS,
+    HIGHLIGHT_MAX_MARKS,
     Anchor,
     Highlight,
     MarkupError,
     Segment,
+    cap_marks,
     collision_free_markers,
     evidence_anchor,
     fold,
+    highlight_terms,
     highlights,
     parse_marked,
     segments_or_plain,
@@ -194,3 +198,82 @@ def test_term_segments_always_add_up(text, groups):
     # Never two highlighted pieces in a row without text between (spans are merged).
     for left, right in itertools.pairwise(segments):
         assert not (left.highlighted and right.highlighted)
+
+
+# --- bounded highlighting (issue 10) -----------------------------------------------------
+
+
+def marks(segments: list[Segment]) -> int:
+    return sum(1 for s in segments if s.highlighted)
+
+
+def test_cap_marks_turns_later_marks_into_plain_text():
+    segments = [Segment(t, t == "x") for t in ["x", " a ", "x", " b ", "x", " c"]]
+    capped, truncated = cap_marks(segments, 2)
+    assert truncated
+    assert capped == [Segment("x", True), Segment(" a ", False), Segment("x", True),
+                      Segment(" b x c", False)]
+    assert "".join(s.text for s in capped) == "".join(s.text for s in segments)
+    assert cap_marks(segments, 3) == (segments, False)
+    assert cap_marks([Segment("x", True), Segment("x", True)], 1) == (
+        [Segment("x", True), Segment("x", False)],
+        True,
+    )
+
+
+def test_highlight_terms_bounds_a_passage_with_tens_of_thousands_of_matches():
+    text = "deploy " * 30_000  # 210,000 characters, 30,000 matches
+    segments, truncated = highlight_terms(text, [("deploy",)])
+    assert truncated
+    assert "".join(s.text for s in segments) == text
+    assert all(s.text for s in segments)
+    assert marks(segments) == HIGHLIGHT_MAX_MARKS
+    assert len(segments) == 2 * HIGHLIGHT_MAX_MARKS  # mark, gap, ..., mark, the plain rest
+
+
+def test_highlight_terms_marks_only_the_window_of_a_long_passage():
+    # One match near the start, one past the window: only the first is marked.
+    text = "deploy " + "a " * HIGHLIGHT_MAX_CHARS + "deploy"
+    segments, truncated = highlight_terms(text, [("deploy",)])
+    assert truncated and marks(segments) == 1
+    assert "".join(s.text for s in segments) == text
+    short = "deploy and deploy"
+    assert highlight_terms(short, [("deploy",)]) == (term_segments(short, [("deploy",)]), False)
+
+
+def test_highlight_terms_never_matches_half_a_token_at_the_window_edge():
+    # A plain cut at the window would leave "deploy" of "deploying" inside it.
+    text = "a " * ((HIGHLIGHT_MAX_CHARS - 6) // 2) + "deploying"
+    assert text[:HIGHLIGHT_MAX_CHARS].endswith("deploy")
+    segments, truncated = highlight_terms(text, [("deploy",)])
+    assert truncated and marks(segments) == 0
+    assert "".join(s.text for s in segments) == text
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet="ab é👍\u0301-", max_size=120),
+    st.integers(1, 40),
+    st.integers(0, 5),
+)
+def test_highlight_terms_always_add_up_within_both_bounds(text, max_chars, max_marks):
+    segments, truncated = highlight_terms(
+        text, [("a",), ("b", "a")], max_chars=max_chars, max_marks=max_marks
+    )
+    assert "".join(s.text for s in segments) == text
+    assert all(s.text for s in segments)
+    assert marks(segments) <= max_marks
+    if len(text) > max_chars:
+        assert truncated
+
+
+@given(st.text(alphabet="a👍𝒳é\n", max_size=60), st.data())
+def test_utf16_offsets_count_code_units(text, data):
+    bounds = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=8)))
+    found = list(itertools.pairwise(bounds))
+    expected = [
+        (len(text[:a].encode("utf-16-le")) // 2, len(text[:b].encode("utf-16-le")) // 2)
+        for a, b in found
+    ]
+    assert utf16_offsets(text, found) == expected
+    assert utf16_offsets(text, found[::-1]) == expected[::-1]  # out of order too

@@ -585,3 +585,56 @@ def test_engine_output_always_parses_and_adds_up(alice, pieces):
             assert "".join(s.text for s in segments[pid]) == text
             assert all(s.text for s in segments[pid])
     assert any(s.highlighted for segs in segments.values() for s in segs)
+
+
+# --- bounded highlighting (issue 10) -----------------------------------------------------
+
+
+def marks(hit: Hit) -> int:
+    return sum(1 for s in hit.segments if s.highlighted)
+
+
+def test_many_matches_in_one_passage_are_capped_by_the_index(alice, alice_client):
+    # 2,000 characters (within the chunker's bound, so one passage the engine highlights)
+    # holding 1,000 matches of "x": only the first HIGHLIGHT_MAX_MARKS are marked.
+    document = note(alice, "Table", "|x" * 1000)
+    hit = only_hit(lexical_search(alice, "x"))
+    assert hit.passage.document_id == document.pk
+    assert_exact(hit)
+    assert hit.highlighted_by == "index"
+    assert marks(hit) == highlight_module.HIGHLIGHT_MAX_MARKS
+    assert hit.highlights_truncated is True
+    assert len(hit.highlights) == highlight_module.HIGHLIGHT_MAX_MARKS
+    (item,) = alice_client.get("/api/search/", {"q": "x", "mode": "lexical"}).json()["hits"]
+    assert item["highlights_truncated"] is True
+    assert "".join(s["text"] for s in item["segments"]) == item["text"]
+    assert sum(s["highlighted"] for s in item["segments"]) == len(item["highlights"]) == 100
+
+
+def test_a_passage_with_tens_of_thousands_of_matches_is_highlighted_in_a_window(
+    alice, alice_client, settings
+):
+    # A passage chunked before the character bound (one 40,000-character line, 20,000
+    # matches): the engine never sees it; Python marks the first window, capped.
+    settings.LODE_CHUNK_MAX_CHARS = 1_000_000
+    note(alice, "Wide table", "|x" * 20_000)
+    (passage,) = Passage.objects.filter(is_head=True)
+    assert len(passage.text) == 40_000
+    assert lexical.backend().highlight(parse("x"), [(passage.pk, passage.text)]) == {}
+
+    hit = only_hit(lexical_search(alice, "x"))
+    assert_exact(hit)
+    assert hit.highlighted_by == "query terms"
+    assert 0 < marks(hit) <= highlight_module.HIGHLIGHT_MAX_MARKS
+    assert hit.highlights_truncated is True
+    assert hit.anchor is not None and hit.anchor.end <= highlight_module.HIGHLIGHT_MAX_CHARS
+    (item,) = alice_client.get("/api/search/", {"q": "x", "mode": "lexical"}).json()["hits"]
+    assert item["highlights_truncated"] is True and item["highlighted_by"] == "query terms"
+    assert "".join(s["text"] for s in item["segments"]) == item["text"] == passage.text
+
+
+def test_ordinary_hits_are_not_truncated(alice, alice_note, alice_client):
+    hit = only_hit(lexical_search(alice, "certbot staging"))
+    assert hit.highlights_truncated is False
+    (item,) = alice_client.get("/api/search/", {"q": "certbot"}).json()["hits"]
+    assert item["highlights_truncated"] is False

@@ -464,3 +464,107 @@ def test_health_and_repair_outside_a_transaction(alice, corpus) -> None:
     repaired = repair_indexes(vectors=False)
     assert repaired.before == repaired.after == report
     assert connection.get_autocommit() and not connection.in_atomic_block
+
+
+# --- passages longer than the character bound (issue 10) ---------------------------------
+
+
+TABLE_LINE = "|x" * 5000  # one 10,000-character line: no whitespace, 5,000 matches of "x"
+
+
+def _legacy_note(user: User, settings, title: str = "Wide table") -> Document:
+    """A note chunked as before the character bound existed: its table line is one passage."""
+    default = settings.LODE_CHUNK_MAX_CHARS
+    settings.LODE_CHUNK_MAX_CHARS = 1_000_000
+    document = services.note_create(
+        owner=user, title=title, body=f"Intro about the table.\n\n{TABLE_LINE}\n\nOutro."
+    )
+    settings.LODE_CHUNK_MAX_CHARS = default
+    return document
+
+
+def test_oversized_head_passages_are_reported_and_rechunked_by_repair(alice, settings) -> None:
+    from retrieval.evidence import EvidenceStatus, open_evidence
+
+    settings.LODE_CHUNK_MAX_CHARS = 2000
+    document = _legacy_note(alice, settings)
+    services.note_create(owner=alice, title="Ordinary", body="An ordinary note about x.")
+    (legacy,) = Passage.objects.filter(document=document, is_head=True)  # all of it, packed
+    assert TABLE_LINE in legacy.text and len(legacy.text) > 10_000
+
+    report = index_health(vectors=False)
+    assert report.canonical.oversized == 1 and report.canonical.max_chars == 2000
+    assert any("longer than 2000 characters" in p for p in report.problems), report.problems
+    status, out = run("health", "--json", "--skip-vectors")
+    assert status == 1 and json.loads(out)["canonical"]["oversized"] == 1
+
+    repaired = repair_indexes(vectors=False)
+    assert repaired.rechunked.documents == 1
+    assert (repaired.rechunked.retired, repaired.rechunked.written) == (1, 7)
+    assert repaired.after.healthy, repaired.after.problems
+    assert repaired.after.canonical.oversized == 0
+    assert repaired.canonical_unchanged  # the index rebuild after re-chunking changed nothing
+    assert repaired.before.canonical.digest != repaired.after.canonical.digest
+
+    heads = list(Passage.objects.filter(document=document, is_head=True).order_by("position"))
+    version = document.versions.get()
+    assert [p.position for p in heads] == list(range(len(heads)))
+    assert all(len(p.text) <= 2000 for p in heads)
+    assert all(version.body[p.start : p.end] == p.text for p in heads)
+    assert "".join(p.text for p in heads if p.text.startswith("|")) == TABLE_LINE
+    # The old passage is retired, not deleted or edited: its evidence link still verifies.
+    legacy.refresh_from_db()
+    assert legacy.is_head is False and legacy.text == version.body
+    opened = open_evidence(alice, document.pk, version.pk, legacy.pk, version.sha256)
+    assert opened.status == EvidenceStatus.VERIFIED_CURRENT
+    # Search finds the new passages, and nothing but head passages.
+    hits = search(user=alice, query="x", mode="lexical", rerank="off", limit=100).hits
+    assert {h.passage.pk for h in hits} >= {p.pk for p in heads if "x" in p.text}
+    assert all(h.passage.is_head for h in hits)
+
+    again = repair_indexes(vectors=False)
+    assert again.rechunked.documents == 0 and again.canonical_unchanged
+    assert again.before == again.after
+    status, out = run("repair", "--skip-vectors")
+    assert status == 0 and "re-chunked: 0 head versions" in out
+
+
+def test_rechunk_leaves_old_versions_and_current_passages_alone(alice, settings) -> None:
+    from retrieval.indexing import rechunk_head
+
+    settings.LODE_CHUNK_MAX_CHARS = 2000
+    document = _legacy_note(alice, settings)
+    first = document.head_id
+    rewrite(document, alice)  # the oversized passage now belongs to an old version
+    assert index_health(vectors=False).canonical.oversized == 0
+    old_rows = list(Passage.objects.filter(version_id=first).values_list("pk", "position", "text"))
+    assert repair_indexes(vectors=False).rechunked.documents == 0
+    assert list(Passage.objects.filter(version_id=first).values_list("pk", "position", "text")) == (
+        old_rows
+    )
+    document.refresh_from_db()
+    assert rechunk_head(document.pk) == (0, 0)  # already what the chunker makes
+
+
+def test_rechunk_keeps_external_labels(alice, settings, tmp_path) -> None:
+    from externals import pipeline
+    from externals import services as source_services
+    from externals.models import SourceItem
+
+    settings.LODE_SOURCE_MAX_FILE_BYTES = 100_000
+    settings.LODE_CHUNK_MAX_CHARS = 1_000_000
+    root = tmp_path / "wide"
+    root.mkdir()
+    (root / "table.md").write_text(f"Intro.\n\n{TABLE_LINE}\n", encoding="utf-8")
+    source = source_services.source_create(
+        owner=alice, name="wide", kind="folder", location=str(root)
+    )
+    pipeline.scan_source(source)
+    item = SourceItem.objects.get(source=source)
+    settings.LODE_CHUNK_MAX_CHARS = 2000
+    assert repair_indexes(vectors=False).rechunked.documents == 1
+    heads = list(Passage.objects.filter(document=item.document, is_head=True).order_by("position"))
+    assert len(heads) == 6  # the intro and five 2,000-character pieces of the table line
+    assert [p.logical_id for p in heads] == [
+        pipeline.logical_id(source.pk, "table.md", p.position, p.text_sha256) for p in heads
+    ]

@@ -5,9 +5,11 @@
 
 `health` compares the lexical and vector indexes with the canonical passages
 (`retrieval.health.index_health`) and exits 1 when anything is unhealthy, so schedulers and
-CI can act on it. `repair` rebuilds the lexical index in one transaction, re-embeds wrong or
-missing vectors and deletes orphans, and prints health before and after; it exits 1 when
-problems remain and 3 when the canonical digest changed (it never should). `--skip-vectors`
+CI can act on it. `repair` re-chunks head versions holding a passage longer than
+`LODE_CHUNK_MAX_CHARS` (old passages retired, not deleted), rebuilds the lexical index in
+one transaction, re-embeds wrong or missing vectors and deletes orphans, and prints health
+before and after; it exits 1 when problems remain and 3 when the canonical digest changed
+after the re-chunking step (it never should). `--skip-vectors`
 leaves the vector index alone (no model or Chroma needed).
 """
 
@@ -41,7 +43,8 @@ def health_lines(report: HealthReport, title: str = "index health") -> list[str]
     verdict = "healthy" if report.healthy else "UNHEALTHY"
     lines = [
         f"{title}: {verdict} ({report.seconds:.2f} s)",
-        f"  canonical  {canonical.head_passages} head passages, digest {_short(canonical.digest)}",
+        f"  canonical  {canonical.head_passages} head passages, digest {_short(canonical.digest)}"
+        f"; {canonical.oversized} longer than {canonical.max_chars} characters",
         f"  lexical    {lex.engine}: {lex.indexed_rows} rows indexed for "
         f"{lex.canonical_rows} head passages; integrity check: {lex.integrity}",
         f"             rebuilt from canonical text: {lex.expected_entries} entries, digest "
@@ -115,6 +118,8 @@ class Command(BaseCommand):
     def _print_repair(self, report: RepairReport, as_json: bool) -> None:
         lines = [
             *health_lines(report.before, "before"),
+            f"re-chunked: {report.rechunked.documents} head versions "
+            f"({report.rechunked.retired} passages retired, {report.rechunked.written} written)",
             f"lexical: rebuilt in one transaction in {report.lexical_seconds:.2f} s",
             *repair_lines(report.vectors),
             *health_lines(report.after, "after"),
