@@ -33,7 +33,7 @@ SNAPSHOTS_PER_PAGE = 100
 def _pretty_json(data: object) -> str:
     # format_html escapes: file names and error messages come from disk and the network.
     text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True, default=str)
-    return format_html('<pre style="white-space: pre-wrap">{}</pre>', text)
+    return format_html('<pre class="lode-json">{}</pre>', text)
 
 
 @admin.register(Source)

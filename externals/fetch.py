@@ -1,23 +1,37 @@
-"""Fetch one web page for a URL source (issue 6, item 1): a bounded, SSRF-aware HTTP GET.
+"""Fetch one web page for a URL source (issue 6, item 1; hardened in issue 10, item 3): a
+bounded, SSRF-aware HTTP GET.
 
-Bounds: connect/read timeouts, a size cap enforced while streaming (a lying or missing
-Content-Length cannot make lode read more), an allow-list of content types, at most
-`MAX_REDIRECTS` redirects. Every hop's host is resolved and refused when any of its
-addresses is private, loopback, link-local, multicast, reserved or unspecified, unless
-`LODE_FETCH_ALLOW_PRIVATE` is on (tests serve pages from 127.0.0.1).
+Address policy: every hop's host is resolved once, and refused unless every address is
+globally routable (`ipaddress` `is_global`, not multicast or site-local; an IPv4 address
+embedded in an IPv6 one — IPv4-mapped, IPv4-compatible, NAT64, 6to4, Teredo — must be
+global too). The connection then goes to one of exactly those checked addresses: the
+network backend below is handed the checked list and never resolves the name again, so a
+DNS answer that changes between check and connect (rebinding) cannot redirect it. The URL
+keeps its host name, so the Host header, TLS SNI and certificate check use the name as
+usual. `LODE_FETCH_ALLOW_PRIVATE` (tests serve pages from 127.0.0.1) skips the refusal but
+not the pinning.
 
-Known limit: the address check and httpx's own connection resolve the name separately, so a
-DNS answer that changes between the two (rebinding) is not caught. Pinning the connection to
-the checked address would close that; it is not done yet.
+Bounds: one deadline for the whole fetch (`LODE_FETCH_TIMEOUT_SECONDS`, every redirect hop,
+connect, TLS and every read together — not per read), a minimum transfer rate after a grace
+period (`LODE_FETCH_MIN_BYTES_PER_SECOND`, so a server trickling bytes is cut off early), a
+size cap enforced while streaming (a lying or missing Content-Length cannot make lode read
+more), an allow-list of content types and at most `MAX_REDIRECTS` redirects. Both time
+bounds are enforced inside the socket reads (each read's timeout is shortened to what is
+left), so a server that sends nothing at all is cut off just the same.
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
+import ssl
+import time
+import typing
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
+import httpcore
 import httpx
 from django.conf import settings
 
@@ -26,6 +40,11 @@ from externals.extract import HTML_TYPES, PDF_TYPES, TEXT_TYPES, media_type
 ALLOWED_CONTENT_TYPES = HTML_TYPES | PDF_TYPES | TEXT_TYPES
 MAX_REDIRECTS = 5
 USER_AGENT = "lode-mirror/1 (+self-hosted; one page per request)"
+# The minimum transfer rate applies only after this long: connecting, TLS and a slow first
+# byte are not held against a server.
+MIN_RATE_GRACE_SECONDS = 5.0
+# The NAT64 well-known prefix (RFC 6052): the last 32 bits are the IPv4 address reached.
+NAT64_NETWORK = ipaddress.ip_network("64:ff9b::/96")
 
 
 class FetchError(Exception):
@@ -40,90 +59,285 @@ class Fetched:
 
 
 def check_url(url: str) -> tuple[str, int]:
-    """Refuse anything but http(s) with a host; returns (host, port)."""
+    """Refuse anything but http(s) with a host; returns (host, port) as the connection will
+    use them (the host IDNA-encoded, an IPv6 literal without brackets)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
         raise FetchError(f"only http and https URLs are fetched, not {parts.scheme or 'none'!r}")
     if not parts.hostname:
         raise FetchError("the URL has no host")
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        raise FetchError("the URL has an invalid port") from None
-    return parts.hostname, port
+        parsed = httpx.URL(url)
+        host = parsed.raw_host.decode("ascii")
+        port = parsed.port or (443 if parts.scheme == "https" else 80)
+    except (httpx.InvalidURL, ValueError, UnicodeError):
+        raise FetchError("the URL has an invalid host or port") from None
+    if not host:
+        raise FetchError("the URL has no host")
+    return host, port
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """IPv4 addresses carried inside an IPv6 one (each would be reached through it)."""
+    found: list[ipaddress.IPv4Address] = []
+    if ip.ipv4_mapped is not None:
+        found.append(ip.ipv4_mapped)
+    if ip.sixtofour is not None:
+        found.append(ip.sixtofour)
+    if ip.teredo is not None:
+        found.extend(ip.teredo)
+    if ip in NAT64_NETWORK:
+        found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return found
 
 
 def is_public_address(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return not (
-        ip.is_private
-        or ip.is_loopback
-        or ip.is_link_local
-        or ip.is_multicast
-        or ip.is_reserved
-        or ip.is_unspecified
+    """Whether lode may connect to `address`: globally routable, and so is any IPv4
+    address embedded in it. What is allowed is listed (`is_global`), not what is refused,
+    so a special range nobody thought of (shared address space 100.64.0.0/10, benchmarking
+    198.18.0.0/15, …) is refused by default."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            # ::ffff:a.b.c.d is a.b.c.d on the wire: judge it as that.
+            return is_public_address(str(ip.ipv4_mapped))
+        if int(ip) >> 32 == 0:
+            return False  # IPv4-compatible (::a.b.c.d, deprecated), ::1 and ::
+        if ip.is_site_local:
+            return False  # fec0::/10, deprecated, still routed privately
+        if not all(is_public_address(str(inner)) for inner in _embedded_ipv4(ip)):
+            return False
+    return ip.is_global and not ip.is_multicast
+
+
+def resolve_host(host: str, port: int) -> list[str]:
+    """Resolve `host` once and return its addresses; refuse the host if any address is not
+    public (unless `LODE_FETCH_ALLOW_PRIVATE`). The fetch connects only to these."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError, OSError) as exc:
+        raise FetchError(f"cannot resolve {host}: {exc}") from None
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    if not addresses:
+        raise FetchError(f"cannot resolve {host}: no addresses")
+    if not settings.LODE_FETCH_ALLOW_PRIVATE:
+        for address in addresses:
+            if not is_public_address(address):
+                raise FetchError(
+                    f"{host} resolves to {address}, a private, loopback or reserved address; "
+                    "refused (LODE_FETCH_ALLOW_PRIVATE allows it)"
+                )
+    return addresses
+
+
+class _Budget:
+    """The time bounds of one whole fetch: a deadline and a minimum rate after a grace
+    period. Every socket operation asks it for its timeout; it raises a timeout when
+    nothing is left, and `explain` says which bound was hit."""
+
+    def __init__(self, seconds: float, min_rate: int, grace: float) -> None:
+        self.seconds = seconds
+        self.min_rate = min_rate
+        self.grace = grace
+        self.started = time.monotonic()
+        self.deadline = self.started + seconds
+        self.received = 0
+
+    def _rate_limit_at(self) -> float:
+        """When the bytes received so far stop meeting the minimum rate."""
+        if self.min_rate <= 0:
+            return float("inf")
+        return self.started + max(self.grace, self.received / self.min_rate)
+
+    def timeout(self, requested: float | None, *, reading: bool) -> float:
+        """The timeout for one socket operation: what was asked, shortened to what is left
+        (reads also to when the rate would drop below the minimum)."""
+        now = time.monotonic()
+        until = min(self.deadline, self._rate_limit_at()) if reading else self.deadline
+        left = until - now
+        if left <= 0:
+            raise httpcore.ReadTimeout("fetch budget exhausted")
+        return left if requested is None else min(requested, left)
+
+    def explain(self, url: str) -> str:
+        now = time.monotonic()
+        elapsed = now - self.started
+        if now < self.deadline - 0.05 and self._rate_limit_at() <= now + 0.05:
+            return (
+                f"{url} sent {self.received:,} bytes in {elapsed:.1f} s, slower than the "
+                f"minimum of {self.min_rate:,} bytes/s; gave up"
+            )
+        return f"timed out fetching {url}: over the {self.seconds:g}-second deadline for the fetch"
+
+
+class _BudgetStream(httpcore.NetworkStream):
+    """A socket stream whose every read and write is bounded by the fetch's budget."""
+
+    def __init__(self, stream: httpcore.NetworkStream, budget: _Budget) -> None:
+        self._stream = stream
+        self._budget = budget
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        data = self._stream.read(max_bytes, self._budget.timeout(timeout, reading=True))
+        self._budget.received += len(data)
+        return data
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, self._budget.timeout(timeout, reading=False))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self,
+        ssl_context: typing.Any,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        # The TLS handshake checks the certificate against `server_hostname`, which is
+        # the URL's host name (not the pinned address).
+        stream = self._stream.start_tls(
+            ssl_context, server_hostname, self._budget.timeout(timeout, reading=False)
+        )
+        return _BudgetStream(stream, self._budget)
+
+    def get_extra_info(self, info: str) -> typing.Any:
+        return self._stream.get_extra_info(info)
+
+
+class _PinnedBackend(httpcore.NetworkBackend):
+    """Connects only to `host`, and only to the addresses checked for it (no second DNS
+    look-up); the streams it returns are bounded by the fetch's budget."""
+
+    def __init__(self, host: str, addresses: list[str], budget: _Budget) -> None:
+        self.host = host
+        self.addresses = addresses
+        self.budget = budget
+        self._backend = httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: typing.Iterable[typing.Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        if host != self.host:
+            raise httpcore.ConnectError(f"{host} was not checked; refused")
+        last: Exception | None = None
+        for address in self.addresses:
+            try:
+                stream = self._backend.connect_tcp(
+                    address,
+                    port,
+                    timeout=self.budget.timeout(timeout, reading=False),
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except httpcore.ConnectError as exc:
+                last = exc  # the next checked address, as a resolver's fallback would
+                continue
+            return _BudgetStream(stream, self.budget)
+        raise last or httpcore.ConnectError(f"no address to connect to for {host}")
+
+    def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: typing.Iterable[typing.Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        raise httpcore.ConnectError("unix sockets are never fetched")
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+class _PinnedTransport(httpx.HTTPTransport):
+    """httpx's own transport with its connection pool built on `_PinnedBackend`.
+
+    httpx 0.28 has no public argument for the network backend, so the pool it builds is
+    replaced by an equivalent `httpcore.ConnectionPool` (public API) that has one.
+    """
+
+    def __init__(self, backend: _PinnedBackend) -> None:
+        context = _ssl_context()
+        super().__init__(verify=context, trust_env=False)
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=context, max_connections=1, network_backend=backend
+        )
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """httpx's default verifying context, built once: loading the CA bundle takes ~0.1 s,
+    too much to repeat on every redirect hop."""
+    return httpx.create_ssl_context(trust_env=False)
+
+
+def _budget() -> _Budget:
+    return _Budget(
+        float(settings.LODE_FETCH_TIMEOUT_SECONDS),
+        int(getattr(settings, "LODE_FETCH_MIN_BYTES_PER_SECOND", 0)),
+        MIN_RATE_GRACE_SECONDS,
     )
 
 
-def check_host(host: str, port: int) -> None:
-    """Resolve `host` and refuse it if any address is not public (unless allowed)."""
-    if settings.LODE_FETCH_ALLOW_PRIVATE:
-        return
-    try:
-        infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise FetchError(f"cannot resolve {host}: {exc}") from None
-    for info in infos:
-        address = str(info[4][0])
-        if not is_public_address(address):
-            raise FetchError(
-                f"{host} resolves to {address}, a private, loopback or reserved address; "
-                "refused (LODE_FETCH_ALLOW_PRIVATE allows it)"
-            )
-
-
 def fetch_url(url: str) -> Fetched:
-    """GET `url` and return its body; raises `FetchError` with the reason on any refusal."""
+    """GET `url` and return its body; raises `FetchError` with the reason on any refusal,
+    on the deadline or on a transfer slower than the minimum rate."""
     limit = settings.LODE_FETCH_MAX_BYTES
-    timeout = httpx.Timeout(settings.LODE_FETCH_TIMEOUT_SECONDS)
+    budget = _budget()
     current = url
-    with httpx.Client(
-        timeout=timeout, follow_redirects=False, headers={"User-Agent": USER_AGENT}
-    ) as client:
-        for _hop in range(MAX_REDIRECTS + 1):
-            host, port = check_url(current)
-            check_host(host, port)
-            try:
-                with client.stream("GET", current) as response:
-                    if response.is_redirect:
-                        location = response.headers.get("location", "")
-                        if not location:
-                            raise FetchError(f"redirect without a Location from {current}")
-                        current = urljoin(current, location)
-                        continue
-                    if response.status_code != 200:
-                        raise FetchError(f"HTTP {response.status_code} from {current}")
-                    content_type = response.headers.get("content-type", "")
-                    if media_type(content_type) not in ALLOWED_CONTENT_TYPES:
-                        raise FetchError(
-                            f"content type {media_type(content_type) or 'none'!r} is not one "
-                            "lode mirrors (HTML, plain text, Markdown, PDF)"
-                        )
-                    declared = response.headers.get("content-length", "")
-                    if declared.isdigit() and int(declared) > limit:
-                        raise FetchError(f"{int(declared):,} bytes is over the {limit:,}-byte cap")
-                    chunks: list[bytes] = []
-                    size = 0
-                    for chunk in response.iter_bytes():
-                        size += len(chunk)
-                        if size > limit:
-                            raise FetchError(f"the page is over the {limit:,}-byte cap")
-                        chunks.append(chunk)
-                    return Fetched(b"".join(chunks), content_type, str(response.url))
-            except httpx.TimeoutException:
-                raise FetchError(f"timed out fetching {current}") from None
-            except httpx.HTTPError as exc:
-                raise FetchError(f"could not fetch {current}: {exc}") from None
+    for _hop in range(MAX_REDIRECTS + 1):
+        host, port = check_url(current)
+        addresses = resolve_host(host, port)
+        backend = _PinnedBackend(host, addresses, budget)
+        try:
+            with (
+                httpx.Client(
+                    transport=_PinnedTransport(backend),
+                    timeout=httpx.Timeout(budget.seconds),
+                    follow_redirects=False,
+                    trust_env=False,
+                    headers={"User-Agent": USER_AGENT},
+                ) as client,
+                client.stream("GET", current) as response,
+            ):
+                if response.is_redirect:
+                    location = response.headers.get("location", "")
+                    if not location:
+                        raise FetchError(f"redirect without a Location from {current}")
+                    current = urljoin(current, location)
+                    continue
+                return _read_body(response, current, limit)
+        except httpx.TimeoutException:
+            raise FetchError(budget.explain(current)) from None
+        except httpx.HTTPError as exc:
+            raise FetchError(f"could not fetch {current}: {exc}") from None
     raise FetchError(f"more than {MAX_REDIRECTS} redirects")
+
+
+def _read_body(response: httpx.Response, url: str, limit: int) -> Fetched:
+    if response.status_code != 200:
+        raise FetchError(f"HTTP {response.status_code} from {url}")
+    content_type = response.headers.get("content-type", "")
+    if media_type(content_type) not in ALLOWED_CONTENT_TYPES:
+        raise FetchError(
+            f"content type {media_type(content_type) or 'none'!r} is not one "
+            "lode mirrors (HTML, plain text, Markdown, PDF)"
+        )
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise FetchError(f"{int(declared):,} bytes is over the {limit:,}-byte cap")
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise FetchError(f"the page is over the {limit:,}-byte cap")
+        chunks.append(chunk)
+    return Fetched(b"".join(chunks), content_type, str(response.url))

@@ -8,7 +8,6 @@ failures on the source page.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from django import forms
@@ -73,19 +72,12 @@ class FolderSourceForm(SourceBaseForm):
 
     def clean_location(self) -> str:
         raw = self.cleaned_data["location"].strip()
-        path = Path(raw)
-        if not path.is_absolute():
-            raise forms.ValidationError("Give an absolute path (starting with /).")
-        if not path.exists():
-            raise forms.ValidationError(f"No folder exists at {raw}.")
-        if not path.is_dir():
-            raise forms.ValidationError(f"{raw} is a file, not a folder.")
-        if not os.access(path, os.R_OK | os.X_OK):
-            raise forms.ValidationError(f"The server cannot read the folder {raw}.")
+        # Staff hear exactly what is wrong; other accounts one "not allowed" message for
+        # every reason, so the form cannot be used to probe the server's disk.
         refusal = folder_refusal(self.owner, raw)
         if refusal:
             raise forms.ValidationError(refusal)
-        return str(path)
+        return str(Path(raw))
 
 
 class UrlSourceForm(SourceBaseForm):

@@ -43,6 +43,10 @@ class Source(models.Model):
     stale_after_days = models.PositiveIntegerField(default=DEFAULT_STALE_AFTER_DAYS)
     # HMAC-SHA256 key for push-triggered re-indexing; shown once when created/rotated.
     webhook_secret = models.CharField(max_length=128, blank=True, default="")
+    # Set while a scan holds this source (one scan per source at a time; claimed with a
+    # conditional UPDATE in externals.pipeline.claim_scan, refreshed as the scan runs, taken
+    # over when older than pipeline.SCAN_CLAIM_STALE_AFTER).
+    scanning_since = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

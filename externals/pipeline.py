@@ -22,6 +22,13 @@ while staying in history. A new file that is empty is skipped ("empty"), no docu
 
 Embedding is not part of the scan: `version_create` queues the vector sync after commit and
 the worker embeds; a failed embed keeps the lexical passages and the previous vectors.
+
+One scan per source at a time (issue 10, item 5): before anything else a scan claims its
+source with a conditional UPDATE (`Source.scanning_since` from NULL, or from a claim older
+than `SCAN_CLAIM_STALE_AFTER`, to now) — one statement, atomic on SQLite and PostgreSQL
+alike, so of two scans racing exactly one gets the row. The other waits (`wait_seconds`) or
+raises `ScanAlreadyRunning` at once, writing nothing. A running scan refreshes its claim
+every `SCAN_HEARTBEAT` so a long scan is never taken over, and a killed one's claim expires.
 """
 
 from __future__ import annotations
@@ -31,9 +38,10 @@ import hashlib
 import logging
 import os
 import stat
+import time
 from bisect import bisect_right
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -67,6 +75,13 @@ COUNTERS = (
     "items_skipped",
 )
 
+# A claim not refreshed for this long belongs to a scan that died: another may take over.
+SCAN_CLAIM_STALE_AFTER = timedelta(minutes=10)
+# How often a running scan refreshes its claim (at most; checked between items).
+SCAN_HEARTBEAT = timedelta(seconds=60)
+# How often a scan waiting for another one re-tries its claim.
+SCAN_WAIT_POLL_SECONDS = 0.25
+
 # Known secret files (ADR 0005: a list of names, not secret detection).
 SECRET_FILE_PATTERNS = (
     ".env",
@@ -98,24 +113,63 @@ def logical_id(source_id: int, item_path: str, position: int, text_sha256: str) 
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
+def _inside_allowed_roots(location: str) -> bool:
+    real = os.path.realpath(location)
+    for root in settings.LODE_SOURCE_FOLDER_ROOTS:
+        root_real = os.path.realpath(root)
+        if real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep):
+            return True
+    return False
+
+
+def folder_not_allowed_message() -> str:
+    """The one message a non-staff account gets for any folder it may not mirror, whatever
+    the reason (outside the roots, missing, not a folder, a link, unreadable), so that the
+    answer says nothing about what exists on the server's disk."""
+    if not settings.LODE_SOURCE_FOLDER_ROOTS:
+        return "Only staff accounts may mirror server folders on this server."
+    allowed = ", ".join(settings.LODE_SOURCE_FOLDER_ROOTS)
+    return (
+        "This folder cannot be mirrored. Server folders can be mirrored only from inside: "
+        f"{allowed} (an existing folder the server can read)."
+    )
+
+
 def folder_refusal(owner: AbstractBaseUser, location: str) -> str:
     """Why `owner` may not mirror the server folder `location`, or "".
 
     A folder source reads the server's disk, so it is the server operator's decision: staff
     accounts may mirror any folder; everyone else only folders inside the roots listed in
     `LODE_SOURCE_FOLDER_ROOTS` (resolved, so `..` and symlinks cannot climb out).
+
+    The path must be absolute (said as such: that is about the input, not the disk). Staff
+    are told precisely what is wrong (missing, not a folder, a symbolic link, unreadable);
+    every other account gets `folder_not_allowed_message()` for all of those and for a path
+    outside the roots alike (issue 10, item 7).
     """
-    if getattr(owner, "is_staff", False):
-        return ""
-    real = os.path.realpath(location)
-    for root in settings.LODE_SOURCE_FOLDER_ROOTS:
-        root_real = os.path.realpath(root)
-        if real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep):
-            return ""
-    if not settings.LODE_SOURCE_FOLDER_ROOTS:
-        return "Only staff accounts may mirror server folders on this server."
-    allowed = ", ".join(settings.LODE_SOURCE_FOLDER_ROOTS)
-    return f"Server folders can be mirrored only from inside: {allowed}."
+    path = Path(location)
+    if not path.is_absolute():
+        return "Give an absolute path (starting with /)."
+    staff = bool(getattr(owner, "is_staff", False))
+    if not staff and not _inside_allowed_roots(location):
+        return folder_not_allowed_message()
+    problem = _folder_problem(path)
+    if problem:
+        return problem if staff else folder_not_allowed_message()
+    return ""
+
+
+def _folder_problem(path: Path) -> str:
+    """What is wrong with `path` as a folder to mirror, precisely (for staff), or ""."""
+    if path.is_symlink():
+        return f"{path} is a symbolic link; links are not followed."
+    if not path.exists():
+        return f"No folder exists at {path}."
+    if not path.is_dir():
+        return f"{path} is a file, not a folder."
+    if not os.access(path, os.R_OK | os.X_OK):
+        return f"The server cannot read the folder {path}."
+    return ""
 
 
 def is_secret_name(name: str) -> bool:
@@ -130,6 +184,75 @@ def external_key(source: Source, item_path: str) -> str:
 
 class ItemFailed(Exception):
     """This item could not be ingested now; its previous snapshot is kept."""
+
+
+class ScanAlreadyRunning(Exception):
+    """Another scan holds this source; nothing was scanned or recorded."""
+
+    def __init__(self, source: Source, since: datetime | None) -> None:
+        self.source = source
+        self.since = since
+        when = f" (since {since:%Y-%m-%d %H:%M:%S} UTC)" if since else ""
+        super().__init__(f"A scan of source “{source.name}” is already running{when}.")
+
+
+class ScanClaimLost(Exception):
+    """This scan's claim expired and another scan took the source over."""
+
+
+# --- one scan per source --------------------------------------------------------------------
+
+
+@dataclass
+class ScanClaim:
+    """A scan's hold on its source: the `scanning_since` value it wrote last."""
+
+    source_id: int
+    at: datetime
+
+    def refresh(self) -> bool:
+        """Move the claim to now; False if it was taken over (the value is not ours)."""
+        now = timezone.now()
+        kept = Source.objects.filter(pk=self.source_id, scanning_since=self.at).update(
+            scanning_since=now
+        )
+        if kept:
+            self.at = now
+        return bool(kept)
+
+    def release(self) -> None:
+        """Give the source back, unless the claim was taken over meanwhile."""
+        Source.objects.filter(pk=self.source_id, scanning_since=self.at).update(scanning_since=None)
+
+
+def claim_scan(source: Source) -> ScanClaim | None:
+    """Claim `source` for one scan, or None when another scan holds it. One conditional
+    UPDATE, so of concurrent claimers exactly one succeeds, on SQLite and PostgreSQL."""
+    from django.db.models import Q
+
+    now = timezone.now()
+    free = Q(scanning_since__isnull=True) | Q(scanning_since__lt=now - SCAN_CLAIM_STALE_AFTER)
+    claimed = Source.objects.filter(free, pk=source.pk).update(scanning_since=now)
+    return ScanClaim(source.pk, now) if claimed else None
+
+
+def scan_running_since(source: Source) -> datetime | None:
+    """When the scan holding `source` claimed it, or None (stale claims count as free)."""
+    since = Source.objects.filter(pk=source.pk).values_list("scanning_since", flat=True).first()
+    if since is None or since < timezone.now() - SCAN_CLAIM_STALE_AFTER:
+        return None
+    return since
+
+
+def _claim_or_wait(source: Source, wait_seconds: float) -> ScanClaim:
+    give_up = time.monotonic() + wait_seconds
+    while True:
+        claim = claim_scan(source)
+        if claim is not None:
+            return claim
+        if time.monotonic() >= give_up:
+            raise ScanAlreadyRunning(source, scan_running_since(source))
+        time.sleep(SCAN_WAIT_POLL_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -192,9 +315,10 @@ def refingerprint(path: Path) -> Fingerprint | None:
 class _Scan:
     """State of one running scan; `scan_source` is the entry point."""
 
-    def __init__(self, source: Source, record: ScanRecord) -> None:
+    def __init__(self, source: Source, record: ScanRecord, claim: ScanClaim) -> None:
         self.source = source
         self.record = record
+        self.claim = claim
         self.verified: list[int] = []  # items found unchanged (confirmed at the end)
         self.items = {
             item.path: item
@@ -205,9 +329,19 @@ class _Scan:
     # bookkeeping
 
     def progress(self) -> None:
-        """Save the counters now and then, so a page polling the running scan sees progress."""
+        """Save the counters now and then, so a page polling the running scan sees progress;
+        keep the claim on the source fresh."""
         if self.record.items_seen % PROGRESS_EVERY == 0:
             self.record.save(update_fields=[*COUNTERS, "failures", "rejected", "skipped"])
+        self.heartbeat()
+
+    def heartbeat(self) -> None:
+        """Refresh the claim (at most every `SCAN_HEARTBEAT`); if it was taken over, stop
+        before writing anything more (two scans would write duplicate snapshots)."""
+        if timezone.now() - self.claim.at < SCAN_HEARTBEAT:
+            return
+        if not self.claim.refresh():
+            raise ScanClaimLost("another scan took this source over; stopped")
 
     def fail(self, path: str, reason: str) -> None:
         self.seen.add(path)  # a failed item is not missing: never prune it
@@ -490,33 +624,44 @@ def sync_source_flags(source: Source) -> int:
     return changed
 
 
-def scan_source(source: Source, *, trigger: str = "manual") -> ScanRecord:
+def scan_source(source: Source, *, trigger: str = "manual", wait_seconds: float = 0) -> ScanRecord:
     """Scan `source` once (first ingest or refresh) and return its finished scan record.
 
     Never raises for a problem with the source's content: everything is recorded on the
     scan record (status ok / partial / failed, counters, failures, rejected, skipped).
+    Raises `ScanAlreadyRunning` (nothing recorded) when another scan holds the source and
+    does not let go within `wait_seconds`.
     """
+    claim = _claim_or_wait(source, wait_seconds)
+    try:
+        return _scan_claimed(source, trigger, claim)
+    finally:
+        claim.release()
+
+
+def _scan_claimed(source: Source, trigger: str, claim: ScanClaim) -> ScanRecord:
+    # Holding the claim, any scan still "running" was left by a process that died.
     interrupt_stale_scans(source)
     sync_source_flags(source)
     record = ScanRecord.objects.create(source=source, trigger=trigger[:16])
-    scan = _Scan(source, record)
+    scan = _Scan(source, record, claim)
     try:
         if source.kind == Source.Kind.URL:
             _scan_url(scan, source.location)
         else:
-            root = upload_folder(source) if source.kind == Source.Kind.UPLOAD else None
-            root = root or Path(source.location)
-            if not root.is_absolute():
-                raise ItemFailed(f"the folder {root} is not an absolute path")
-            if root.is_symlink() or not root.is_dir():
-                raise ItemFailed(f"the folder {root} does not exist or is not a folder")
-            if source.kind == Source.Kind.FOLDER:
-                # The allowed roots may have changed since the source was added.
+            if source.kind == Source.Kind.UPLOAD:
+                root = upload_folder(source)
+                if root.is_symlink() or not root.is_dir():
+                    raise ItemFailed("the uploaded file's folder is missing")
+            else:
+                root = Path(source.location)
+                # Re-checked on every scan: the folder or the allowed roots may have changed
+                # since the source was added (and non-staff owners get one message for all).
                 refusal = folder_refusal(source.owner, str(root))
                 if refusal:
                     raise ItemFailed(refusal)
             _walk_folder(scan, Path(os.path.realpath(root)))
-    except (ItemFailed, FetchError, OSError) as exc:
+    except (ItemFailed, FetchError, OSError, ScanClaimLost) as exc:
         record.status = ScanRecord.Status.FAILED
         record.error = str(exc)
     except Exception as exc:  # recorded, then re-raised: a bug must not look like success

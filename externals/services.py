@@ -33,11 +33,8 @@ SAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._ -]+")
 def _check_location(kind: str, location: str, owner: AbstractBaseUser) -> str:
     location = (location or "").strip()
     if kind == Source.Kind.FOLDER:
-        path = Path(location)
-        if not path.is_absolute():
-            raise ValidationError("A folder source needs an absolute path on the server.")
-        if path.is_symlink() or not path.is_dir():
-            raise ValidationError(f"{location} is not a folder (symbolic links are not followed).")
+        # Precise reasons for staff; one "not allowed" message for everyone else, whatever
+        # the reason, so nothing about the server's disk is revealed (pipeline.folder_refusal).
         refusal = folder_refusal(owner, location)
         if refusal:
             raise ValidationError(refusal)

@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET, require_POST
 from externals import selectors
 from externals.forms import SOURCE_FORMS, SourceBaseForm
 from externals.models import ScanRecord, Source
+from externals.pipeline import scan_running_since
 from notes.models import Document, Version
 
 # htmx polls the scan-status partial every 2 s while a scan is queued or running. A queue
@@ -197,6 +198,15 @@ def scan_now(request: HttpRequest, source_id: int) -> HttpResponse:
     source = _source_or_404(request, source_id)
     if not source.enabled:
         messages.error(request, "This source is disabled; enable it (admin) before scanning.")
+        return redirect("externals:source", source_id=source.pk)
+    since = scan_running_since(source)
+    if since is not None:
+        # One scan per source at a time: the running one is shown (and polled) on the page.
+        messages.info(
+            request,
+            f"Already scanning: a scan of this source has been running since "
+            f"{since:%H:%M:%S} UTC. Scan again once it has finished.",
+        )
         return redirect("externals:source", source_id=source.pk)
     before = selectors.latest_scan(source)
     _enqueue(source, trigger="manual")

@@ -1,26 +1,38 @@
-"""Push-triggered re-indexing (issue 6, item 6): a signed POST asks for a source's refresh.
+"""Push-triggered re-indexing (issue 6, item 6; hardened in issue 10, item 4): a signed POST
+asks for a source's refresh.
 
     POST /api/sources/<id>/webhook
-    X-Lode-Signature: sha256=<hex HMAC-SHA256 of the raw body, keyed by the source's secret>
+    X-Lode-Timestamp: <unix seconds when the request was signed>
+    X-Lode-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>." + the raw body, keyed by
+                      the source's secret>
     X-Lode-Delivery:  <the sender's delivery id>  (optional; makes retries idempotent)
 
-The endpoint is unauthenticated except for the signature, so the signature is the whole
-check and every request leaves a `WebhookDelivery` row (accepted or not, with the reason and
-remote address) for audit. Answers:
+The timestamp is inside the signature and must be within `TIMESTAMP_TOLERANCE_SECONDS`
+(five minutes) of the server's clock, so a captured request can be replayed for at most
+five minutes — and within them only under its own delivery id's idempotency, or as a push
+that queues one more refresh of content the sender could read anyway.
 
-- 404: no such source, or the source is disabled (the same answer either way; someone
-  else's source is indistinguishable from a missing one until the signature is checked);
+The endpoint is unauthenticated except for the signature. So that source ids cannot be
+enumerated, an unknown source, a source without a secret and a wrong signature get exactly
+the same answer (`REFUSED`: 401 and the same body), after the same HMAC work. Checks that do
+not depend on the source (body size, timestamp, a missing signature) are made first and say
+precisely what is wrong. Answers:
+
+- 429: this address had `LODE_WEBHOOK_MAX_FAILURES` refused deliveries in the current
+  five-minute window; nothing more is read until it ends (`Retry-After` says when);
 - 413: the body is larger than `LODE_WEBHOOK_MAX_BODY_BYTES` (read no further);
-- 401: the signature is missing or wrong, or the source has no secret (a warning is logged);
-- 400: a delivery id longer than the column allows (it would be truncated into a collision);
+- 400: no or malformed `X-Lode-Timestamp`, or a delivery id longer than the column allows;
+- 401: the timestamp is outside the window, the signature is missing, or `REFUSED`;
+- 409: correctly signed, but the source is disabled;
 - 200 `{"status": "duplicate"}`: the delivery id was already accepted — nothing is queued,
   so a sender retrying after a timeout does not queue a second refresh;
 - 202 `{"status": "queued"}`: a refresh was queued (`externals.tasks.enqueue_refresh`,
   trigger "webhook").
 
-The signature covers the body only, as GitHub's does: the delivery id is for idempotency of
-honest retries, not replay protection (a captured request can be replayed with a new id, and
-at worst queues another refresh of content the sender could read anyway).
+Refused deliveries are logged on the `lode.webhooks` logger (the reason, source id, address,
+delivery id) and counted per remote address in the Django cache; they write no database row,
+so a flood of bad requests costs no writes. Accepted deliveries are recorded as
+`WebhookDelivery` rows (idempotency and audit); a duplicate is acknowledged without a row.
 """
 
 from __future__ import annotations
@@ -28,9 +40,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import time
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest
 
@@ -39,56 +53,51 @@ from externals.models import Source, WebhookDelivery
 logger = logging.getLogger("lode.webhooks")
 
 SIGNATURE_HEADER = "X-Lode-Signature"
+TIMESTAMP_HEADER = "X-Lode-Timestamp"
 DELIVERY_HEADER = "X-Lode-Delivery"
 SIGNATURE_PREFIX = "sha256="
-# A push only needs to say "something changed"; the refresh reads the source itself.
+TIMESTAMP_TOLERANCE_SECONDS = 300
+# Refused deliveries are counted per remote address in windows of this length.
+FAILURE_WINDOW_SECONDS = 300
 DELIVERY_ID_MAX = WebhookDelivery._meta.get_field("delivery_id").max_length
 REMOTE_ADDR_MAX = WebhookDelivery._meta.get_field("remote_addr").max_length
+# Compared against when there is no secret to check (unknown source, none set), so that
+# answer costs the same HMAC work as a wrong signature.
+_NO_SECRET = "lode-webhook-no-secret"
+REFUSED_DETAIL = "unknown source or bad signature"
 
 
 @dataclass(frozen=True)
 class WebhookOutcome:
-    """What to answer: the HTTP status and a small JSON body."""
+    """What to answer: the HTTP status, a small JSON body and any extra headers."""
 
     status: int
     body: dict[str, object] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 def max_body_bytes() -> int:
     return settings.LODE_WEBHOOK_MAX_BODY_BYTES
 
 
-def sign(secret: str, body: bytes) -> str:
-    """The `X-Lode-Signature` value a sender puts on `body` (also what tests send)."""
-    digest = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    return f"{SIGNATURE_PREFIX}{digest}"
+def signed_payload(timestamp: int | str, body: bytes) -> bytes:
+    """What the HMAC covers: the timestamp, a dot, then the raw body."""
+    return f"{timestamp}.".encode() + body
 
 
-def signature_valid(secret: str, body: bytes, header: str) -> bool:
-    """Constant-time check of `header` against the body's HMAC; an empty secret never
-    verifies (a source without a secret cannot be pushed to)."""
-    if not secret or not header.startswith(SIGNATURE_PREFIX):
-        return False
-    return hmac.compare_digest(sign(secret, body).encode(), header.strip().encode())
+def sign(secret: str, body: bytes, timestamp: int | str) -> str:
+    """The `X-Lode-Signature` value a sender puts on `body` sent with `X-Lode-Timestamp:
+    timestamp` (also what tests send)."""
+    digest = hmac.new(secret.encode(), signed_payload(timestamp, body), hashlib.sha256)
+    return f"{SIGNATURE_PREFIX}{digest.hexdigest()}"
 
 
-def _record(
-    source: Source, *, delivery_id: str, remote_addr: str, reason: str, accepted: bool = False
-) -> WebhookDelivery:
-    return WebhookDelivery.objects.create(
-        source=source,
-        delivery_id=delivery_id[:DELIVERY_ID_MAX],
-        remote_addr=remote_addr[:REMOTE_ADDR_MAX],
-        reason=reason,
-        accepted=accepted,
-    )
-
-
-def _refuse(
-    source: Source, status: int, reason: str, *, delivery_id: str, remote_addr: str
-) -> WebhookOutcome:
-    _record(source, delivery_id=delivery_id, remote_addr=remote_addr, reason=reason)
-    return WebhookOutcome(status, {"detail": reason})
+def signature_valid(secret: str, body: bytes, timestamp: int | str, header: str) -> bool:
+    """Constant-time check of `header` against the HMAC of timestamp and body; an empty
+    secret never verifies (a source without a secret cannot be pushed to)."""
+    expected = sign(secret or _NO_SECRET, body, timestamp).encode()
+    matches = hmac.compare_digest(expected, header.strip().encode())
+    return bool(secret) and header.startswith(SIGNATURE_PREFIX) and matches
 
 
 def _content_length(request: HttpRequest) -> int:
@@ -98,51 +107,148 @@ def _content_length(request: HttpRequest) -> int:
         return 0
 
 
+def _parse_timestamp(raw: str) -> int | None:
+    raw = raw.strip()
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 12:
+        return None
+    return int(raw)
+
+
+# --- refused deliveries: counted, logged, rate-limited --------------------------------------
+
+
+def _failure_key(remote_addr: str, now: float) -> str:
+    window = int(now // FAILURE_WINDOW_SECONDS)
+    address = hashlib.sha256(remote_addr.encode()).hexdigest()[:32]  # any characters, fixed size
+    return f"lode:webhook-failures:{address}:{window}"
+
+
+def _retry_after(now: float) -> int:
+    return int(FAILURE_WINDOW_SECONDS - now % FAILURE_WINDOW_SECONDS) + 1
+
+
+def failures_exhausted(remote_addr: str, now: float | None = None) -> bool:
+    """Whether `remote_addr` used up its refused deliveries for the current window."""
+    now = time.time() if now is None else now
+    count = cache.get(_failure_key(remote_addr, now), 0)
+    return count >= settings.LODE_WEBHOOK_MAX_FAILURES
+
+
+def _count_failure(remote_addr: str, now: float) -> int:
+    # get + set is not atomic across processes: under a concurrent flood a few more
+    # failures than the limit may get through, which is all the limit has to guarantee.
+    key = _failure_key(remote_addr, now)
+    count = cache.get(key, 0) + 1
+    cache.set(key, count, timeout=FAILURE_WINDOW_SECONDS + 5)
+    return count
+
+
+def _refuse(
+    status: int,
+    detail: str,
+    *,
+    reason: str,
+    source_id: int,
+    delivery_id: str,
+    remote_addr: str,
+    now: float,
+) -> WebhookOutcome:
+    """Answer a refused delivery: log why (once the limit trips, say so and stop logging
+    for the window), count it against the address, write nothing to the database."""
+    count = _count_failure(remote_addr, now)
+    limit = settings.LODE_WEBHOOK_MAX_FAILURES
+    if count <= limit:
+        logger.warning(
+            "webhook for source %s refused: %s (delivery %r from %s)",
+            source_id,
+            reason,
+            delivery_id[:DELIVERY_ID_MAX],
+            remote_addr,
+        )
+    if count == limit:
+        logger.warning(
+            "webhook deliveries from %s refused for the next %s s: %s failed in this window",
+            remote_addr,
+            _retry_after(now),
+            count,
+        )
+    return WebhookOutcome(status, {"detail": detail})
+
+
 def receive_webhook(request: HttpRequest, source_id: int) -> WebhookOutcome:
     """Check one push delivery and, if it is good and new, queue the source's refresh.
 
-    Takes the request itself because the protocol is its raw body and two headers; the
+    Takes the request itself because the protocol is its raw body and three headers; the
     endpoint only turns the outcome into a response.
     """
-    remote_addr = request.META.get("REMOTE_ADDR", "") or ""
+    now = time.time()
+    remote_addr = (request.META.get("REMOTE_ADDR", "") or "")[:REMOTE_ADDR_MAX]
     delivery_id = (request.headers.get(DELIVERY_HEADER) or "").strip()
-    source = Source.objects.filter(pk=source_id).first()
-    if source is None:
-        return WebhookOutcome(404, {"detail": "Not Found"})
-    meta = {"delivery_id": delivery_id, "remote_addr": remote_addr}
-    if not source.enabled:
-        _record(source, reason="source disabled", **meta)
-        return WebhookOutcome(404, {"detail": "Not Found"})
+    if failures_exhausted(remote_addr, now):
+        return WebhookOutcome(
+            429,
+            {"detail": "too many refused webhook deliveries from this address; retry later"},
+            {"Retry-After": str(_retry_after(now))},
+        )
+    meta = {"source_id": source_id, "delivery_id": delivery_id, "remote_addr": remote_addr}
+
+    # Checks that do not depend on the source: precise messages reveal nothing about it.
     # Refuse on the declared length before reading anything; Django's stream never yields
     # more than CONTENT_LENGTH, so the check bounds what `request.body` reads.
     limit = max_body_bytes()
     if _content_length(request) > limit:
-        return _refuse(source, 413, f"body larger than {limit} bytes", **meta)
-    body = request.body
-    signature = request.headers.get(SIGNATURE_HEADER) or ""
-    if not signature_valid(source.webhook_secret, body, signature):
-        reason = "missing signature" if not signature else "bad signature"
-        if not source.webhook_secret:
-            reason = "source has no webhook secret"
-        logger.warning(
-            "webhook for source %s refused: %s (delivery %r from %s)",
-            source.pk,
-            reason,
-            delivery_id,
-            remote_addr,
+        message = f"body larger than {limit} bytes"
+        return _refuse(413, message, reason=message, now=now, **meta)
+    timestamp = _parse_timestamp(request.headers.get(TIMESTAMP_HEADER) or "")
+    if timestamp is None:
+        message = f"{TIMESTAMP_HEADER} is missing or not a whole number of unix seconds"
+        return _refuse(400, message, reason=message, now=now, **meta)
+    if abs(now - timestamp) > TIMESTAMP_TOLERANCE_SECONDS:
+        message = (
+            f"{TIMESTAMP_HEADER} is more than {TIMESTAMP_TOLERANCE_SECONDS} seconds from the "
+            "server's clock; sign each delivery when sending it"
         )
-        return _refuse(source, 401, reason, **meta)
+        return _refuse(401, message, reason="timestamp outside the window", now=now, **meta)
+    signature = request.headers.get(SIGNATURE_HEADER) or ""
+    if not signature:
+        message = f"missing {SIGNATURE_HEADER}"
+        return _refuse(401, message, reason="missing signature", now=now, **meta)
+
+    body = request.body
+    source = Source.objects.filter(pk=source_id).first()
+    secret = source.webhook_secret if source is not None else ""
+    # Always one HMAC, so an unknown id takes as long to refuse as a wrong signature.
+    valid = signature_valid(secret, body, timestamp, signature)
+    if source is None or not valid:
+        if source is None:
+            reason = "unknown source"
+        elif not secret:
+            reason = "source has no webhook secret"
+        else:
+            reason = "bad signature"
+        return _refuse(401, REFUSED_DETAIL, reason=reason, now=now, **meta)
+    if not source.enabled:
+        return _refuse(409, "the source is disabled", reason="source disabled", now=now, **meta)
     if len(delivery_id) > DELIVERY_ID_MAX:
-        return _refuse(source, 400, f"delivery id longer than {DELIVERY_ID_MAX}", **meta)
+        message = f"delivery id longer than {DELIVERY_ID_MAX}"
+        return _refuse(400, message, reason=message, now=now, **meta)
+    return _accept(source, delivery_id=delivery_id, remote_addr=remote_addr)
+
+
+def _accept(source: Source, *, delivery_id: str, remote_addr: str) -> WebhookOutcome:
+    """A correctly signed delivery: acknowledge a duplicate id, else record and queue."""
+    meta = {"delivery_id": delivery_id, "remote_addr": remote_addr}
+    duplicate = WebhookOutcome(200, {"status": "duplicate", "delivery": delivery_id})
+    # A duplicate writes no row either: a captured request replayed within its five
+    # minutes must not be able to fill the table.
     if delivery_id and _already_accepted(source, delivery_id):
-        _record(source, reason="duplicate delivery", **meta)
-        return WebhookOutcome(200, {"status": "duplicate", "delivery": delivery_id})
+        logger.info("webhook delivery %r for source %s: duplicate", delivery_id, source.pk)
+        return duplicate
     try:
         with transaction.atomic():
             accepted = _record(source, reason="refresh queued", accepted=True, **meta)
     except IntegrityError:  # the same id accepted concurrently: the other request queued it
-        _record(source, reason="duplicate delivery", **meta)
-        return WebhookOutcome(200, {"status": "duplicate", "delivery": delivery_id})
+        return duplicate
     from externals.tasks import enqueue_refresh  # lazily: the task module imports the pipeline
 
     try:
@@ -156,6 +262,18 @@ def receive_webhook(request: HttpRequest, source_id: int) -> WebhookOutcome:
         )
         return WebhookOutcome(503, {"detail": "could not queue the refresh; retry later"})
     return WebhookOutcome(202, {"status": "queued", "delivery": delivery_id})
+
+
+def _record(
+    source: Source, *, delivery_id: str, remote_addr: str, reason: str, accepted: bool = False
+) -> WebhookDelivery:
+    return WebhookDelivery.objects.create(
+        source=source,
+        delivery_id=delivery_id[:DELIVERY_ID_MAX],
+        remote_addr=remote_addr[:REMOTE_ADDR_MAX],
+        reason=reason,
+        accepted=accepted,
+    )
 
 
 def _already_accepted(source: Source, delivery_id: str) -> bool:

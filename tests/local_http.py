@@ -8,9 +8,24 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-Response = tuple[int, dict[str, str], bytes]
+
+@dataclass(frozen=True)
+class Trickle:
+    """A body sent `chunk` by `chunk`, one every `interval` seconds, `count` times (a slow
+    or hostile server); sending stops when the client goes away or the server stops."""
+
+    chunk: bytes = b"x"
+    interval: float = 0.1
+    count: int = 10_000
+
+    def __len__(self) -> int:
+        return len(self.chunk) * self.count
+
+
+Response = tuple[int, dict[str, str], "bytes | Trickle"]
 
 
 class LocalServer:
@@ -18,6 +33,7 @@ class LocalServer:
         self.server = server
         self.routes: dict[str, Response | Callable[[], Response]] = {}
         self.hits: list[str] = []
+        self.headers: list[dict[str, str]] = []  # each request's headers, in order
 
     def url(self, path: str) -> str:
         host, port = self.server.server_address[:2]
@@ -27,11 +43,13 @@ class LocalServer:
 @contextmanager
 def local_server() -> Iterator[LocalServer]:
     holder: dict[str, LocalServer] = {}
+    stopping = threading.Event()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             state = holder["state"]
             state.hits.append(self.path)
+            state.headers.append(dict(self.headers.items()))
             route = state.routes.get(self.path)
             if route is None:
                 status, headers, body = 404, {"Content-Type": "text/plain"}, b"not found"
@@ -45,7 +63,17 @@ def local_server() -> Iterator[LocalServer]:
             self.end_headers()
             # The client may stop reading (a size cap, a timeout): expected.
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                self.wfile.write(body)
+                if isinstance(body, Trickle):
+                    self._trickle(body)
+                else:
+                    self.wfile.write(body)
+
+        def _trickle(self, body: Trickle) -> None:
+            for _ in range(body.count):
+                if stopping.wait(body.interval):
+                    return
+                self.wfile.write(body.chunk)
+                self.wfile.flush()
 
         def log_message(self, *args: object) -> None:
             pass
@@ -57,6 +85,7 @@ def local_server() -> Iterator[LocalServer]:
     try:
         yield holder["state"]
     finally:
+        stopping.set()
         server.shutdown()
         server.server_close()
 
@@ -65,6 +94,22 @@ def slow(seconds: float, response: Response) -> Callable[[], Response]:
     def handler() -> Response:
         time.sleep(seconds)
         return response
+
+    return handler
+
+
+def trickle(
+    content_type: str = "text/plain",
+    *,
+    interval: float = 0.1,
+    chunk: bytes = b"x",
+    count: int = 10_000,
+) -> Callable[[], Response]:
+    """A route that answers 200 at once, then sends its body a few bytes at a time."""
+    body = Trickle(chunk=chunk, interval=interval, count=count)
+
+    def handler() -> Response:
+        return 200, {"Content-Type": content_type, "Content-Length": str(len(body))}, body
 
     return handler
 

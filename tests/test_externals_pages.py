@@ -214,7 +214,9 @@ def form_data(kind: str, **fields) -> dict:
         ("relative/path", "Give an absolute path"),
     ],
 )
-def test_folder_form_rejects_missing_folder(alice_client, location, message):
+def test_folder_form_rejects_missing_folder(alice, alice_client, location, message):
+    alice.is_staff = True  # staff hear precisely (others: test_externals_folder_privacy.py)
+    alice.save()
     url = reverse("externals:source-add", args=["folder"])
     response = alice_client.post(url, form_data("folder", location=location))
     assert response.status_code == 400
@@ -222,7 +224,9 @@ def test_folder_form_rejects_missing_folder(alice_client, location, message):
     assert not Source.objects.exists()
 
 
-def test_folder_form_rejects_a_file(alice_client, tmp_path):
+def test_folder_form_rejects_a_file(alice, alice_client, tmp_path):
+    alice.is_staff = True
+    alice.save()
     file = tmp_path / "notes.md"
     file.write_text("hi")
     url = reverse("externals:source-add", args=["folder"])
@@ -411,12 +415,32 @@ def test_rotate_secret_shows_it_once(alice_client, source):
     assert source.webhook_secret
     page = response.content.decode()
     secret = re.search(r'<code class="secret">([^<]+)</code>', page).group(1)
-    assert "shown only this once" in page and response["Cache-Control"] == "no-store"
+    assert "shown only this once" in page and "no-store" in response["Cache-Control"]
     later = alice_client.get(detail).content.decode()
     assert secret not in later and "shown only this once" not in later
     assert ">set</span>" in later
     assert f"/api/sources/{source.pk}/webhook" in later
     assert "X-Lode-Signature: sha256=" in later and "X-Lode-Delivery" in later
+    assert "X-Lode-Timestamp: $ts" in later
+    _check_signing_recipe(later, secret)
+
+
+def _check_signing_recipe(page: str, secret: str) -> None:
+    """Run the page's own `sig=$(…)` shell line: it must compute what lode checks."""
+    import shutil
+    import subprocess
+    from html import unescape
+
+    from externals.webhooks import sign
+
+    if shutil.which("openssl") is None:
+        return
+    line = next(x for x in unescape(page).splitlines() if x.startswith("sig=$("))
+    body, timestamp = '{"ref":"main"}', "1764547200"
+    env = {"ts": timestamp, "body": body, "LODE_WEBHOOK_SECRET": secret, "PATH": "/usr/bin:/bin"}
+    script = f'{line}\nprintf %s "$sig"'
+    out = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert f"sha256={out.stdout}" == sign(secret, body.encode(), timestamp)
 
 
 # --- external detail and snapshots -------------------------------------------------------

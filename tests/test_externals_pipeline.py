@@ -221,7 +221,8 @@ def test_missing_folder_fails_the_scan_and_prunes_nothing(alice, docs, tmp_path)
     docs.rename(tmp_path / "moved")
     record = pipeline.scan_source(source)
     assert record.status == ScanRecord.Status.FAILED
-    assert "does not exist" in record.error and record.items_pruned == 0
+    # alice is not staff: the one "not allowed" message, nothing about what is on disk.
+    assert record.error == pipeline.folder_not_allowed_message() and record.items_pruned == 0
     assert SourceItem.objects.filter(source=source).count() == 3
     assert len(found(alice, "certbot")) == 1
 

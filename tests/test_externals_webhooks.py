@@ -1,19 +1,21 @@
 """Push-triggered re-indexing (`POST /api/sources/<id>/webhook`, externals/webhooks.py) and
-the sources API: signatures good, bad and missing, unknown and disabled sources, replayed
-deliveries, oversized bodies, one user's secret against another's source, the audit rows,
-and that a good delivery queues exactly one refresh."""
+the sources API: signatures good, bad and missing, the signed timestamp and its window,
+unknown and disabled sources answered alike, replayed deliveries, oversized bodies, one
+user's secret against another's source, refused deliveries rate-limited and logged without
+database rows, and that a good delivery queues exactly one refresh."""
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 
 import pytest
 from django.test import Client
 
 from externals import webhooks
 from externals.models import ScanRecord, Source, WebhookDelivery
-from externals.webhooks import sign
+from externals.webhooks import REFUSED_DETAIL, sign
 
 pytestmark = pytest.mark.django_db
 
@@ -66,14 +68,21 @@ def push(
     secret: str | None = ALICE_SECRET,
     signature: str | None = None,
     delivery: str | None = "d-1",
+    timestamp: int | str | None = None,
     client: Client | None = None,
+    remote_addr: str = "203.0.113.7",
 ):
-    """POST a delivery the way a sender does; `secret=None` sends no signature."""
+    """POST a delivery the way a sender does, signed now; `secret=None` sends no signature,
+    `timestamp=""` no timestamp."""
+    if timestamp is None:
+        timestamp = int(time.time())
     headers: dict[str, str] = {}
+    if timestamp != "":
+        headers["X-Lode-Timestamp"] = str(timestamp)
     if signature is not None:
         headers["X-Lode-Signature"] = signature
     elif secret is not None:
-        headers["X-Lode-Signature"] = sign(secret, body)
+        headers["X-Lode-Signature"] = sign(secret, body, timestamp)
     if delivery is not None:
         headers["X-Lode-Delivery"] = delivery
     # CSRF checks on: the webhook is exempt because the signature authenticates it.
@@ -83,7 +92,7 @@ def push(
         body,
         content_type="application/json",
         headers=headers,
-        REMOTE_ADDR="203.0.113.7",
+        REMOTE_ADDR=remote_addr,
     )
 
 
@@ -98,14 +107,16 @@ def deliveries(source: Source) -> list[tuple[str, bool, str, str]]:
 
 
 def test_sign_matches_a_reference_hmac():
-    # echo -n 'hello' | openssl dgst -sha256 -hmac 'key'
-    assert sign("key", b"hello") == (
-        "sha256=9307b3b915efb5171ff14d8cb55fbcc798c6c0ef1456d66ded1a6aa723a58b7b"
+    # printf '1700000000.hello' | openssl dgst -sha256 -hmac 'key'
+    assert sign("key", b"hello", 1700000000) == (
+        "sha256=4d583a269f4f276a3fa80ff31b5a01879a848096983222a17893d198418939aa"
     )
-    assert webhooks.signature_valid("key", b"hello", sign("key", b"hello"))
-    assert not webhooks.signature_valid("key", b"hello!", sign("key", b"hello"))
-    assert not webhooks.signature_valid("", b"hello", sign("", b"hello"))
-    assert not webhooks.signature_valid("key", b"hello", sign("key", b"hello")[len("sha256=") :])
+    good = sign("key", b"hello", 1700000000)
+    assert webhooks.signature_valid("key", b"hello", 1700000000, good)
+    assert not webhooks.signature_valid("key", b"hello!", 1700000000, good)
+    assert not webhooks.signature_valid("key", b"hello", 1700000001, good)  # timestamp signed
+    assert not webhooks.signature_valid("", b"hello", 1, sign("", b"hello", 1))
+    assert not webhooks.signature_valid("key", b"hello", 1700000000, good[len("sha256=") :])
 
 
 def test_good_delivery_queues_one_refresh(alice_source, queued):
@@ -116,18 +127,24 @@ def test_good_delivery_queues_one_refresh(alice_source, queued):
     assert deliveries(alice_source) == [("d-1", True, "refresh queued", "203.0.113.7")]
 
 
-def test_bad_signature_is_401_logged_and_recorded(alice_source, queued, caplog):
+def test_bad_signature_is_401_logged_without_a_row(alice_source, queued, caplog):
     with caplog.at_level(logging.WARNING, logger="lode.webhooks"):
         response = push(alice_source.pk, signature="sha256=" + "0" * 64)
     assert response.status_code == 401
-    assert response.json() == {"detail": "bad signature"}
+    assert response.json() == {"detail": REFUSED_DETAIL}
     assert queued == []
-    assert deliveries(alice_source) == [("d-1", False, "bad signature", "203.0.113.7")]
-    assert any("bad signature" in r.getMessage() for r in caplog.records)
+    assert deliveries(alice_source) == []
+    assert any(
+        "bad signature" in r.getMessage() and "203.0.113.7" in r.getMessage()
+        for r in caplog.records
+    )
 
 
 def test_signature_over_a_different_body_is_refused(alice_source, queued):
-    response = push(alice_source.pk, signature=sign(ALICE_SECRET, BODY + b" "))
+    timestamp = int(time.time())
+    response = push(
+        alice_source.pk, signature=sign(ALICE_SECRET, BODY + b" ", timestamp), timestamp=timestamp
+    )
     assert response.status_code == 401
     assert queued == []
 
@@ -136,40 +153,79 @@ def test_missing_signature_is_401(alice_source, queued, caplog):
     with caplog.at_level(logging.WARNING, logger="lode.webhooks"):
         response = push(alice_source.pk, secret=None)
     assert response.status_code == 401
-    assert deliveries(alice_source) == [("d-1", False, "missing signature", "203.0.113.7")]
+    assert response.json() == {"detail": "missing X-Lode-Signature"}
+    assert deliveries(alice_source) == []
     assert queued == []
-    assert caplog.records
+    assert any("missing signature" in r.getMessage() for r in caplog.records)
 
 
-def test_source_without_secret_cannot_be_pushed(alice_source, queued):
+def test_missing_or_malformed_timestamp_is_400(alice_source, queued):
+    for bad in ("", "yesterday", "1.5", "-5", "١٢٣"):
+        response = push(alice_source.pk, timestamp=bad, signature="sha256=00")
+        assert response.status_code == 400, bad
+        assert "X-Lode-Timestamp" in response.json()["detail"]
+    assert queued == []
+
+
+def test_a_timestamp_outside_five_minutes_is_refused(alice_source, queued):
+    """A captured delivery cannot be replayed later, even under a new delivery id."""
+    old = int(time.time()) - 301
+    response = push(alice_source.pk, timestamp=old, delivery="new-id")  # correctly signed
+    assert response.status_code == 401
+    assert "more than 300 seconds" in response.json()["detail"]
+    future = int(time.time()) + 301
+    assert push(alice_source.pk, timestamp=future, delivery="other").status_code == 401
+    # Inside the window it is taken.
+    assert push(alice_source.pk, timestamp=int(time.time()) - 250).status_code == 202
+    assert queued == [(alice_source.pk, "webhook")]
+
+
+def test_a_captured_signature_cannot_be_moved_to_a_fresh_timestamp(alice_source, queued):
+    captured_at = int(time.time()) - 400
+    captured = sign(ALICE_SECRET, BODY, captured_at)
+    response = push(alice_source.pk, signature=captured, timestamp=int(time.time()), delivery="n")
+    assert response.status_code == 401
+    assert response.json() == {"detail": REFUSED_DETAIL}
+    assert queued == []
+
+
+def test_source_without_secret_answers_like_an_unknown_source(alice_source, queued):
     Source.objects.filter(pk=alice_source.pk).update(webhook_secret="")
     response = push(alice_source.pk, secret="")
+    unknown = push(alice_source.pk + 1000, secret="")
+    assert (response.status_code, response.json()) == (unknown.status_code, unknown.json())
     assert response.status_code == 401
-    assert deliveries(alice_source)[0][2] == "source has no webhook secret"
     assert queued == []
 
 
-def test_unknown_source_is_404(alice_source, queued):
-    response = push(alice_source.pk + 1000)
-    assert response.status_code == 404
+def test_unknown_source_and_bad_signature_get_the_same_answer(alice_source, queued):
+    """Ids cannot be enumerated: same status, same body, same headers that matter."""
+    unknown = push(alice_source.pk + 1000)
+    bad = push(alice_source.pk, secret="not-the-secret")
+    assert unknown.status_code == bad.status_code == 401
+    assert unknown.content == bad.content
+    assert unknown.json() == {"detail": REFUSED_DETAIL}
+    assert unknown.get("Content-Type") == bad.get("Content-Type")
     assert queued == []
     assert WebhookDelivery.objects.count() == 0
 
 
-def test_disabled_source_is_404_even_when_signed(alice_source, queued):
+def test_disabled_source_is_409_only_when_correctly_signed(alice_source, queued):
     Source.objects.filter(pk=alice_source.pk).update(enabled=False)
     response = push(alice_source.pk)
-    assert response.status_code == 404
-    assert response.json() == push(alice_source.pk + 1000).json()  # same answer as missing
+    assert response.status_code == 409
+    assert response.json() == {"detail": "the source is disabled"}
+    # Without the secret a disabled source looks like any other refusal.
+    assert push(alice_source.pk, secret="guess").json() == {"detail": REFUSED_DETAIL}
     assert queued == []
-    assert deliveries(alice_source) == [("d-1", False, "source disabled", "203.0.113.7")]
+    assert deliveries(alice_source) == []
 
 
 def test_alices_secret_cannot_trigger_bobs_source(alice_source, bob_source, queued):
     response = push(bob_source.pk, secret=ALICE_SECRET)
     assert response.status_code == 401
     assert queued == []
-    assert deliveries(bob_source) == [("d-1", False, "bad signature", "203.0.113.7")]
+    assert deliveries(bob_source) == []
     assert deliveries(alice_source) == []
     # And bob's own secret works on his own source only.
     assert push(bob_source.pk, secret=BOB_SECRET).status_code == 202
@@ -186,9 +242,9 @@ def test_replayed_delivery_is_acknowledged_and_ignored(alice_source, queued):
     # A new id is a new push.
     assert push(alice_source.pk, delivery="abd").status_code == 202
     assert len(queued) == 2
+    # Duplicates write no row (a replay cannot fill the table).
     assert [row[:3] for row in deliveries(alice_source)] == [
         ("abc", True, "refresh queued"),
-        ("abc", False, "duplicate delivery"),
         ("abd", True, "refresh queued"),
     ]
 
@@ -215,9 +271,47 @@ def test_oversized_body_is_413_without_checking_the_signature(alice_source, queu
     settings.LODE_WEBHOOK_MAX_BODY_BYTES = 64
     response = push(alice_source.pk, b"x" * 65)
     assert response.status_code == 413
+    assert response.json() == {"detail": "body larger than 64 bytes"}
     assert queued == []
-    assert deliveries(alice_source)[0][1:3] == (False, "body larger than 64 bytes")
+    assert deliveries(alice_source) == []
     assert push(alice_source.pk, b"x" * 64, delivery="d-2").status_code == 202
+
+
+def test_refused_deliveries_are_rate_limited_per_address(alice_source, queued, settings, caplog):
+    """Before: 300 bad requests wrote 300 audit rows. Now: no rows, at most the limit of
+    log lines plus one saying the address is cut off, then 429 for the rest of the window —
+    even for a correctly signed delivery from that address; other addresses unaffected."""
+    settings.LODE_WEBHOOK_MAX_FAILURES = 5
+    with caplog.at_level(logging.WARNING, logger="lode.webhooks"):
+        statuses = [
+            push(alice_source.pk + (n % 3) * 1000, secret="wrong", delivery=f"b{n}").status_code
+            for n in range(40)
+        ]
+    assert statuses[:5] == [401] * 5
+    assert statuses[5:] == [429] * 35
+    assert WebhookDelivery.objects.count() == 0
+    warnings = [r for r in caplog.records if r.name == "lode.webhooks"]
+    assert len(warnings) == 6
+    assert "refused for the next" in warnings[-1].getMessage()
+    limited = push(alice_source.pk, delivery="good")
+    assert limited.status_code == 429
+    assert 0 < int(limited["Retry-After"]) <= webhooks.FAILURE_WINDOW_SECONDS + 1
+    assert "too many" in limited.json()["detail"]
+    assert queued == []
+    assert push(alice_source.pk, delivery="good", remote_addr="198.51.100.9").status_code == 202
+    assert queued == [(alice_source.pk, "webhook")]
+
+
+def test_the_failure_window_ends(alice_source, queued, settings, monkeypatch):
+    settings.LODE_WEBHOOK_MAX_FAILURES = 2
+    now = time.time()
+    monkeypatch.setattr(webhooks.time, "time", lambda: now)
+    for _ in range(2):
+        push(alice_source.pk, secret="wrong", timestamp=int(now))
+    assert push(alice_source.pk, timestamp=int(now)).status_code == 429
+    later = now + webhooks.FAILURE_WINDOW_SECONDS
+    monkeypatch.setattr(webhooks.time, "time", lambda: later)
+    assert push(alice_source.pk, timestamp=int(later)).status_code == 202
 
 
 def test_failure_to_queue_is_503_and_the_retry_is_taken(alice_source, monkeypatch):
@@ -316,6 +410,7 @@ def test_concurrent_duplicate_is_caught_by_the_constraint(alice_source, queued, 
     response = push(alice_source.pk, delivery="race")
     assert response.status_code == 200
     assert response.json()["status"] == "duplicate"
+    assert WebhookDelivery.objects.count() == 1
     assert queued == []
     assert WebhookDelivery.objects.filter(delivery_id="race", accepted=True).count() == 1
 

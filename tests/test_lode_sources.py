@@ -4,6 +4,7 @@ rotates and prints the new secret once."""
 
 from __future__ import annotations
 
+import time
 from io import StringIO
 from pathlib import Path
 
@@ -117,15 +118,17 @@ def test_secret_rotates_and_prints_once(sources):
     bob_source.refresh_from_db()
     assert secret and secret == bob_source.webhook_secret != "bob-old-secret"
     assert "not shown again" in err
+    assert "X-Lode-Timestamp" in err and '"<timestamp>.<raw body>"' in err  # how to sign
     # The printed secret is the one the webhook checks; the old one no longer works.
     url = f"/api/sources/{bob_source.pk}/webhook"
-    old = Client().post(
-        url, b"{}", "application/json", headers={"X-Lode-Signature": sign("bob-old-secret", b"{}")}
-    )
+    now = int(time.time())
+
+    def headers(key: str) -> dict[str, str]:
+        return {"X-Lode-Timestamp": str(now), "X-Lode-Signature": sign(key, b"{}", now)}
+
+    old = Client().post(url, b"{}", "application/json", headers=headers("bob-old-secret"))
     assert old.status_code == 401
-    new = Client().post(
-        url, b"{}", "application/json", headers={"X-Lode-Signature": sign(secret, b"{}")}
-    )
+    new = Client().post(url, b"{}", "application/json", headers=headers(secret))
     assert new.status_code == 202
 
 

@@ -4,11 +4,13 @@
     lode_sources reconcile [--enqueue] [--source ID ...]
                                       rescan every enabled source (schedules, missed pushes)
     lode_sources secret ID            rotate a source's webhook secret and print it once
+                                      (stdout), with how to sign deliveries (stderr)
 
 `reconcile` is the safety net behind push-triggered re-indexing (issue 6, item 6): run it
 from cron and a push that never arrived is caught up. It runs `scan_source` inline (trigger
 "reconcile"), one source after another, printing a line per source with its status and
-counts; a source whose scan raises is reported and the others still run. Exit status 1 when
+counts; a source whose scan raises is reported and the others still run; a source another
+scan is holding is reported "already scanning" and skipped (not a failure). Exit status 1 when
 any scan failed or partly failed, so cron mail and CI notice. With `--enqueue` it only queues
 `refresh_source` tasks for the worker and exits 0 once they are queued.
 """
@@ -81,10 +83,14 @@ class Command(BaseCommand):
                 enqueue_refresh(source, "reconcile")
                 self.stdout.write(f"{source.pk} {source.name}: queued")
                 continue
-            from externals.pipeline import scan_source
+            from externals.pipeline import ScanAlreadyRunning, scan_source
 
             try:
                 scan = scan_source(source, trigger="reconcile")
+            except ScanAlreadyRunning as exc:
+                # One scan per source at a time: the running one covers it; not a failure.
+                self.stdout.write(f"{source.pk} {source.name}: already scanning — {exc} Skipped.")
+                continue
             except Exception as exc:  # one broken source must not stop the others
                 failed += 1
                 self.stderr.write(f"{source.pk} {source.name}: error {type(exc).__name__}: {exc}")
@@ -105,7 +111,11 @@ class Command(BaseCommand):
 
         secret = rotate_webhook_secret(source)
         self.stderr.write(
-            f"New webhook secret for source {source.pk} ({source.name}); it is not shown again."
+            f"New webhook secret for source {source.pk} ({source.name}); it is not shown again.\n"
+            f"POST /api/sources/{source.pk}/webhook with X-Lode-Timestamp: <unix seconds> and "
+            "X-Lode-Signature: sha256=<hex HMAC-SHA256, keyed with the secret, of "
+            '"<timestamp>.<raw body>">; the timestamp must be within five minutes of this '
+            "server's clock. Optional X-Lode-Delivery: <unique id>."
         )
         self.stdout.write(secret)
 
