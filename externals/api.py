@@ -1,7 +1,8 @@
 """Sources over the API (issue 6): the same selectors and tasks as the pages.
 
     GET  /api/sources                 your sources, each with its last scan
-    POST /api/sources/{id}/refresh    queue a refresh of one of yours (202); others' are 404
+    POST /api/sources/{id}/refresh    queue a refresh of one of yours (202); others' are 404;
+                                      409 when it is disabled or already being scanned
     POST /api/sources/{id}/webhook    push-triggered refresh, signed (externals/webhooks.py)
 
 The first two use the API's normal authentication (session with CSRF, or a bearer token).
@@ -14,13 +15,15 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
 from externals import selectors
 from externals.models import ScanRecord, Source
+from externals.pipeline import scan_running_since
 from externals.webhooks import receive_webhook
+from lode_site.ids import DbId
 
 router = Router(tags=["sources"])
 
@@ -111,8 +114,10 @@ def list_sources(request: HttpRequest):
     return [_source_out(source, scans.get(source.pk)) for source in sources]
 
 
-@router.post("/{source_id}/refresh", response={202: QueuedOut, 404: DetailOut, 409: DetailOut})
-def refresh_source(request: HttpRequest, source_id: int):
+@router.post(
+    "/{id:source_id}/refresh", response={202: QueuedOut, 404: DetailOut, 409: DetailOut}
+)
+def refresh_source(request: HttpRequest, source_id: DbId):
     try:
         source = selectors.source_get(request.auth, source_id)
     except Source.DoesNotExist:
@@ -120,6 +125,16 @@ def refresh_source(request: HttpRequest, source_id: int):
     if not source.enabled:
         return Status(409, DetailOut(detail="The source is disabled."))
     from externals.tasks import enqueue_refresh
+
+    since = scan_running_since(source)
+    if since is not None:  # one scan per source at a time
+        return Status(
+            409,
+            DetailOut(
+                detail=f"Already scanning: a scan of this source has been running since "
+                f"{since.isoformat()}; refresh again once it has finished."
+            ),
+        )
 
     enqueue_refresh(source, "manual")
     return Status(202, QueuedOut(status="queued", source_id=source.pk))
@@ -134,14 +149,20 @@ def refresh_source(request: HttpRequest, source_id: int):
         202: QueuedOut,
         400: DetailOut,
         401: DetailOut,
-        404: DetailOut,
+        409: DetailOut,
         413: DetailOut,
+        429: DetailOut,
         503: DetailOut,
     },
 )
-def source_webhook(request: HttpRequest, source_id: int):
-    """Signed push: `X-Lode-Signature: sha256=<HMAC-SHA256(secret, raw body)>`, optional
-    `X-Lode-Delivery` id. 202 queued, 200 duplicate delivery, 401 bad or missing
-    signature, 404 unknown or disabled source, 413 body too large."""
+def source_webhook(request: HttpRequest, source_id: int, response: HttpResponse):
+    """Signed push: `X-Lode-Timestamp: <unix seconds>` and `X-Lode-Signature:
+    sha256=<hex HMAC-SHA256(secret, "<timestamp>." + raw body)>`, optional `X-Lode-Delivery`
+    id. 202 queued, 200 duplicate delivery; 401 for an unknown source or a bad signature
+    (the same answer), a missing signature or a timestamp more than five minutes off; 400
+    missing timestamp; 409 disabled source (correctly signed); 413 body too large; 429 too
+    many refused deliveries from this address (see `Retry-After`)."""
     outcome = receive_webhook(request, source_id)
+    for name, value in outcome.headers.items():
+        response[name] = value
     return Status(outcome.status, outcome.body)

@@ -11,6 +11,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja import NinjaAPI
+from ninja.openapi.schema import OpenAPISchema
 from ninja.security import HttpBearer, django_auth
 
 from lode_site.models import ApiToken, token_digest
@@ -31,7 +32,76 @@ class TokenAuth(HttpBearer):
         return row.user
 
 
-api = NinjaAPI(
+_DETAIL_SCHEMA = {
+    "type": "object",
+    "properties": {"detail": {"type": "string"}},
+    "required": ["detail"],
+}
+# Ninja's request-validation answer: one entry per bad field, each saying where and what.
+_VALIDATION_SCHEMA = {
+    "type": "object",
+    "properties": {"detail": {"type": "array", "items": {"type": "object"}}},
+    "required": ["detail"],
+}
+# Answers that come from the API as a whole rather than from one endpoint's code.
+_COMMON_RESPONSES = {
+    "400": {"description": "The request body is not JSON (or not the declared content type)."},
+    "401": {"description": "Not signed in (no session, or a missing or unknown bearer token)."},
+    "404": {
+        "description": "No endpoint matches the URL (for instance an id outside 1..2**63-1).",
+    },
+    "422": {
+        "description": "The request does not match this endpoint's parameters or body schema: "
+        "`detail` lists each problem with its location.",
+    },
+    "503": {"description": "The request ran out of its time budget and was stopped."},
+}
+
+
+class LodeNinjaAPI(NinjaAPI):
+    """The NinjaAPI whose OpenAPI schema also declares the answers every endpoint can give
+    besides its own: 400 (an unparseable body), 401 (authentication), 422 (request
+    validation), 404 (path ids that match no URL) and 503 (time budget, on reads and
+    asks). Endpoints declare the rest themselves (`response={...}`), so the schema lists
+    every status code the API returns (tests/test_schemathesis.py checks it)."""
+
+    def get_openapi_schema(
+        self, *, path_prefix: str | None = None, path_params: dict | None = None
+    ) -> OpenAPISchema:
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        for path, operations in schema.get("paths", {}).items():
+            for method, operation in operations.items():
+                _declare_common_responses(path, method.lower(), operation)
+        return schema
+
+
+def _declare_common_responses(path: str, method: str, operation: dict) -> None:
+    # Ninja keys responses by int; JSON makes them strings. Use strings, so an endpoint's own
+    # declaration of a code (say, evidence's 404 body) is found and kept.
+    responses = {str(code): body for code, body in operation.get("responses", {}).items()}
+    operation["responses"] = responses
+
+    def declare(code: str, body: dict) -> None:
+        if code not in responses:
+            responses[code] = {
+                **_COMMON_RESPONSES[code],
+                "content": {"application/json": {"schema": body}},
+            }
+
+    if operation.get("security"):
+        declare("401", _DETAIL_SCHEMA)
+    if operation.get("requestBody"):
+        declare("400", _DETAIL_SCHEMA)
+    if operation.get("parameters") or operation.get("requestBody"):
+        declare("422", _VALIDATION_SCHEMA)
+    if "{" in path:
+        declare("404", _DETAIL_SCHEMA)
+    if method == "get" or path.rstrip("/") == "/api/ask":
+        # Reads and asks run under a time budget (lode_site/budget.py, budget_seconds_for).
+        declare("503", _DETAIL_SCHEMA)
+
+
+api = LodeNinjaAPI(
     title="lode API",
     version="1",
     description="Search, notes and (later) cited answers over your own notes.",

@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from lode_site import views
+from lode_site import ids, views  # noqa: F401  (ids registers the `<id:...>` converter first)
 from lode_site.api import api
 from retrieval.ask_views import ask_page, ask_permalink
 from retrieval.evidence_views import evidence_page
@@ -15,12 +15,17 @@ urlpatterns = [
     path("notes/", include("notes.urls")),
     path("", include("externals.urls")),
     path("ask", ask_page, name="ask"),
-    path("ask/<int:trace_id>", ask_permalink, name="ask-permalink"),
+    path("ask/<id:trace_id>", ask_permalink, name="ask-permalink"),
     path("search/help", search_help, name="search-help"),
     path("search", include("retrieval.urls")),
     path(
-        "evidence/<int:document_id>/<int:version_id>/<int:passage_id>/<str:sha256>/",
+        "evidence/<id:document_id>/<id:version_id>/<id:passage_id>/<str:sha256>/",
         evidence_page,
         name="evidence",
     ),
 ]
+
+# JSON under /api/, Django's pages elsewhere (lode_site/errors.py).
+handler400 = "lode_site.errors.bad_request"
+handler404 = "lode_site.errors.not_found"
+handler500 = "lode_site.errors.server_error"

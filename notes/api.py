@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.http import HttpRequest
-from ninja import Router, Schema, Status
+from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
 
+from lode_site.ids import DbId, Offset
 from notes import selectors, services
 from notes.models import Document, Version
 
@@ -40,7 +41,23 @@ class NoteIn(Schema):
 
 
 class NoteUpdateIn(NoteIn):
-    base_version_id: int
+    base_version_id: DbId = Field(
+        description="The id of the version this edit started from (the head you read). If "
+        "the note has moved on since, the edit is refused with 409 and both texts; an id "
+        "that is not a version of this note is a 400."
+    )
+
+
+class RestoreIn(Schema):
+    base_version_id: DbId = Field(
+        description="The id of the head version you saw when choosing to restore. If the "
+        "note has moved on since, nothing is restored (409); an id that is not a version of "
+        "this note is a 400."
+    )
+
+
+class ErrorOut(Schema):
+    detail: str
 
 
 class ConflictOut(Schema):
@@ -82,6 +99,7 @@ def _note_out(note: Document) -> NoteOut:
 
 
 def _get(request: HttpRequest, note_id: int) -> Document:
+    """The caller's live note, or a 404 (someone else's note looks like a missing one)."""
     try:
         return selectors.note_get(request.auth, note_id)
     except Document.DoesNotExist:
@@ -89,13 +107,18 @@ def _get(request: HttpRequest, note_id: int) -> Document:
 
 
 @router.get("/", response=list[NoteOut])
-def list_notes(request: HttpRequest, tag: str | None = None, limit: int = 100, offset: int = 0):
+def list_notes(
+    request: HttpRequest,
+    tag: str | None = None,
+    limit: int = Query(100, description="At most this many notes (clamped to 1..500)."),
+    offset: Offset = 0,
+):
     limit = max(1, min(limit, 500))
     notes = selectors.notes_for_user(request.auth, tag=tag)[offset : offset + limit]
     return [_note_out(note) for note in notes]
 
 
-@router.post("/", response={201: NoteOut})
+@router.post("/", response={201: NoteOut, 400: ErrorOut})
 def create_note(request: HttpRequest, payload: NoteIn):
     note = services.note_create(
         owner=request.auth, title=payload.title, body=payload.body, tags=payload.tags
@@ -103,13 +126,17 @@ def create_note(request: HttpRequest, payload: NoteIn):
     return Status(201, _note_out(note))
 
 
-@router.get("/{note_id}", response=NoteOut)
-def get_note(request: HttpRequest, note_id: int):
+@router.get("/{id:note_id}", response={200: NoteOut, 404: ErrorOut})
+def get_note(request: HttpRequest, note_id: DbId):
     return _note_out(_get(request, note_id))
 
 
-@router.put("/{note_id}", response={200: NoteOut, 409: ConflictOut})
-def update_note(request: HttpRequest, note_id: int, payload: NoteUpdateIn):
+@router.put(
+    "/{id:note_id}", response={200: NoteOut, 400: ErrorOut, 404: ErrorOut, 409: ConflictOut}
+)
+def update_note(request: HttpRequest, note_id: DbId, payload: NoteUpdateIn):
+    """Save an edit. 409 (with both texts) when the note changed since `base_version_id`;
+    400 when `base_version_id` is not a version of this note or the content is invalid."""
     note = _get(request, note_id)
     try:
         services.note_update(
@@ -121,32 +148,33 @@ def update_note(request: HttpRequest, note_id: int, payload: NoteUpdateIn):
             tags=payload.tags,
         )
     except services.EditConflict as exc:
-        return Status(
-            409,
-            ConflictOut(
-                detail=str(exc),
-                base_version=_summary(exc.base),
-                head_version=_summary(exc.head),
-                head_title=exc.head.title,
-                head_body=exc.head.body,
-            ),
-        )
+        return Status(409, _conflict_out(exc))
     return Status(200, _note_out(_get(request, note_id)))
 
 
-@router.delete("/{note_id}", response={204: None})
-def delete_note(request: HttpRequest, note_id: int):
+def _conflict_out(exc: services.EditConflict) -> ConflictOut:
+    return ConflictOut(
+        detail=str(exc),
+        base_version=_summary(exc.base),
+        head_version=_summary(exc.head),
+        head_title=exc.head.title,
+        head_body=exc.head.body,
+    )
+
+
+@router.delete("/{id:note_id}", response={204: None, 404: ErrorOut})
+def delete_note(request: HttpRequest, note_id: DbId):
     services.note_delete(document=_get(request, note_id), user=request.auth)
     return Status(204, None)
 
 
-@router.get("/{note_id}/versions", response=list[VersionSummary])
-def list_versions(request: HttpRequest, note_id: int):
+@router.get("/{id:note_id}/versions", response={200: list[VersionSummary], 404: ErrorOut})
+def list_versions(request: HttpRequest, note_id: DbId):
     return [_summary(v) for v in selectors.note_versions(_get(request, note_id))]
 
 
-@router.get("/{note_id}/versions/{version_id}", response=VersionOut)
-def get_version(request: HttpRequest, note_id: int, version_id: int):
+@router.get("/{id:note_id}/versions/{id:version_id}", response={200: VersionOut, 404: ErrorOut})
+def get_version(request: HttpRequest, note_id: DbId, version_id: DbId):
     note = _get(request, note_id)
     try:
         version = note.versions.get(pk=version_id)
@@ -161,11 +189,24 @@ def get_version(request: HttpRequest, note_id: int, version_id: int):
     )
 
 
-@router.post("/{note_id}/versions/{version_id}/restore", response=NoteOut)
-def restore_version(request: HttpRequest, note_id: int, version_id: int):
+@router.post(
+    "/{id:note_id}/versions/{id:version_id}/restore",
+    response={200: NoteOut, 400: ErrorOut, 404: ErrorOut, 409: ConflictOut},
+)
+def restore_version(request: HttpRequest, note_id: DbId, version_id: DbId, payload: RestoreIn):
+    """Write an old version's content as a new head version. `base_version_id` is the head
+    you saw: 409 (nothing restored, the current text returned) when the note changed since,
+    as for an edit; 400 when it is not a version of this note."""
     note = _get(request, note_id)
     try:
-        services.note_restore(document=note, user=request.auth, version_id=version_id)
+        services.note_restore(
+            document=note,
+            user=request.auth,
+            version_id=version_id,
+            base_version_id=payload.base_version_id,
+        )
     except Version.DoesNotExist:
         raise HttpError(404, "No such version of this note.") from None
-    return _note_out(_get(request, note_id))
+    except services.EditConflict as exc:
+        return Status(409, _conflict_out(exc))
+    return Status(200, _note_out(_get(request, note_id)))

@@ -38,15 +38,63 @@ class EditConflict(Exception):
     """The note's head moved since the edit began; nothing was saved."""
 
     def __init__(self, *, document: Document, base: Version, head: Version, title: str, body: str):
-        super().__init__(
-            f"This note was changed (version {head.number}) after you started editing "
-            f"version {base.number}. Your text was not saved; compare and save again."
-        )
+        super().__init__(self.describe(base=base, head=head))
         self.document = document
         self.base = base
         self.head = head
         self.title = title
         self.body = body
+
+    @staticmethod
+    def describe(*, base: Version, head: Version) -> str:
+        return (
+            f"This note was changed (version {head.number}) after you started editing "
+            f"version {base.number}. Your text was not saved; compare and save again."
+        )
+
+
+class RestoreConflict(EditConflict):
+    """The note's head moved since the user chose to restore an old version; nothing was
+    saved. `title` and `body` are the old version's, the text the restore would have written.
+    """
+
+    @staticmethod
+    def describe(*, base: Version, head: Version) -> str:
+        return (
+            f"This note was changed (now version {head.number}) after you looked at it as "
+            f"version {base.number}. Nothing was restored; review the current version and "
+            "restore again if you still want to."
+        )
+
+
+class UnknownBaseVersion(ValidationError):
+    """The version a write says it was based on is not a version of this note."""
+
+    def __init__(self, *, base_version_id: int, head: Version):
+        super().__init__(
+            f"Version id {base_version_id} is not a version of this note, so there is "
+            f"nothing to base this change on. The current version is id {head.pk} "
+            f"(version {head.number}); reload the note and try again."
+        )
+        self.head = head
+
+
+def _check_base(
+    locked: Document, base_version_id: int, *, title: str, body: str, conflict: type[EditConflict]
+) -> Version:
+    """The head, if it is the version the write was based on; raise otherwise.
+
+    A base that is not a version of this note at all (a typo, another note's version, a
+    version that never existed) is an `UnknownBaseVersion` that says so, not a conflict: there
+    is nothing to compare with. A real older version of this note is a `conflict`.
+    """
+    head = locked.head
+    if locked.head_id == base_version_id:
+        return head
+    base = Version.objects.filter(pk=base_version_id, document=locked).first()
+    if base is None:
+        raise UnknownBaseVersion(base_version_id=base_version_id, head=head)
+    raise conflict(document=locked, base=base, head=head, title=title, body=body)
 
 
 @dataclass(frozen=True)
@@ -194,10 +242,13 @@ def note_create(
 
 
 def _locked(document: Document, user: AbstractBaseUser) -> Document:
-    """Re-read the document under a row lock and check the user owns it and it is live."""
-    locked = (
-        Document.objects.select_for_update(of=("self",)).select_related("head").get(pk=document.pk)
-    )
+    """Re-read the document under a row lock and check the user owns it and it is live.
+
+    The head is not joined into the locking query: on PostgreSQL a writer that waited for
+    the lock gets the document row as committed meanwhile, but a joined row as of its first
+    read (a stale or missing head). `locked.head` is read after the lock, from `head_id`.
+    """
+    locked = Document.objects.select_for_update().get(pk=document.pk)
     if locked.owner_id != user.pk:
         raise PermissionDenied("You cannot change this note.")
     if locked.deleted_at is not None:
@@ -224,12 +275,7 @@ def note_update(
     manual = parse_tags(tags) if tags is not None else None
     with transaction.atomic():
         locked = _locked(document, user)
-        head = locked.head
-        if head is None or head.pk != base_version_id:
-            base = Version.objects.filter(pk=base_version_id, document=locked).first()
-            raise EditConflict(
-                document=locked, base=base or head, head=head, title=title, body=body
-            )
+        head = _check_base(locked, base_version_id, title=title, body=body, conflict=EditConflict)
         if manual is None:
             manual = tuple(
                 locked.documenttag_set.filter(from_body=False).values_list("tag__name", flat=True)
@@ -242,11 +288,23 @@ def note_update(
     return version
 
 
-def note_restore(*, document: Document, user: AbstractBaseUser, version_id: int) -> Version:
-    """Restore an old version by writing its content as a new head version."""
+def note_restore(
+    *, document: Document, user: AbstractBaseUser, version_id: int, base_version_id: int
+) -> Version:
+    """Restore an old version by writing its content as a new head version.
+
+    `base_version_id` is the head the user saw when choosing to restore. Like an edit, the
+    restore is refused with a `RestoreConflict` (and saves nothing) when the head has moved
+    since: two restores started from the same page make one new version, not two, and a
+    restore never silently overwrites an edit saved meanwhile. Raises `Version.DoesNotExist`
+    when `version_id` is not a version of this note.
+    """
     with transaction.atomic():
         locked = _locked(document, user)
         old = Version.objects.get(pk=version_id, document=locked)
+        _check_base(
+            locked, base_version_id, title=old.title, body=old.body, conflict=RestoreConflict
+        )
         manual = tuple(
             locked.documenttag_set.filter(from_body=False).values_list("tag__name", flat=True)
         )

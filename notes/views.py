@@ -6,12 +6,13 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from notes import selectors, services
-from notes.forms import NoteForm
+from notes.forms import NoteForm, RestoreForm
 from notes.models import Document, Version
-from notes.rendering import render_markdown
+from notes.rendering import NoSuchPart, RenderedPart, rendered_part
 
 
 def _note_or_404(request: HttpRequest, note_id: int) -> Document:
@@ -32,18 +33,44 @@ def note_list(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _text_response(message: str, status: int) -> HttpResponse:
+    return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
+
+
+def _part_or_error(request: HttpRequest, version: Version) -> RenderedPart | HttpResponse:
+    """The part of `version`'s rendering that `?part=N` asks for (the first by default), or
+    the 400/404 response that says why there is none."""
+    raw = request.GET.get("part", "1")
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
+        return _text_response(f"“part” must be a whole number from 1; got “{raw[:40]}”.", 400)
+    try:
+        return rendered_part(sha256=version.sha256, body=version.body, number=int(raw))
+    except NoSuchPart as exc:
+        return _text_response(str(exc), 404)
+
+
+def _rendered_page(
+    request: HttpRequest, template: str, version: Version, part_url: str, context: dict
+) -> HttpResponse:
+    """A page showing one part of `version`; htmx's "Show more" gets that part alone."""
+    part = _part_or_error(request, version)
+    if isinstance(part, HttpResponse):
+        return part
+    context = {**context, "version": version, "part": part, "part_url": part_url}
+    if request.htmx and "part" in request.GET:
+        return render(request, "notes/_rendered_part.html", context)
+    return render(request, template, context)
+
+
 @require_GET
 def note_detail(request: HttpRequest, note_id: int) -> HttpResponse:
     note = _note_or_404(request, note_id)
-    return render(
+    return _rendered_page(
         request,
         "notes/detail.html",
-        {
-            "note": note,
-            "version": note.head,
-            "rendered": render_markdown(note.head.body),
-            "tags": selectors.note_tags(note),
-        },
+        note.head,
+        reverse("notes:detail", args=[note.pk]),
+        {"note": note, "tags": selectors.note_tags(note)},
     )
 
 
@@ -75,6 +102,7 @@ def note_create(request: HttpRequest) -> HttpResponse:
 def note_edit(request: HttpRequest, note_id: int) -> HttpResponse:
     note = _note_or_404(request, note_id)
     conflict: services.EditConflict | None = None
+    status = 200
     if request.method == "POST":
         form = NoteForm(request.POST)
         if form.is_valid():
@@ -95,6 +123,15 @@ def note_edit(request: HttpRequest, note_id: int) -> HttpResponse:
                 data["base_version"] = str(exc.head.pk)
                 form = NoteForm(data)
                 form.is_valid()
+            except services.UnknownBaseVersion as exc:
+                # Nothing to compare with: say so, and base the kept text on the current head
+                # so that saving again is possible (and deliberate).
+                data = request.POST.copy()
+                data["base_version"] = str(exc.head.pk)
+                form = NoteForm(data)
+                form.is_valid()
+                _form_errors(form, exc)
+                status = 400
             except ValidationError as exc:
                 _form_errors(form, exc)
             else:
@@ -111,7 +148,8 @@ def note_edit(request: HttpRequest, note_id: int) -> HttpResponse:
                 "base_version": note.head.pk,
             }
         )
-    status = 409 if conflict else 200
+    if conflict:
+        status = 409
     return render(
         request,
         "notes/form.html",
@@ -132,9 +170,16 @@ def note_delete(request: HttpRequest, note_id: int) -> HttpResponse:
 
 @require_GET
 def note_history(request: HttpRequest, note_id: int) -> HttpResponse:
-    note = _note_or_404(request, note_id)
+    return _history(request, _note_or_404(request, note_id))
+
+
+def _history(request: HttpRequest, note: Document, *, status: int = 200) -> HttpResponse:
+    note.refresh_from_db()  # a refused restore shows the head as it is now
     return render(
-        request, "notes/history.html", {"note": note, "versions": selectors.note_versions(note)}
+        request,
+        "notes/history.html",
+        {"note": note, "versions": selectors.note_versions(note)},
+        status=status,
     )
 
 
@@ -145,19 +190,41 @@ def version_detail(request: HttpRequest, note_id: int, version_id: int) -> HttpR
         version = note.versions.get(pk=version_id)
     except Version.DoesNotExist:
         raise Http404("No such version of this note.") from None
-    return render(
+    return _rendered_page(
         request,
         "notes/version.html",
-        {"note": note, "version": version, "rendered": render_markdown(version.body)},
+        version,
+        reverse("notes:version", args=[note.pk, version.pk]),
+        {"note": note},
     )
 
 
 @require_POST
 def version_restore(request: HttpRequest, note_id: int, version_id: int) -> HttpResponse:
+    """Restore `version_id` on top of the head the user saw (the form's `base_version`).
+
+    When the note changed since that page was shown, nothing is restored and the history
+    page comes back (409) saying so, with the current versions to choose from again.
+    """
     note = _note_or_404(request, note_id)
+    form = RestoreForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Nothing was restored: {form.first_error()}")
+        return _history(request, note, status=400)
     try:
-        version = services.note_restore(document=note, user=request.user, version_id=version_id)
+        version = services.note_restore(
+            document=note,
+            user=request.user,
+            version_id=version_id,
+            base_version_id=form.cleaned_data["base_version"],
+        )
     except Version.DoesNotExist:
         raise Http404("No such version of this note.") from None
+    except services.EditConflict as exc:
+        messages.error(request, str(exc))
+        return _history(request, note, status=409)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return _history(request, note, status=400)
     messages.success(request, f"Restored as version {version.number}.")
     return redirect("notes:detail", note_id=note.pk)

@@ -169,6 +169,80 @@ def test_update_with_stale_base_is_409_with_both_versions(alice_client, alice, a
     assert state(alice_note) == before
 
 
+@pytest.mark.parametrize("whose", ["other note", "bob's note", "missing"])
+def test_update_naming_a_base_that_is_no_version_of_the_note_is_400(
+    alice_client, alice, bob, alice_note, whose
+):
+    """Not the old misleading "changed (version 1) after you started editing version 1":
+    the answer says the id is not a version of this note and names the current one."""
+    base_id = {
+        "other note": services.note_create(owner=alice, title="O", body="o").head_id,
+        "bob's note": services.note_create(owner=bob, title="B", body="b").head_id,
+        "missing": alice_note.head_id + 1000,
+    }[whose]
+    before = state(alice_note)
+    response = put(
+        alice_client,
+        f"/api/notes/{alice_note.pk}",
+        {"title": "Mine", "body": "text", "base_version_id": base_id},
+    )
+    assert response.status_code == 400
+    detail = response.json()["detail"]
+    assert f"Version id {base_id} is not a version of this note" in detail
+    assert f"current version is id {alice_note.head_id} (version 1)" in detail
+    assert "after you started editing" not in detail
+    assert state(alice_note) == before
+
+
+def test_restore_needs_the_base_version(alice_client, alice, alice_note):
+    v1 = alice_note.head
+    services.note_update(
+        document=alice_note, user=alice, base_version_id=v1.pk, title="T2", body="second"
+    )
+    before = state(alice_note)
+    response = post(alice_client, f"/api/notes/{alice_note.pk}/versions/{v1.pk}/restore")
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"][-1] == "base_version_id"
+    assert state(alice_note) == before
+
+
+def test_restore_from_a_stale_head_is_409(alice_client, alice, alice_note):
+    v1 = alice_note.head
+    v2 = services.note_update(
+        document=alice_note, user=alice, base_version_id=v1.pk, title="T2", body="second"
+    )
+    url = f"/api/notes/{alice_note.pk}/versions/{v1.pk}/restore"
+    response = post(alice_client, url, {"base_version_id": v2.pk})
+    assert response.status_code == 200
+    restored = response.json()["version"]
+    before = state(alice_note)
+    response = post(alice_client, url, {"base_version_id": v2.pk})  # the same page, again
+    assert response.status_code == 409
+    data = response.json()
+    assert "Nothing was restored" in data["detail"]
+    assert data["base_version"]["id"] == v2.pk
+    assert data["head_version"]["id"] == restored["id"]
+    assert data["head_body"] == v1.body
+    assert state(alice_note) == before
+
+
+def test_restore_naming_a_base_of_another_note_is_400(alice_client, alice, alice_note):
+    v1 = alice_note.head
+    v2 = services.note_update(
+        document=alice_note, user=alice, base_version_id=v1.pk, title="T2", body="second"
+    )
+    other = services.note_create(owner=alice, title="O", body="o")
+    before = state(alice_note)
+    response = post(
+        alice_client,
+        f"/api/notes/{alice_note.pk}/versions/{v1.pk}/restore",
+        {"base_version_id": other.head_id},
+    )
+    assert response.status_code == 400
+    assert f"current version is id {v2.pk} (version 2)" in response.json()["detail"]
+    assert state(alice_note) == before
+
+
 def test_update_identical_content_writes_no_version(alice_client, alice_note):
     response = put(
         alice_client,
@@ -225,7 +299,12 @@ def test_versions_and_restore(alice_client, alice, alice_note):
     assert detail["extractor_version"] == services.NOTE_EXTRACTOR_VERSION
     assert detail["parent_id"] is None
 
-    response = post(alice_client, f"/api/notes/{alice_note.pk}/versions/{v1.pk}/restore")
+    alice_note.refresh_from_db()
+    response = post(
+        alice_client,
+        f"/api/notes/{alice_note.pk}/versions/{v1.pk}/restore",
+        {"base_version_id": alice_note.head_id},
+    )
     assert response.status_code == 200
     data = response.json()
     assert data["body"] == v1.body
@@ -239,7 +318,8 @@ def test_unknown_version_is_404(alice_client, alice, alice_note):
     url = f"/api/notes/{alice_note.pk}/versions/{other.head_id}"
     assert alice_client.get(url).status_code == 404
     before = state(alice_note)
-    assert post(alice_client, url + "/restore").status_code == 404
+    response = post(alice_client, url + "/restore", {"base_version_id": alice_note.head_id})
+    assert response.status_code == 404
     assert state(alice_note) == before
 
 

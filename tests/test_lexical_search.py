@@ -132,7 +132,10 @@ def test_restore_brings_old_words_back(alice, alice_note):
         title="Deploy runbook",
         body="giraffe only",
     )
-    services.note_restore(document=alice_note, user=alice, version_id=v1.pk)
+    alice_note.refresh_from_db()
+    services.note_restore(
+        document=alice_note, user=alice, version_id=v1.pk, base_version_id=alice_note.head_id
+    )
     assert doc_ids(find(alice, "certbot")) == {alice_note.pk}
     assert doc_ids(find(alice, "giraffe")) == set()
 

@@ -4,9 +4,11 @@ validation, permissions, and the head passages each write leaves behind."""
 from __future__ import annotations
 
 import hashlib
+import threading
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import connection
 
 from notes import selectors, services
 from notes.models import Document, DocumentTag, Tag, Version
@@ -33,6 +35,14 @@ def counts() -> tuple[int, int, int, int]:
         Version.objects.count(),
         Passage.objects.count(),
         DocumentTag.objects.count(),
+    )
+
+
+def restore(note: Document, user, version: Version) -> Version:
+    """Restore `version` on top of the note's current head (what a fresh page shows)."""
+    note.refresh_from_db()
+    return services.note_restore(
+        document=note, user=user, version_id=version.pk, base_version_id=note.head_id
     )
 
 
@@ -165,18 +175,76 @@ def test_stale_edit_raises_conflict_and_saves_nothing(alice, alice_note):
     assert set(Passage.objects.filter(is_head=True).values_list("pk", flat=True)) == head_passages
 
 
-def test_edit_with_unknown_base_version_is_a_conflict(alice, alice_note, bob):
+@pytest.mark.parametrize("whose", ["other note", "bob's note", "missing"])
+def test_edit_with_unknown_base_version_says_so(alice, alice_note, bob, whose):
+    """A base that is no version of this note is not a conflict (there is nothing to compare
+    with): the error names the id and the current version instead of claiming "changed
+    (version 1) after you started editing version 1"."""
+    other = services.note_create(owner=alice, title="Other", body="other body")
+    bobs = services.note_create(owner=bob, title="Bob's", body="bob body")
+    base_id = {
+        "other note": other.head_id,
+        "bob's note": bobs.head_id,
+        "missing": Version.objects.order_by("-pk").first().pk + 1000,
+    }[whose]
+    before = counts()
+    with pytest.raises(ValidationError) as info:
+        services.note_update(
+            document=alice_note, user=alice, base_version_id=base_id, title="x", body="y"
+        )
+    message = " ".join(info.value.messages)
+    assert f"Version id {base_id} is not a version of this note" in message
+    assert f"id {alice_note.head_id} (version 1)" in message
+    assert "bob" not in message.casefold()
+    assert counts() == before
+
+
+def test_restore_with_unknown_base_version_says_so(alice, alice_note):
+    v1 = alice_note.head
+    edit(alice_note, alice, "second")
     other = services.note_create(owner=alice, title="Other", body="other body")
     before = counts()
-    with pytest.raises(services.EditConflict):
-        services.note_update(
-            document=alice_note,
-            user=alice,
-            base_version_id=other.head.pk,  # a version of a different note
-            title="x",
-            body="y",
+    with pytest.raises(ValidationError, match=f"Version id {other.head_id} is not a version"):
+        services.note_restore(
+            document=alice_note, user=alice, version_id=v1.pk, base_version_id=other.head_id
         )
     assert counts() == before
+
+
+def test_restore_from_a_stale_page_is_a_conflict(alice, alice_note):
+    """Restore carries the head the user saw; if the note moved since, nothing is written
+    (the same conflict type as an edit, with the current head to show)."""
+    v1 = alice_note.head
+    v2 = edit(alice_note, alice, "second")
+    v3 = edit(alice_note, alice, "third, saved in another tab")
+    before = counts()
+    with pytest.raises(services.RestoreConflict) as info:
+        services.note_restore(
+            document=alice_note, user=alice, version_id=v1.pk, base_version_id=v2.pk
+        )
+    conflict = info.value
+    assert isinstance(conflict, services.EditConflict)
+    assert (conflict.base.pk, conflict.head.pk) == (v2.pk, v3.pk)
+    assert conflict.body == v1.body  # what the restore would have written
+    assert "Nothing was restored" in str(conflict)
+    assert counts() == before
+    alice_note.refresh_from_db()
+    assert alice_note.head_id == v3.pk
+
+
+def test_second_restore_from_the_same_page_is_a_conflict(alice, alice_note):
+    v1 = alice_note.head
+    v2 = edit(alice_note, alice, "second")
+    first = services.note_restore(
+        document=alice_note, user=alice, version_id=v1.pk, base_version_id=v2.pk
+    )
+    with pytest.raises(services.RestoreConflict):
+        services.note_restore(
+            document=alice_note, user=alice, version_id=v1.pk, base_version_id=v2.pk
+        )
+    alice_note.refresh_from_db()
+    assert alice_note.head_id == first.pk
+    assert alice_note.versions.count() == 3
 
 
 # --------------------------------------------------------------------------
@@ -207,7 +275,7 @@ def test_restore_creates_new_version_with_old_content(alice, alice_note):
     v1 = alice_note.head
     alice_note_body_v1 = v1.body
     edit(alice_note, alice, "replacement text #newtag", title="Replaced")
-    restored = services.note_restore(document=alice_note, user=alice, version_id=v1.pk)
+    restored = restore(alice_note, alice, v1)
     alice_note.refresh_from_db()
     assert restored.number == 3
     assert restored.pk != v1.pk
@@ -227,7 +295,7 @@ def test_restore_version_of_another_note_fails(alice, alice_note):
     other = services.note_create(owner=alice, title="Other", body="other")
     before = counts()
     with pytest.raises(Version.DoesNotExist):
-        services.note_restore(document=alice_note, user=alice, version_id=other.head.pk)
+        restore(alice_note, alice, other.head)
     assert counts() == before
 
 
@@ -258,7 +326,7 @@ def test_bob_cannot_restore_alices_note(alice, alice_note, bob):
     edit(alice_note, alice, "second")
     before = counts()
     with pytest.raises(PermissionDenied):
-        services.note_restore(document=alice_note, user=bob, version_id=v1.pk)
+        restore(alice_note, bob, v1)
     assert counts() == before
 
 
@@ -447,7 +515,7 @@ def test_edit_moves_head_flag_to_new_passages(alice, alice_note):
 def test_restore_makes_restored_passages_head(alice, alice_note):
     v1 = alice_note.head
     v2 = edit(alice_note, alice, "interim text")
-    v3 = services.note_restore(document=alice_note, user=alice, version_id=v1.pk)
+    v3 = restore(alice_note, alice, v1)
     heads = Passage.objects.filter(document=alice_note, is_head=True)
     assert heads.exists()
     assert set(heads.values_list("version_id", flat=True)) == {v3.pk}
@@ -473,3 +541,122 @@ def test_conflict_leaves_passages_unchanged(alice, alice_note):
         snapshot
     )
     assert Passage.objects.filter(version=v2, is_head=True).exists()
+
+
+# --------------------------------------------------------------------------
+# Concurrent restores (PostgreSQL: real row locks between connections)
+# --------------------------------------------------------------------------
+
+
+def _race(calls: list) -> list[object]:
+    """Run each zero-argument callable in its own thread, all released at once; each thread
+    uses (and closes) its own database connection. Returns results or exceptions, in order."""
+    from django.db import connection
+
+    barrier = threading.Barrier(len(calls))
+    results: list[object] = [None] * len(calls)
+
+    def run(index: int, call) -> None:
+        try:
+            barrier.wait(timeout=30)
+            results[index] = call()
+        except Exception as exc:
+            results[index] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads)
+    return results
+
+
+postgresql_only = pytest.mark.skipif(
+    connection.vendor != "postgresql",
+    reason="row locks between concurrent connections are PostgreSQL's (SQLite has one writer)",
+)
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_restores_from_one_page_make_one_version(alice, alice_note):
+    """Five restores started from the same page (head v2) used to write five identical
+    versions; now exactly one succeeds and four are refused as conflicts."""
+    v1 = alice_note.head
+    v2 = edit(alice_note, alice, "second")
+
+    def restore_v1():
+        note = Document.objects.get(pk=alice_note.pk)
+        return services.note_restore(
+            document=note, user=alice, version_id=v1.pk, base_version_id=v2.pk
+        )
+
+    results = _race([restore_v1] * 5)
+    written = [r for r in results if isinstance(r, Version)]
+    refused = [r for r in results if isinstance(r, services.RestoreConflict)]
+    assert len(written) == 1, results
+    assert len(refused) == 4, results
+    alice_note.refresh_from_db()
+    assert alice_note.versions.count() == 3
+    assert alice_note.head_id == written[0].pk
+    assert alice_note.head.body == v1.body
+    assert {c.head.pk for c in refused} == {written[0].pk}  # each saw the real head
+    assert set(Passage.objects.filter(is_head=True, document=alice_note).values_list(
+        "version_id", flat=True)) == {written[0].pk}  # fmt: skip
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_restores_and_edit_from_one_head_make_one_version(alice, alice_note):
+    """Restores racing an edit, all based on the same head: one write wins, the rest are
+    conflicts — a restore never silently overwrites the edit (or the other way round)."""
+    v1 = alice_note.head
+    v2 = edit(alice_note, alice, "second")
+
+    def restore_v1():
+        note = Document.objects.get(pk=alice_note.pk)
+        return services.note_restore(
+            document=note, user=alice, version_id=v1.pk, base_version_id=v2.pk
+        )
+
+    def edit_from_v2():
+        note = Document.objects.get(pk=alice_note.pk)
+        return services.note_update(
+            document=note, user=alice, base_version_id=v2.pk, title="T", body="edited"
+        )
+
+    results = _race([restore_v1, restore_v1, edit_from_v2, restore_v1, restore_v1, restore_v1])
+    written = [r for r in results if isinstance(r, Version)]
+    refused = [r for r in results if isinstance(r, services.EditConflict)]
+    assert (len(written), len(refused)) == (1, 5), results
+    alice_note.refresh_from_db()
+    assert alice_note.versions.count() == 3
+    assert alice_note.head_id == written[0].pk
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_edits_from_one_head_make_one_version(alice, alice_note):
+    """Writers that waited for the row lock see the head as committed meanwhile (the lock
+    query used to join the head as of its first read, so waiters saw no head at all)."""
+    v1 = alice_note.head
+
+    def edit_from_v1(n: int):
+        def call():
+            note = Document.objects.get(pk=alice_note.pk)
+            return services.note_update(
+                document=note, user=alice, base_version_id=v1.pk, title="T", body=f"edit {n}"
+            )
+
+        return call
+
+    results = _race([edit_from_v1(n) for n in range(5)])
+    written = [r for r in results if isinstance(r, Version)]
+    refused = [r for r in results if isinstance(r, services.EditConflict)]
+    assert (len(written), len(refused)) == (1, 4), results
+    assert {(c.base.pk, c.head.pk) for c in refused} == {(v1.pk, written[0].pk)}
+    alice_note.refresh_from_db()
+    assert alice_note.versions.count() == 2

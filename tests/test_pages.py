@@ -264,12 +264,15 @@ def test_second_save_after_conflict_succeeds(alice_client, alice, alice_note):
     assert alice_note.head.number == 3
 
 
-def test_edit_without_base_version_is_a_conflict(alice_client, alice_note):
+def test_edit_without_base_version_is_refused_and_says_so(alice_client, alice_note):
     before = state(alice_note)
     response = alice_client.post(
         reverse("notes:edit", args=[alice_note.pk]), {"title": "T", "body": "no base"}
     )
-    assert response.status_code == 409
+    assert response.status_code == 400
+    assert "is not a version of this note" in text(response)
+    assert "no base" in text(response)  # the text is kept, now based on the current head
+    assert f'name="base_version" value="{alice_note.head_id}"' in text(response)
     assert state(alice_note) == before
 
 
@@ -305,12 +308,61 @@ def test_history_version_and_restore(alice_client, alice, alice_note):
     assert alice_client.get(reverse("notes:restore", args=[alice_note.pk, v1.pk])).status_code == (
         405
     )
-    response = alice_client.post(reverse("notes:restore", args=[alice_note.pk, v1.pk]))
+    alice_note.refresh_from_db()
+    response = alice_client.post(
+        reverse("notes:restore", args=[alice_note.pk, v1.pk]),
+        {"base_version": alice_note.head_id},
+    )
     assert response.status_code == 302
     alice_note.refresh_from_db()
     assert alice_note.head.number == 3
     assert alice_note.head.body == v1.body
     assert alice_note.title == "Deploy runbook"
+
+
+def test_restore_forms_carry_the_head_they_showed(alice_client, alice, alice_note):
+    v1 = alice_note.head
+    v2 = services.note_update(
+        document=alice_note, user=alice, base_version_id=v1.pk, title="Second", body="v2 text"
+    )
+    hidden = f'name="base_version" value="{v2.pk}"'
+    assert hidden in text(alice_client.get(reverse("notes:history", args=[alice_note.pk])))
+    assert hidden in text(alice_client.get(reverse("notes:version", args=[alice_note.pk, v1.pk])))
+
+
+def test_restore_from_a_stale_page_is_409_and_restores_nothing(alice_client, alice, alice_note):
+    v1 = alice_note.head
+    v2 = services.note_update(
+        document=alice_note, user=alice, base_version_id=v1.pk, title="Second", body="v2 text"
+    )
+    v3 = services.note_update(
+        document=alice_note, user=alice, base_version_id=v2.pk, title="Third", body="v3 text"
+    )
+    before = state(alice_note)
+    url = reverse("notes:restore", args=[alice_note.pk, v1.pk])
+    response = alice_client.post(url, {"base_version": v2.pk})  # the page showed v2 as head
+    assert response.status_code == 409
+    page = text(response)
+    assert "Nothing was restored" in page
+    assert f'name="base_version" value="{v3.pk}"' in page  # the fresh page, to try again
+    assert state(alice_note) == before
+
+
+def test_restore_without_or_with_a_foreign_base_is_400(alice_client, alice, alice_note):
+    v1 = alice_note.head
+    services.note_update(
+        document=alice_note, user=alice, base_version_id=v1.pk, title="Second", body="v2 text"
+    )
+    other = services.note_create(owner=alice, title="Other", body="other")
+    before = state(alice_note)
+    url = reverse("notes:restore", args=[alice_note.pk, v1.pk])
+    response = alice_client.post(url)
+    assert response.status_code == 400
+    assert "did not say which version you saw" in text(response)
+    response = alice_client.post(url, {"base_version": other.head_id})
+    assert response.status_code == 400
+    assert "is not a version of this note" in text(response)
+    assert state(alice_note) == before
 
 
 def test_unknown_version_is_404(alice_client, alice, alice_note):
@@ -319,7 +371,7 @@ def test_unknown_version_is_404(alice_client, alice, alice_note):
     assert alice_client.get(bad).status_code == 404
     before = state(alice_note)
     restore = reverse("notes:restore", args=[alice_note.pk, other.head_id])
-    assert alice_client.post(restore).status_code == 404
+    assert alice_client.post(restore, {"base_version": alice_note.head_id}).status_code == 404
     assert state(alice_note) == before
 
 
