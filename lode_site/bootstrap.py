@@ -12,14 +12,18 @@ dependencies whenever `pyproject.toml` changes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
@@ -86,7 +90,9 @@ def ensure_venv(*, dev: bool) -> None:
     extras = ".[dev]" if dev else "."
     stamp = VENV / f".lode-installed{'-dev' if dev else ''}"
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    if stamp.exists() and stamp.read_text() == digest:
+    # A dev install is a superset of the runtime one, so `run` after `test` installs nothing.
+    satisfied_by = [stamp] if dev else [stamp, VENV / ".lode-installed-dev"]
+    if any(path.exists() and path.read_text() == digest for path in satisfied_by):
         return
     say(f"installing lode and its pinned dependencies ({extras}) into .venv")
     pip = [str(VENV_PYTHON), "-m", "pip", "--disable-pip-version-check", "-q"]
@@ -108,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     manage("migrate", "--noinput", env=env)
     manage("collectstatic", "--noinput", "-v", "0", env=env)
     manage("lode_first_user", "--url", f"http://{args.host}:{args.port}/", env=env)
-    say(f"serving lode at http://{args.host}:{args.port}/  (Ctrl-C stops it)")
+    say(f"serving lode at http://{args.host}:{args.port}/  (Ctrl-C or SIGTERM stops it)")
     say("with the background worker (manage.py db_worker) that embeds saved notes")
     return supervise(
         {
@@ -125,42 +131,114 @@ def run(args: argparse.Namespace) -> int:
     )
 
 
-def stop_all(children: dict[str, subprocess.Popen[bytes]], grace: float = 10.0) -> None:
-    """Terminate every child still running, then kill any that outlive `grace` seconds."""
-    for child in children.values():
+# Signals that stop lode as Ctrl-C does: SIGTERM (kill, systemd, docker stop), SIGHUP (the
+# terminal closed) and SIGINT (Ctrl-C).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+STOP_GRACE_SECONDS = 10.0
+
+
+def _die_with_parent(supervisor_pid: int) -> Callable[[], None]:
+    """A `preexec_fn` (it runs in the child, before exec): ask Linux to send SIGTERM when the
+    supervisor dies, so even a `kill -9` of bootstrap cannot leave the web server holding
+    the port."""
+
+    def set_parent_death_signal() -> None:
+        if not sys.platform.startswith("linux"):
+            return
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+        if os.getppid() != supervisor_pid:  # it died before prctl took effect
+            os._exit(1)
+
+    return set_parent_death_signal
+
+
+def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
+    """Send `signum` to the child's process group (each child leads its own)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signum)
+
+
+def stop_all(
+    children: dict[str, subprocess.Popen[bytes]], grace: float = STOP_GRACE_SECONDS
+) -> None:
+    """Ask every running child's process group to stop (SIGTERM), wait up to `grace`
+    seconds, then kill (SIGKILL) whatever is left, and reap every child."""
+    running = [child for child in children.values() if child.returncode is None]
+    for child in running:
         if child.poll() is None:
-            child.terminate()
+            _signal_group(child, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    for child in children.values():
+    for child in running:
         try:
             child.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            child.kill()
+            _signal_group(child, signal.SIGKILL)
             child.wait()
+        # Anything the child started and left in its group goes too (a no-op when empty;
+        # the group id cannot have been reused while a member is alive).
+        _signal_group(child, signal.SIGKILL)
+
+
+def _install_stop_handlers(received: list[int]) -> dict[int, Callable | int | None]:
+    """Record stop signals in `received` instead of dying on them; returns the previous
+    handlers. A signal that was ignored when lode started stays ignored, except SIGTERM:
+    `nohup` ignores SIGHUP and a shell ignores SIGINT in background jobs on purpose."""
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+
+    previous: dict[int, Callable | int | None] = {}
+    for signum in STOP_SIGNALS:
+        if signum != signal.SIGTERM and signal.getsignal(signum) == signal.SIG_IGN:
+            continue
+        previous[signum] = signal.signal(signum, on_signal)
+    return previous
 
 
 def supervise(commands: dict[str, list[str]], *, env: dict[str, str]) -> int:
-    """Run `commands` side by side; stop them all on Ctrl-C or as soon as one exits.
+    """Run `commands` side by side; stop them all on SIGTERM, SIGHUP or Ctrl-C, or as soon
+    as one exits.
 
     A silently dead worker would leave dense search stale with no visible sign, so either
-    process dying stops both and the exit code says which failed.
+    process dying stops both and the exit code says which failed. Each child leads its own
+    process group: a signal sent to lode (by a service manager, `kill`, or a closed
+    terminal) is forwarded to the groups, which get `STOP_GRACE_SECONDS` to exit before
+    they are killed — so the port is free when this returns.
     """
+    received: list[int] = []
+    previous = _install_stop_handlers(received)
     children: dict[str, subprocess.Popen[bytes]] = {}
     try:
         for name, command in commands.items():
-            children[name] = subprocess.Popen(command, cwd=ROOT, env=env)
-        while True:
+            if received:
+                break
+            children[name] = subprocess.Popen(
+                command,
+                cwd=ROOT,
+                env=env,
+                start_new_session=True,  # its own process group, reachable with killpg
+                preexec_fn=_die_with_parent(os.getpid()),
+            )
+        while not received:
             for name, child in children.items():
                 code = child.poll()
                 if code is not None:
                     say(f"the {name} exited (code {code}); stopping lode")
                     stop_all(children)
                     return code or 1
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        say("stopping lode")
+            time.sleep(0.2)
+        say(f"{signal.Signals(received[0]).name} received; stopping lode")
         stop_all(children)
         return 0
+    finally:
+        # Whatever happened above (even an exception), no child outlives the supervisor.
+        stop_all(children)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 def test(args: argparse.Namespace, extra: list[str]) -> int:

@@ -90,7 +90,7 @@ class AskTraceAdmin(ReadOnlyAdmin):
 def _pretty_json(data: object) -> str:
     # format_html escapes the JSON text: stored passages and model output are never marked safe.
     text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True, default=str)
-    return format_html('<pre style="white-space: pre-wrap">{}</pre>', text)
+    return format_html('<pre class="lode-json">{}</pre>', text)
 
 
 @admin.register(EgressLog)

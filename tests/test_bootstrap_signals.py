@@ -1,0 +1,202 @@
+"""`bootstrap run` stops its children on SIGTERM and SIGHUP as on Ctrl-C (issue 10, item 8).
+
+End to end with real processes: `python -m lode_site.bootstrap run --port <free port>` with
+its own data folder, wait until the web server answers on the port, send the signal, then
+check that bootstrap exited, that nothing listens on the port and that neither child (web
+server, db_worker) is alive. The third case starts lode the way a script would, in the
+background under `nohup` (SIGHUP ignored, and SIGINT ignored because a non-interactive
+shell ignores it in background jobs), and stops it with SIGTERM.
+
+Before the fix, SIGTERM killed bootstrap alone and left both children running on the port.
+The data folder is shared by the module so only the first start pays for the migrations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lode_site import bootstrap
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+START_TIMEOUT = 240.0  # a fresh data folder is migrated first; this machine may be busy
+STOP_TIMEOUT = bootstrap.STOP_GRACE_SECONDS + 20.0
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("lode-data")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def child_env(data_dir: Path) -> dict[str, str]:
+    """The developer's environment with the production settings and a private data folder
+    (SQLite), whatever database the test run itself uses."""
+    env = dict(os.environ)
+    for name in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "DEBUG", "SECRET_KEY"):
+        env.pop(name, None)
+    env["LODE_DATA_DIR"] = str(data_dir)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def is_alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie waiting to be reaped."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state != "Z"
+
+
+def children_of(pid: int) -> set[int]:
+    """Every live process whose parent is `pid` (from /proc)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.add(int(stat.parent.name))
+    return found
+
+
+def accepts_connections(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def wait_until_serving(pid: int, port: int, log: Path) -> set[int]:
+    """Wait until lode answers on `port` and both children run; returns their pids."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if not is_alive(pid):
+            pytest.fail(f"bootstrap exited before serving:\n{log.read_text()[-3000:]}")
+        children = children_of(pid)
+        if accepts_connections(port) and len(children) >= 2:
+            return children
+        time.sleep(0.5)
+    pytest.fail(f"lode did not serve on port {port} in {START_TIMEOUT:.0f} s:\n{log.read_text()}")
+
+
+def wait_gone(pid: int) -> bool:
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while time.monotonic() < deadline:
+        if not is_alive(pid):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def assert_stopped_cleanly(pid: int, children: set[int], port: int, log: Path) -> None:
+    assert wait_gone(pid), f"bootstrap still running after the signal:\n{log.read_text()[-2000:]}"
+    alive = {child for child in children if is_alive(child)}
+    assert alive == set(), f"children still running after bootstrap stopped: {alive}"
+    assert not accepts_connections(port), f"something still listens on port {port}"
+    with socket.socket() as again:  # the next start can bind the port
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        again.bind(("127.0.0.1", port))
+    assert "stopping lode" in log.read_text()
+
+
+def kill_leftovers(pids: set[int]) -> None:
+    """Never leak a server into the rest of the test run, whatever the outcome."""
+    for pid in pids:
+        if is_alive(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def started(data_dir, tmp_path) -> Iterator[dict]:
+    """Tracks what a test started so that it is killed even when the test fails."""
+    record: dict = {"pids": set()}
+    yield record
+    kill_leftovers(record["pids"])
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_run_stops_its_children_on_signal(signum, data_dir, tmp_path, started):
+    port = free_port()
+    log = tmp_path / "bootstrap.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "lode_site.bootstrap", "run", "--port", str(port)],
+            cwd=ROOT,
+            env=child_env(data_dir),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # as from a service manager: no terminal, own group
+        )
+    started["pids"].add(process.pid)
+    children = wait_until_serving(process.pid, port, log)
+    started["pids"] |= children
+
+    process.send_signal(signum)
+    try:
+        code = process.wait(timeout=STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"bootstrap did not stop on {signum.name}:\n{log.read_text()[-2000:]}")
+    assert code == 0, log.read_text()[-2000:]
+    assert_stopped_cleanly(process.pid, children, port, log)
+    assert f"{signum.name} received" in log.read_text()
+
+
+def test_background_nohup_run_stops_on_sigterm(data_dir, tmp_path, started):
+    """`nohup python3 -m lode_site.bootstrap run &` from a script: SIGHUP and SIGINT arrive
+    ignored, bootstrap is reparented once the script exits, and SIGTERM still stops it."""
+    port = free_port()
+    log = tmp_path / "bootstrap.log"
+    script = (
+        f"nohup {sys.executable} -m lode_site.bootstrap run --port {port} "
+        f'> "{log}" 2>&1 < /dev/null &\necho $!\n'
+    )
+    shell = subprocess.run(
+        ["bash", "-c", script],
+        cwd=ROOT,
+        env=child_env(data_dir),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        start_new_session=True,
+    )
+    pid = int(shell.stdout.strip())
+    started["pids"].add(pid)
+    children = wait_until_serving(pid, port, log)
+    started["pids"] |= children
+    ignored = int(
+        next(
+            line.split()[1]
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+            if line.startswith("SigIgn:")
+        ),
+        16,
+    )
+    assert ignored & (1 << (signal.SIGHUP - 1)), "nohup should have ignored SIGHUP"
+
+    os.kill(pid, signal.SIGTERM)
+    assert_stopped_cleanly(pid, children, port, log)
+    assert "SIGTERM received" in log.read_text()
