@@ -6,10 +6,11 @@ from datetime import datetime
 
 from django.conf import settings
 from django.http import HttpRequest
-from ninja import Field, Router, Schema, Status
+from ninja import Field, Query, Router, Schema, Status
 
+from lode_site.ids import DbId
 from retrieval.evidence import EvidenceOutcome, open_evidence
-from retrieval.highlight import ANCHOR_NOTE
+from retrieval.highlight import ANCHOR_NOTE, HIGHLIGHT_MAX_CHARS, HIGHLIGHT_MAX_MARKS
 from retrieval.search import DEFAULT_MODE, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Hit, search
 
 router = Router(tags=["search"])
@@ -22,11 +23,26 @@ class LegOut(Schema):
 
 
 class ParentOut(Schema):
-    """Small-to-big context: the passage's heading section. Citations use the passage range."""
+    """Small-to-big context: a window of the passage's heading section around the passage
+    (at most LODE_SEARCH_CONTEXT_CHARS characters either side of it, 1,000 by default), not
+    the whole section. Citations use the passage range. The whole section is
+    `[section_start, section_end)` of the version body: `GET /api/notes/{document_id}/
+    versions/{version_id}` returns that body for a note."""
 
-    start: int
-    end: int
-    text: str
+    start: int = Field(description="Start of `text` in the version body (Unicode code points).")
+    end: int = Field(description="End (exclusive) of `text` in the version body.")
+    text: str = Field(
+        description='The context window; "" when the response size cap left it out '
+        "(`trimmed`)."
+    )
+    section_start: int = Field(description="Start of the whole parent section in the body.")
+    section_end: int = Field(description="End (exclusive) of the whole parent section.")
+    truncated: bool = Field(
+        description="True when `text` is less than the whole section (a window, or trimmed)."
+    )
+    trimmed: bool = Field(
+        False, description="True when the response size cap left this hit's context out."
+    )
 
 
 class SegmentOut(Schema):
@@ -77,7 +93,16 @@ class HitOut(Schema):
     version_number: int
     version_created_at: datetime
     heading_path: list[str]
-    text: str
+    text: str = Field(
+        description='The passage text; "" when the response size cap left it out '
+        "(`text_trimmed`)."
+    )
+    text_trimmed: bool = Field(
+        False,
+        description="True when the response size cap (LODE_SEARCH_RESPONSE_MAX_CHARS) left "
+        "this hit's text, segments and highlights out; `evidence_url` (or "
+        "GET /api/evidence/…) gives the passage, `start`/`end` locate it in the version.",
+    )
     offset_unit: str = "unicode_code_point"
     start: int
     end: int
@@ -103,6 +128,14 @@ class HitOut(Schema):
         description='"index" (the lexical engine marked the matches), "query terms" (found in '
         'Python with the index\'s tokenizer rules, for hits the engine did not match) or "".'
     )
+    highlights_truncated: bool = Field(
+        False,
+        description="True when some matches are not marked: a passage shows at most "
+        f"{HIGHLIGHT_MAX_MARKS} highlighted segments, and one longer than "
+        f"{HIGHLIGHT_MAX_CHARS:,} characters (chunked before the character bound) is "
+        f"highlighted in its first {HIGHLIGHT_MAX_CHARS:,} only. The segments still "
+        "concatenate to exactly `text`.",
+    )
     anchor: AnchorOut | None = Field(
         description="First-to-last highlight range; may contain unmatched text between "
         "hits. Null when nothing is highlighted."
@@ -122,6 +155,19 @@ class SearchOut(Schema):
     lexical_candidates: int
     dense_candidates: int
     elapsed_ms: float
+    truncated: bool = Field(
+        False,
+        description="True when the response size cap trimmed at least one hit (its context, "
+        "or its text too); see each hit's `parent.trimmed` and `text_trimmed`.",
+    )
+    trimmed_hits: int = Field(0, description="How many hits were trimmed by the size cap.")
+    max_chars: int = Field(
+        0,
+        description="The size cap (LODE_SEARCH_RESPONSE_MAX_CHARS): characters of passage "
+        "text (counted twice, as `text` and as `segments`), highlight markup (32 per segment, "
+        "64 per highlight) and context this response may carry. Hits are charged in rank "
+        "order; ids, scores and offsets are not counted.",
+    )
     hits: list[HitOut]
 
 
@@ -144,12 +190,21 @@ def hit_out(hit: Hit) -> HitOut:
         version_number=p.version.number,
         version_created_at=p.version.created_at,
         heading_path=p.heading_path,
-        text=p.text,
+        text="" if hit.text_trimmed else p.text,
+        text_trimmed=hit.text_trimmed,
         start=p.start,
         end=p.end,
         start_line=p.start_line,
         end_line=p.end_line,
-        parent=ParentOut(start=p.parent_start, end=p.parent_end, text=hit.parent_text),
+        parent=ParentOut(
+            start=hit.context_start,
+            end=hit.context_end,
+            text=hit.context_text,
+            section_start=p.parent_start,
+            section_end=p.parent_end,
+            truncated=hit.context_truncated,
+            trimmed=hit.context_trimmed,
+        ),
         lexical=_leg(hit.fused.lexical),
         dense=_leg(hit.fused.dense),
         rrf=hit.fused.rrf,
@@ -163,6 +218,7 @@ def hit_out(hit: Hit) -> HitOut:
             for h in hit.highlights
         ],
         highlighted_by=hit.highlighted_by,
+        highlights_truncated=hit.highlights_truncated,
         anchor=_anchor(hit),
         evidence_url=hit.evidence_url,
     )
@@ -182,13 +238,20 @@ def _anchor(hit: Hit) -> AnchorOut | None:
     )
 
 
-@router.get("/", response={200: SearchOut, 400: SearchOut})
+class BudgetExceededOut(Schema):
+    detail: str = Field(description="What was stopped and what to try instead.")
+
+
+@router.get("/", response={200: SearchOut, 400: SearchOut, 503: BudgetExceededOut})
 def search_endpoint(
     request: HttpRequest,
     q: str,
     mode: str = DEFAULT_MODE,
     rerank: str | None = None,
-    limit: int = DEFAULT_PAGE_SIZE,
+    limit: int = Query(
+        DEFAULT_PAGE_SIZE,
+        description=f"Hits to return: 1 to {MAX_PAGE_SIZE} (values outside are clamped).",
+    ),
 ):
     """Hybrid search over the caller's notes. `q` is the search page's query language
     (words, "phrases", -exclusions, filters such as `tag:ops` or `after:2024-03`; see
@@ -197,7 +260,16 @@ def search_endpoint(
     `rerank`: learned | cross-encoder | off (default from settings). Offsets are Unicode
     code points; each hit's `highlights` also give UTF-16 code units (`*_utf16`). A hit's
     `anchor` spans its first to last highlight and may contain unmatched text between hits.
-    `degraded` lists anything that limited this search (e.g. semantic search unavailable)."""
+    `degraded` lists anything that limited this search (e.g. semantic search unavailable).
+
+    Bounded: each hit's `parent` is a window of its section around the passage, not the
+    whole section, and the response carries at most `max_chars` characters of passage and
+    context text; hits past that (in rank order) lose their context, then their text
+    (`truncated`, `parent.trimmed`, `text_trimmed`), keeping ids, offsets and `evidence_url`.
+    The rest: `GET /api/evidence/…` (the hit's `evidence_url` under /api) for the passage,
+    `GET /api/notes/{document_id}/versions/{version_id}` for a note version's whole body.
+    A search that runs past its time budget (LODE_REQUEST_BUDGET_SECONDS) is stopped: 503
+    with `detail`."""
     result = search(
         user=request.auth,
         query=q,
@@ -215,6 +287,9 @@ def search_endpoint(
         lexical_candidates=result.lexical_candidates,
         dense_candidates=result.dense_candidates,
         elapsed_ms=result.elapsed_ms,
+        truncated=bool(result.trimmed_hits),
+        trimmed_hits=result.trimmed_hits,
+        max_chars=settings.LODE_SEARCH_RESPONSE_MAX_CHARS,
         hits=[hit_out(hit) for hit in result.hits],
     )
     return Status(400 if result.error else 200, body)
@@ -287,12 +362,19 @@ def evidence_out(outcome: EvidenceOutcome) -> EvidenceOut:
     )
 
 
+class EvidenceUrlNotFoundOut(Schema):
+    """A 404 before any check ran: the URL matches no evidence link (an id outside
+    1..2**63-1, say)."""
+
+    detail: str
+
+
 @evidence_router.get(
-    "/{int:document_id}/{int:version_id}/{int:passage_id}/{sha256}",
-    response={200: EvidenceOut, 404: EvidenceOut},
+    "/{id:document_id}/{id:version_id}/{id:passage_id}/{sha256}",
+    response={200: EvidenceOut, 404: EvidenceOut | EvidenceUrlNotFoundOut},
 )
 def evidence_endpoint(
-    request: HttpRequest, document_id: int, version_id: int, passage_id: int, sha256: str
+    request: HttpRequest, document_id: DbId, version_id: DbId, passage_id: DbId, sha256: str
 ):
     """Open an evidence link: re-check that the passage belongs to the version, the version
     to the document, the content hash matches and the caller may see it; re-read the source

@@ -105,10 +105,13 @@ def search_limit(max_items: int) -> int:
 
 
 def pinned_passages(document: Document) -> list[Passage]:
-    """Every head passage of `document`, in document order (pinned, uncapped)."""
+    """Every head passage of `document`, in document order (pinned, uncapped). The version
+    body is not loaded with each passage (a 1 MB note has ~1,000 passages: that was a copy
+    of the body per passage); answerers read bodies once per version."""
     return list(
         Passage.objects.filter(version_id=document.head_id, is_head=True)
         .select_related("document", "version")
+        .defer("version__body")
         .order_by("position", "pk")
     )
 

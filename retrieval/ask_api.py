@@ -14,6 +14,7 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Field, Router, Schema, Status
 
+from lode_site.ids import DbId
 from retrieval.ask import ask, outcome_from_trace
 from retrieval.ask_forms import AskForm
 from retrieval.ask_views import permalink_path
@@ -108,12 +109,15 @@ def _out(request: HttpRequest, data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-@router.post("", response={200: AskOut, 400: ErrorOut, 404: ErrorOut})
+@router.post("", response={200: AskOut, 400: ErrorOut, 404: ErrorOut, 503: ErrorOut})
 def ask_endpoint(request: HttpRequest, payload: AskIn):
     """Ask a question over your notes. Every ask stores its answer and trace; `permalink`
     and `GET /api/ask/{trace_id}` return it later, unchanged. An empty or too long question
     or an unknown mode is a 400; a `pinned_document_id` that is not one of your documents
-    is a 404."""
+    is a 404. An ask that runs past its time budget (LODE_ASK_BUDGET_SECONDS; the answer
+    model's network wait does not count) is stopped: 503 with `detail` and no answer stored.
+    The answer is bounded: the verified claims (each quoted span with a short context) and
+    the dropped ones, never the evidence pack."""
     form = AskForm(payload.dict(), user=request.auth)
     if not form.is_valid():
         status = 404 if form.has_error("pinned_document_id", "no_such_document") else 400
@@ -128,8 +132,8 @@ def ask_endpoint(request: HttpRequest, payload: AskIn):
     return Status(200, _out(request, outcome.as_dict()))
 
 
-@router.get("/{int:trace_id}", response={200: AskOut, 404: ErrorOut})
-def stored_answer_endpoint(request: HttpRequest, trace_id: int):
+@router.get("/{id:trace_id}", response={200: AskOut, 404: ErrorOut})
+def stored_answer_endpoint(request: HttpRequest, trace_id: DbId):
     """A stored answer, exactly as it was given (nothing is re-run)."""
     trace = AskTrace.objects.filter(pk=trace_id, user=request.auth).first()
     if trace is None:

@@ -45,6 +45,7 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from lode_site import budget
 from retrieval.answer_types import PackItem
 from retrieval.egress import EgressLogError, destination_host, log_egress
 from retrieval.redaction import marker, redact
@@ -343,7 +344,8 @@ class ChatClient:
         with httpx.Client(timeout=self.timeout, transport=self.transport) as http:
             for attempt in range(attempts):
                 if attempt:
-                    time.sleep(self._delay(attempt - 1, response))
+                    with budget.paused():  # waiting on the endpoint: not this server's work
+                        time.sleep(self._delay(attempt - 1, response))
                 try:
                     log_egress(
                         user=user,
@@ -360,7 +362,10 @@ class ChatClient:
                     raise LLMError(f"not sent: {exc}", request=request) from exc
                 response = None
                 try:
-                    response = http.post(self.url, content=body, headers=self._headers())
+                    # The network wait has its own timeout; the request's time budget
+                    # (lode_site/budget.py) counts only this server's work.
+                    with budget.paused():
+                        response = http.post(self.url, content=body, headers=self._headers())
                 except httpx.TimeoutException:
                     failure = f"timed out after {self.timeout:g} s"
                     continue

@@ -6,10 +6,12 @@
           → rerank of the fused top N (rerank.py; learned by default, toggle per request)
           → trust rank (trust.py) → hits with their parent block (small-to-big)
           → highlight segments and evidence anchor for the returned hits (highlight.py)
+          → bounded: a context window around each passage, a response size cap (`bound_hits`)
 
 If the dense leg cannot run (model missing or corrupt, Chroma down) search answers from
 the lexical leg and says so in `degraded`; passages not yet embedded are counted there too.
-Never raises for bad input: `error` carries the message.
+Never raises for bad input: `error` carries the message. Runs under the request's time
+budget when there is one (`lode_site.budget`): the loops over candidates check it.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
+from django.db.models.functions import Greatest, Least, Substr
 
+from lode_site import budget
 from notes.models import Document
 from retrieval import lexical
 from retrieval.eligibility import apply_filters, eligible_documents, eligible_ids
@@ -31,10 +35,11 @@ from retrieval.highlight import (
     Anchor,
     Highlight,
     Segment,
+    cap_marks,
     contains_group,
     evidence_anchor,
+    highlight_terms,
     highlights,
-    term_segments,
 )
 from retrieval.models import Passage
 from retrieval.query import ParsedQuery, QueryError, parse
@@ -89,10 +94,33 @@ class Hit:
     segments: list[Segment] = field(default_factory=list)
     anchor: Anchor | None = None
     highlighted_by: str = ""
+    # Some matches are not marked: past the per-passage cap on marks, or beyond the window
+    # a too-long passage is highlighted in (retrieval/highlight.py, "Bounded cost").
+    highlights_truncated: bool = False
+    # Bounded responses (`bound_hits`): the parent context actually returned — a window of
+    # the parent section around the passage, [context_start, context_end) in the version
+    # body — and whether the response size cap left out the context or the passage text.
+    context_text: str = ""
+    context_start: int = 0
+    context_end: int = 0
+    context_trimmed: bool = False
+    text_trimmed: bool = False
+
+    @property
+    def context_truncated(self) -> bool:
+        """The context returned is less than the whole parent section."""
+        p = self.passage
+        return self.context_trimmed or (self.context_start, self.context_end) != (
+            p.parent_start,
+            p.parent_end,
+        )
 
     @property
     def display_segments(self) -> list[Segment]:
-        """The segments to render: the highlight segments, or the passage as one plain one."""
+        """The segments to render: the highlight segments, or the passage as one plain one
+        (none when the response size cap left the text out)."""
+        if self.text_trimmed:
+            return []
         if self.segments:
             return self.segments
         return [Segment(self.passage.text, False)] if self.passage.text else []
@@ -111,8 +139,9 @@ class Hit:
 
     @property
     def parent_text(self) -> str:
-        """Small-to-big: the passage's heading section, for context. The citation stays the
-        passage's own range."""
+        """Small-to-big: the passage's whole heading section. Reads the version body (deferred
+        when `search()` loaded the hit); responses use the bounded `context_text` instead.
+        The citation stays the passage's own range."""
         p = self.passage
         return p.version.body[p.parent_start : p.parent_end]
 
@@ -151,6 +180,8 @@ class SearchResult:
     lexical_candidates: int = 0
     dense_candidates: int = 0
     elapsed_ms: float = 0.0
+    # Hits whose context or text the response size cap left out (`bound_hits`).
+    trimmed_hits: int = 0
 
     @property
     def is_empty_query(self) -> bool:
@@ -357,16 +388,19 @@ def fused_candidates(
         # hold candidates found only by meaning to the same words, so `"…"` and `-word`
         # mean the same in every mode.
         lexical_ids = {h.passage_id for h in lexical_hits}
-        rows = {
-            pid: row
-            for pid, row in rows.items()
-            if pid in lexical_ids or honours_phrases_and_exclusions(parsed, row)
-        }
+        kept_rows: dict[int, CandidateRow] = {}
+        for pid, row in rows.items():
+            budget.check()
+            if pid in lexical_ids or honours_phrases_and_exclusions(parsed, row):
+                kept_rows[pid] = row
+        rows = kept_rows
     lexical_hits = [h for h in lexical_hits if h.passage_id in rows]
     dense_hits = [h for h in dense_hits if h.passage_id in rows]
+    budget.check()
     exact = {}
     if parsed.needles:
         for pid, row in rows.items():
+            budget.check()
             found = exact_matches(parsed.needles, row.text)
             if found:
                 exact[pid] = found
@@ -434,18 +468,22 @@ def highlight_hits(parsed: ParsedQuery, hits: list[Hit]) -> None:
     Hits the lexical leg returned are highlighted by the index itself (one statement for all
     of them, with the query `search()` ran); the others (semantic-only hits, or the lexical
     leg did not run) get the query's terms and phrases found in Python with the index's
-    tokenizer rules (`term_segments`). Only the returned hits, never every candidate.
+    tokenizer rules (`highlight_terms`), as do passages too long for the engine. Marks are
+    capped per passage (`highlights_truncated` says when). Only the returned hits, never
+    every candidate.
     """
     lexical_hits = [(h.passage.pk, h.passage.text) for h in hits if h.fused.lexical]
     by_index = lexical.backend().highlight(parsed, lexical_hits) if lexical_hits else {}
     groups = [*parsed.terms, *parsed.phrases]
     for hit in hits:
+        budget.check()
         p = hit.passage
         segments = by_index.get(p.pk)
         if segments is not None:
+            segments, hit.highlights_truncated = cap_marks(segments)
             hit.highlighted_by = "index"
         else:
-            segments = term_segments(p.text, groups)
+            segments, hit.highlights_truncated = highlight_terms(p.text, groups)
             hit.highlighted_by = "query terms"
         hit.segments = segments
         hit.anchor = evidence_anchor(
@@ -488,15 +526,19 @@ def search(
     ranked = [_Ranked(fused=f, row=rows[f.passage_id], reasons=list(f.reasons)) for f in fused]
     score_name = ""
     if rerank != "off" and ranked:
+        budget.check()
         ranked, score_name = _rerank(ranked, parsed, rerank, result)
     ranked = trust_rank(
         ranked, tier_of=lambda r: r.row.trust_tier, passage_id_of=lambda r: r.row.passage_id
     )
     ranked = ranked[: max(1, min(limit, MAX_LIMIT))]
+    budget.check()
 
-    passages = Passage.objects.select_related("document", "version").in_bulk(
-        [r.row.passage_id for r in ranked]
-    )
+    context_chars = settings.LODE_SEARCH_CONTEXT_CHARS
+    passages = with_context_window(
+        Passage.objects.select_related("document", "version").defer("version__body"),
+        context_chars,
+    ).in_bulk([r.row.passage_id for r in ranked])
     result.hits = [
         Hit(
             rank=i,
@@ -505,11 +547,79 @@ def search(
             rerank_score=r.rerank_score,
             rerank_score_name=score_name if r.rerank_score is not None else "",
             reasons=r.reasons,
+            context_text=passages[r.row.passage_id].context_text,
+            context_start=passages[r.row.passage_id].context_start,
+            context_end=passages[r.row.passage_id].context_end,
         )
         for i, r in enumerate(ranked, start=1)
         if r.row.passage_id in passages  # deleted between the two reads: drop, never guess
     ]
     if highlight:
         highlight_hits(parsed, result.hits)
+        result.trimmed_hits = bound_hits(
+            result.hits, max_chars=settings.LODE_SEARCH_RESPONSE_MAX_CHARS
+        )
     result.elapsed_ms = (time.perf_counter() - started) * 1000
     return result
+
+
+def with_context_window(passages: QuerySet[Passage], context_chars: int) -> QuerySet[Passage]:
+    """Annotate each passage with its bounded small-to-big context: the part of its parent
+    section from `context_chars` code points before the passage to as many after it
+    (`context_start`, `context_end`: offsets in the version body; `context_text`).
+
+    Cut in SQL (SUBSTR counts characters on both databases, like Python's code points), so
+    a hit in a 1 MB note loads a few kilobytes, not the version body once per hit.
+    """
+    context_start = Greatest(F("parent_start"), F("start") - context_chars)
+    context_end = Least(F("parent_end"), F("end") + context_chars)
+    return passages.annotate(
+        context_start=context_start,
+        context_end=context_end,
+        context_text=Substr(
+            "version__body", context_start + 1, Greatest(context_end - context_start, 0)
+        ),
+    )
+
+
+# What each highlight piece adds to a response besides its text, roughly, as JSON: a segment
+# ({"text": "", "highlighted": false}) and a highlight span (four offsets). A passage with a
+# match every other word has hundreds of each, so they count against the size cap too.
+SEGMENT_COST = 32
+HIGHLIGHT_COST = 64
+
+
+def hit_text_cost(hit: Hit) -> int:
+    """What a hit's passage text costs a response: `text`, its highlight segments (the same
+    text again plus each piece's markup) and its highlight spans."""
+    highlighted = sum(1 for segment in hit.segments if segment.highlighted)
+    return (
+        2 * len(hit.passage.text) + SEGMENT_COST * len(hit.segments) + HIGHLIGHT_COST * highlighted
+    )
+
+
+def bound_hits(hits: list[Hit], *, max_chars: int) -> int:
+    """Keep one response's passage text, highlights and context within `max_chars`
+    characters (`hit_text_cost` + the context window per hit); returns how many hits were
+    trimmed.
+
+    Hits are charged in rank order. A hit that does not fit loses its context first
+    (`context_trimmed`), then its text, segments and highlights (`text_trimmed`); its ids,
+    offsets, anchor and evidence URL stay, so the client can fetch what was left out (the
+    evidence endpoint gives the passage, the note version endpoint the whole body).
+    """
+    left = max_chars
+    trimmed = 0
+    for hit in hits:
+        text_cost = hit_text_cost(hit)
+        if text_cost + len(hit.context_text) <= left:
+            left -= text_cost + len(hit.context_text)
+            continue
+        trimmed += 1
+        hit.context_text, hit.context_trimmed = "", True
+        if text_cost <= left:
+            left -= text_cost
+            continue
+        hit.text_trimmed = True
+        hit.segments = []  # the anchor (offsets only) stays
+    return trimmed

@@ -231,15 +231,21 @@ def test_api_hits_explain_their_rank(long_note, alice_client, alice) -> None:
 
         body = Version.objects.get(pk=hit["version_id"]).body
         parent = hit["parent"]
-        assert set(parent) == {"start", "end", "text"}
+        assert set(parent) == {"start", "end", "text", "section_start", "section_end"} | {
+            "truncated",
+            "trimmed",
+        }
+        # The parent context is a window of the section around the passage (issue 10).
         assert parent["text"] == body[parent["start"] : parent["end"]]
         assert hit["text"] == body[hit["start"] : hit["end"]]
-        assert parent["start"] <= hit["start"] < hit["end"] <= parent["end"]
+        assert parent["section_start"] <= parent["start"] <= hit["start"]
+        assert hit["end"] <= parent["end"] <= parent["section_end"]
     assert both, "no hit was found by both legs"
-    # Small-to-big: the long section's passages come with the whole section as parent.
+    # Small-to-big: the long section's passages come with (a window of) the section as parent.
     section_hits = [h for h in hits if h["document_id"] == long_note.pk and "certbot" in h["text"]]
     assert len(section_hits) > 1
-    assert len({(h["parent"]["start"], h["parent"]["end"]) for h in section_hits}) == 1
+    sections = {(h["parent"]["section_start"], h["parent"]["section_end"]) for h in section_hits}
+    assert len(sections) == 1
     assert all(len(h["parent"]["text"]) > len(h["text"]) for h in section_hits)
 
     # Without a reranker there is no rerank score, and the fused score is named for what it is.
@@ -263,7 +269,8 @@ def test_page_shows_why_each_result_is_there(long_note, alice_client, alice) -> 
         assert hit.reasons
         for reason in hit.reasons:
             assert f"<li>{escape(reason)}</li>" in page
-    assert "Show the whole section" in page  # the parent block of a cut section
+    # The parent block of a cut section (or a window of it, issue 10).
+    assert "Show the whole section" in page or "Show the surrounding text" in page
 
 
 def test_exact_match_details_are_listed(alice, alice_client) -> None:

@@ -10,15 +10,27 @@ passed as a bound parameter; ranking by `ts_rank_cd`.
 from __future__ import annotations
 
 import dataclasses
+import math
+from typing import TYPE_CHECKING
 
 from django.db import connection
 from django.db.models import QuerySet
 
 from notes.models import Document
 from retrieval.eligibility import eligible_clause
-from retrieval.highlight import Segment, collision_free_markers, segments_or_plain
+from retrieval.highlight import (
+    HIGHLIGHT_MAX_CHARS,
+    Segment,
+    collision_free_markers,
+    segments_or_plain,
+)
 from retrieval.lexical import LEXICAL_LIMIT, LexicalHealth, LexicalHit
 from retrieval.query import ParsedQuery
+
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    from lode_site.budget import Budget
 
 # `english` stemming with accents folded first (like FTS5's remove_diacritics), so "cafe"
 # finds "café". Creating the unaccent extension needs a role allowed to create extensions.
@@ -238,11 +250,17 @@ def highlight(query: ParsedQuery, passages: list[tuple[int, str]]) -> dict[int, 
 
     Markers are chosen per passage so they occur nowhere in its text (each row's options
     come from a VALUES table). The output is parsed strictly and must add up to the passage
-    text, else that passage gets one plain segment (`segments_or_plain`).
+    text, else that passage gets one plain segment (`segments_or_plain`). A passage longer
+    than `HIGHLIGHT_MAX_CHARS` is absent from the result.
     """
     if query.is_empty or not passages:
         return {}
-    texts = dict(passages)
+    # The engine's cost grows with the square of the matches in one passage: longer
+    # passages (chunked before LODE_CHUNK_MAX_CHARS) are left to the caller's bounded
+    # Python highlighter (`retrieval.highlight.highlight_terms`).
+    texts = {pid: text for pid, text in passages if len(text) <= HIGHLIGHT_MAX_CHARS}
+    if not texts:
+        return {}
     markers = {pid: collision_free_markers(text) for pid, text in texts.items()}
     tsquery, query_params = tsquery_sql(dataclasses.replace(query, excluded=()))
     values = ", ".join(["(%s::bigint, %s::text)"] * len(markers))
@@ -262,3 +280,33 @@ def highlight(query: ParsedQuery, passages: list[tuple[int, str]]) -> dict[int, 
         for pid, marked in rows
         if pid in texts
     }
+
+
+# --- request time budget (lode_site/budget.py) -------------------------------------------
+
+# SQLSTATE query_canceled: what statement_timeout raises.
+QUERY_CANCELED = "57014"
+
+
+def install_time_budget(connection: BaseDatabaseWrapper, budget: Budget) -> float | None:
+    """Make PostgreSQL cancel any statement that runs longer than what is left of `budget`
+    (`statement_timeout`, session level; `remove_time_budget` resets it). Sent on the raw
+    psycopg connection, past Django's execute wrappers (the budget's own wrapper calls this).
+    Returns the limit set, in seconds: it is per statement, so the caller tightens it as the
+    deadline nears."""
+    milliseconds = max(1, math.ceil(budget.remaining() * 1000))
+    with connection.connection.cursor() as cursor:
+        cursor.execute(f"SET statement_timeout = {int(milliseconds)}")
+    return milliseconds / 1000
+
+
+def remove_time_budget(connection: BaseDatabaseWrapper) -> None:
+    """Back to the server's default, so a persistent connection's next user (another
+    request, the worker) runs without this request's limit."""
+    with connection.connection.cursor() as cursor:
+        cursor.execute("RESET statement_timeout")
+
+
+def is_time_budget_interrupt(exc: BaseException) -> bool:
+    """Whether `exc` (a Django DatabaseError) is a statement cancelled by statement_timeout."""
+    return getattr(exc.__cause__, "sqlstate", None) == QUERY_CANCELED

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from django.db import DatabaseError, connection
 from django.db.backends.utils import CursorWrapper
@@ -18,9 +19,19 @@ from django.db.models import QuerySet
 
 from notes.models import Document
 from retrieval.eligibility import eligible_clause
-from retrieval.highlight import Segment, collision_free_markers, segments_or_plain
+from retrieval.highlight import (
+    HIGHLIGHT_MAX_CHARS,
+    Segment,
+    collision_free_markers,
+    segments_or_plain,
+)
 from retrieval.lexical import LEXICAL_LIMIT, LexicalHealth, LexicalHit
 from retrieval.query import ParsedQuery
+
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    from lode_site.budget import Budget
 
 FTS_TABLE = "retrieval_passage_fts"
 HEAD_VIEW = "retrieval_head_passage"
@@ -284,11 +295,17 @@ def highlight(query: ParsedQuery, passages: list[tuple[int, str]]) -> dict[int, 
     Markers are chosen per passage so they occur nowhere in its text (one statement: each
     row's markers come from a VALUES table joined on rowid). The output is parsed strictly
     and must add up to the passage text, else that passage gets one plain segment
-    (`segments_or_plain`). A passage the index no longer matches is absent from the result.
+    (`segments_or_plain`). A passage the index no longer matches, or longer than
+    `HIGHLIGHT_MAX_CHARS`, is absent from the result.
     """
     if query.is_empty or not passages:
         return {}
-    texts = dict(passages)
+    # The engine's cost grows with the square of the matches in one passage: longer
+    # passages (chunked before LODE_CHUNK_MAX_CHARS) are left to the caller's bounded
+    # Python highlighter (`retrieval.highlight.highlight_terms`).
+    texts = {pid: text for pid, text in passages if len(text) <= HIGHLIGHT_MAX_CHARS}
+    if not texts:
+        return {}
     markers = {pid: collision_free_markers(text) for pid, text in texts.items()}
     values = ", ".join(["(%s, %s, %s)"] * len(markers))
     params: list[object] = [x for pid, (s, e) in markers.items() for x in (pid, s, e)]
@@ -305,3 +322,36 @@ def highlight(query: ParsedQuery, passages: list[tuple[int, str]]) -> dict[int, 
         for pid, marked in rows
         if pid in texts
     }
+
+
+# --- request time budget (lode_site/budget.py) -------------------------------------------
+
+# The progress handler runs every this many virtual-machine instructions (tens of
+# nanoseconds each): often enough that a statement stops within a millisecond or so of the
+# deadline, rarely enough that the Python call costs little (bench/hostile_requests.py).
+PROGRESS_INSTRUCTIONS = 10_000
+
+
+def install_time_budget(connection: BaseDatabaseWrapper, budget: Budget) -> float | None:
+    """Interrupt any statement on `connection` once `budget` has run out: a progress handler
+    that returns true after the deadline makes SQLite abandon the statement
+    (`sqlite3.OperationalError: interrupted`). It reads the deadline on every call, so it
+    follows pauses and needs no refreshing (returns None)."""
+    clock = budget.clock
+
+    def past_deadline() -> bool:
+        # As lean as possible: SQLite calls it throughout every statement of the request.
+        return budget.deadline < clock() and not budget.released
+
+    connection.connection.set_progress_handler(past_deadline, PROGRESS_INSTRUCTIONS)
+    return None
+
+
+def remove_time_budget(connection: BaseDatabaseWrapper) -> None:
+    """Take the progress handler off again (the connection outlives the request)."""
+    connection.connection.set_progress_handler(None, 0)
+
+
+def is_time_budget_interrupt(exc: BaseException) -> bool:
+    """Whether `exc` is SQLite abandoning a statement because the progress handler said so."""
+    return "interrupted" in str(exc)
