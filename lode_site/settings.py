@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from django.utils.csp import CSP
+
 from lode_site import env
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -41,15 +43,24 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Content-Security-Policy from SECURE_CSP below (Django 6's built-in support).
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Permissions-Policy, and Cache-Control: private, no-store for signed-in users.
+    "lode_site.middleware.SecurityHeadersMiddleware",
+    # "Too many failed attempts; try again in N minutes" on the login pages.
+    "lode_site.middleware.LoginLockoutMessageMiddleware",
     "lode_site.middleware.LodeLoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # After auth and htmx (its 503 page needs both): a time budget for each request's work,
+    # enforced in the database too (lode_site/budget.py).
+    "lode_site.budget.TimeBudgetMiddleware",
 ]
 
 ROOT_URLCONF = "lode_site.urls"
@@ -77,6 +88,18 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Login throttling (lode_site/throttle.py): the throttle's backend refuses logins while a
+# username or an address is locked out, before ModelBackend checks the password.
+AUTHENTICATION_BACKENDS = [
+    "lode_site.throttle.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Failed logins allowed per username, and per client address (higher: several people may
+# share one), within a sliding window of this many minutes; past that, logins are refused
+# until the window has moved on.
+LODE_LOGIN_MAX_FAILURES = env.env_int("LODE_LOGIN_MAX_FAILURES", 5, minimum=1)
+LODE_LOGIN_MAX_FAILURES_PER_IP = env.env_int("LODE_LOGIN_MAX_FAILURES_PER_IP", 20, minimum=1)
+LODE_LOGIN_LOCKOUT_MINUTES = env.env_int("LODE_LOGIN_LOCKOUT_MINUTES", 15, minimum=1)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "notes:list"
 LOGOUT_REDIRECT_URL = "login"
@@ -107,14 +130,88 @@ CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cook
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 
+# LODE_HTTPS=1: lode is served over HTTPS by a TLS proxy in front of it (nginx, Caddy, …)
+# that sets X-Forwarded-Proto. Cookies are then sent over HTTPS only, plain-HTTP requests are
+# redirected, and browsers are told (HSTS) to use HTTPS for a year. Off by default: lode's
+# own server (`bootstrap run`) speaks plain HTTP on 127.0.0.1.
+LODE_HTTPS = env.env_bool("LODE_HTTPS", False)
+SESSION_COOKIE_SECURE = LODE_HTTPS
+CSRF_COOKIE_SECURE = LODE_HTTPS
+SECURE_SSL_REDIRECT = LODE_HTTPS
+# Trust the proxy's X-Forwarded-Proto only when there is a proxy: without one, any client
+# could claim its plain-HTTP request was secure.
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if LODE_HTTPS else None
+SECURE_HSTS_SECONDS = 365 * 24 * 3600 if LODE_HTTPS else 0
+# includeSubDomains covers only names *below* lode's host (lode at notes.example.com:
+# *.notes.example.com, never example.com's other hosts), where nothing but lode should be.
+SECURE_HSTS_INCLUDE_SUBDOMAINS = LODE_HTTPS
+# No `preload`: putting a domain on the browsers' preload list commits the whole registrable
+# domain, which is for its owner to decide (hstspreload.org), not for an app to declare.
+SECURE_HSTS_PRELOAD = False
+SILENCED_SYSTEM_CHECKS = ["security.W021"]  # "SECURE_HSTS_PRELOAD is not True": see above
+
+# Content-Security-Policy (Django's ContentSecurityPolicyMiddleware). lode's pages, the admin
+# and the API docs load scripts and styles only from lode's own static files: no inline
+# <script>, no on*="" handlers, no style="" attributes or <style> blocks (htmx's injected
+# indicator style is turned off in base.html and lives in lode.css), and no eval. Images may
+# come from https: too, because Markdown notes may show images from the web (the sanitiser allows
+# <img src="https://…">); they cannot run anything.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF],
+    "img-src": [CSP.SELF, "data:", "https:"],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
+# Permissions-Policy (lode_site.middleware.SecurityHeadersMiddleware): lode uses none of
+# these browser features, so no page (and nothing injected into one) may ask for them.
+LODE_PERMISSIONS_POLICY = {
+    feature: []
+    for feature in (
+        "accelerometer",
+        "camera",
+        "display-capture",
+        "geolocation",
+        "gyroscope",
+        "magnetometer",
+        "microphone",
+        "midi",
+        "payment",
+        "usb",
+    )
+}
+
 # Upper bounds on what one request may carry; larger bodies get a clear 400/413.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.env_int("LODE_MAX_REQUEST_BYTES", 5_000_000, minimum=1024)
 LODE_MAX_NOTE_BYTES = env.env_int("LODE_MAX_NOTE_BYTES", 2_000_000, minimum=1024)
 LODE_MAX_QUERY_CHARS = env.env_int("LODE_MAX_QUERY_CHARS", 1000, minimum=16)
+# Time budgets (lode_site/budget.py), enforced in Python and in the database (SQLite progress
+# handler, PostgreSQL statement_timeout); 0 turns one off. Reads of every page and endpoint
+# get the first; asking gets the second (search plus local models plus the trace write; the
+# answer model's network wait does not count). Other writes and /admin/ are not budgeted.
+LODE_REQUEST_BUDGET_SECONDS = env.env_int("LODE_REQUEST_BUDGET_SECONDS", 10, minimum=0)
+LODE_ASK_BUDGET_SECONDS = env.env_int("LODE_ASK_BUDGET_SECONDS", 30, minimum=0)
+# Bounded search responses (retrieval/search.py): each hit's parent context is a window of
+# this many characters either side of the passage, and one response carries at most
+# LODE_SEARCH_RESPONSE_MAX_CHARS characters of passage text, highlights and context (hits
+# past it are trimmed and flagged; the evidence and note version endpoints give the rest).
+LODE_SEARCH_CONTEXT_CHARS = env.env_int("LODE_SEARCH_CONTEXT_CHARS", 1000, minimum=0)
+LODE_SEARCH_RESPONSE_MAX_CHARS = env.env_int(
+    "LODE_SEARCH_RESPONSE_MAX_CHARS", 200_000, minimum=1000
+)
 
 # Chunking (retrieval/chunking.py): passage size bound in words and overlap between windows.
 LODE_CHUNK_MAX_WORDS = env.env_int("LODE_CHUNK_MAX_WORDS", 200, minimum=20)
 LODE_CHUNK_OVERLAP_WORDS = env.env_int("LODE_CHUNK_OVERLAP_WORDS", 20, minimum=0)
+# ...and in characters (code points), so a long table line, code block or one giant "word"
+# is cut too. 2,000 leaves ordinary prose alone: 200 (+20 overlap) words of it are ~1,100 to
+# 1,700 characters (SciFact abstracts at 200 words: longest passage 1,708), while FTS5
+# highlight() and ts_headline, whose cost grows faster than linearly with the matches in one
+# passage, stay in the low milliseconds per passage. Raise it with LODE_CHUNK_MAX_WORDS.
+LODE_CHUNK_MAX_CHARS = env.env_int("LODE_CHUNK_MAX_CHARS", 2000, minimum=200)
 
 # Background work (Django tasks): the database-backed queue run by `manage.py db_worker`.
 # LODE_TASKS_BACKEND=django.tasks.backends.immediate.ImmediateBackend runs tasks inline instead.
@@ -140,8 +237,23 @@ LODE_CHROMA_TIMEOUT_SECONDS = env.env_int("LODE_CHROMA_TIMEOUT_SECONDS", 5, mini
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"lode": {"handlers": ["console"], "level": env.env_str("LODE_LOG_LEVEL", "INFO")}},
+    "formatters": {"errors": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {"require_debug_false": {"()": "django.utils.log.RequireDebugFalse"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler"},
+        # Server errors with their tracebacks (Django's own console handler prints them only
+        # with DEBUG on, so without this a 500 in production left no trace anywhere).
+        "errors": {
+            "class": "logging.StreamHandler",
+            "formatter": "errors",
+            "filters": ["require_debug_false"],
+        },
+    },
+    "loggers": {
+        "lode": {"handlers": ["console"], "level": env.env_str("LODE_LOG_LEVEL", "INFO")},
+        "django.request": {"handlers": ["errors"], "level": "ERROR"},  # 5xx + traceback
+        "django.security": {"handlers": ["errors"], "level": "ERROR"},  # refused requests
+    },
 }
 
 # Rerank stage (retrieval/rerank.py): "learned" (default, ships with lode), "cross-encoder"
@@ -179,12 +291,18 @@ LODE_ASK_MAX_CHARS = env.env_int("LODE_ASK_MAX_CHARS", 12_000, minimum=200)
 # and the previous snapshot stays searchable.
 LODE_SOURCE_MAX_FILE_BYTES = env.env_int("LODE_SOURCE_MAX_FILE_BYTES", 2_000_000, minimum=1024)
 # URL sources: one GET with these bounds; redirects are followed, each hop re-checked.
+# The timeout is the deadline for the whole fetch (every hop and read), not per read.
 LODE_FETCH_TIMEOUT_SECONDS = env.env_int("LODE_FETCH_TIMEOUT_SECONDS", 20, minimum=1)
 LODE_FETCH_MAX_BYTES = env.env_int("LODE_FETCH_MAX_BYTES", 5_000_000, minimum=1024)
-# Private, loopback, link-local and reserved addresses are refused (SSRF) unless this is on.
+# A fetch slower than this (after a 5 s grace period) is cut off; 0 turns the check off.
+LODE_FETCH_MIN_BYTES_PER_SECOND = env.env_int("LODE_FETCH_MIN_BYTES_PER_SECOND", 1000, minimum=0)
+# Only globally routable addresses are fetched (SSRF) unless this is on.
 LODE_FETCH_ALLOW_PRIVATE = env.env_bool("LODE_FETCH_ALLOW_PRIVATE", False)
 # Folder sources read the server's disk: staff may mirror any folder, other accounts only
 # folders inside these roots (comma-separated absolute paths; empty = staff only).
 LODE_SOURCE_FOLDER_ROOTS = env.env_list("LODE_SOURCE_FOLDER_ROOTS", [])
 # Push-triggered re-index: largest webhook body accepted (larger → 413, unread).
 LODE_WEBHOOK_MAX_BODY_BYTES = env.env_int("LODE_WEBHOOK_MAX_BODY_BYTES", 1_000_000, minimum=1024)
+# Refused webhook deliveries allowed per remote address per five minutes (then 429 until
+# the window ends); counted in the cache, logged, never written to the database.
+LODE_WEBHOOK_MAX_FAILURES = env.env_int("LODE_WEBHOOK_MAX_FAILURES", 20, minimum=1)

@@ -17,6 +17,18 @@ from notes.models import Document
 PASSWORD = "correct horse battery staple"
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> Iterator[None]:
+    """Every test starts with an empty `default` cache: login-failure counts (the login
+    throttle, lode_site/throttle.py) and rendered notes never leak from one test into the
+    next."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
 @pytest.fixture
 def alice(db) -> User:
     return User.objects.create_user("alice", "alice@example.com", PASSWORD)
