@@ -5,9 +5,6 @@ page. At desktop and phone widths, with no script error or policy violation."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 from playwright.sync_api import expect
 
@@ -15,9 +12,6 @@ from notes import services
 from notes.rendering import split_parts
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-# H3_SHOTS=<folder> writes viewport screenshots there (for looking at the page by eye).
-SHOTS = os.environ.get("H3_SHOTS")
 
 
 def huge_body() -> str:
@@ -41,8 +35,6 @@ def test_huge_note_shows_parts_on_request(open_session, alice, screenshot, width
     more = page.locator(".more-parts a")
     expect(more).to_have_text("Show more")
     expect(page.locator(".more-parts")).to_contain_text(f"part 1 of {count}")
-    if SHOTS:
-        page.screenshot(path=str(Path(SHOTS) / f"note-part1-{width}.png"))
 
     more.click()
     expect(page.locator(".rendered")).to_have_count(2)
@@ -51,8 +43,6 @@ def test_huge_note_shows_parts_on_request(open_session, alice, screenshot, width
     expect(page.locator(".rendered").nth(1).locator("thead th").first).to_have_text("name")
     assert page.url.endswith(f"/notes/{note.pk}")  # swapped in place, no navigation
     page.locator(".rendered").nth(1).scroll_into_view_if_needed()
-    if SHOTS:
-        page.screenshot(path=str(Path(SHOTS) / f"note-part2-{width}.png"))
     screenshot(page, f"note-parts-{width}")
     assert_fits(page, width)
 
@@ -60,8 +50,6 @@ def test_huge_note_shows_parts_on_request(open_session, alice, screenshot, width
     page.goto(f"/notes/{note.pk}?part={count - 1}")
     expect(page.locator(".rendered")).to_contain_text("x|x|x")
     assert_fits(page, width)
-    if SHOTS:
-        page.screenshot(path=str(Path(SHOTS) / f"note-word-{width}.png"))
     assert session.errors == [] and session.dialogs == []
 
 
@@ -89,6 +77,22 @@ def test_show_more_works_without_javascript(open_session, alice):
     page.locator(".part-position a", has_text="Start from the beginning").click()
     expect(page.locator(".rendered h1")).to_have_text("Inventory")
 
+
+@pytest.mark.parametrize("width", [1280, 360])
+def test_search_hits_from_a_table_line_wrap_inside_the_page(open_session, alice, width):
+    """A passage that is one run without spaces (a 2,000-character cut of a table line) wraps
+    in the results instead of widening the page, and the capped marks are said."""
+    services.note_create(owner=alice, title="Wide", body="|x" * 50_000, tags="")
+    page = open_session(alice).page
+    page.set_viewport_size({"width": width, "height": 800})
+    page.goto("/search?q=x&mode=lexical")
+    expect(page.locator(".hit").first).to_be_visible()
+    expect(page.locator(".marks-capped").first).to_be_visible()
+    for text in page.locator(".hit-text").all()[:3]:
+        right, scroll, client = text.evaluate(
+            "el => [el.getBoundingClientRect().right, el.scrollWidth, el.clientWidth]"
+        )
+        assert right <= width and scroll <= client, (right, scroll, client)
 
 
 def test_code_reads_exactly_as_written(open_session, alice):
