@@ -198,6 +198,11 @@ LODE_ASK_BUDGET_SECONDS = env.env_int("LODE_ASK_BUDGET_SECONDS", 30, minimum=0)
 # this many characters either side of the passage, and one response carries at most
 # LODE_SEARCH_RESPONSE_MAX_CHARS characters of passage text, highlights and context (hits
 # past it are trimmed and flagged; the evidence and note version endpoints give the rest).
+# A notes list (GET /api/notes/) carries at most this many characters of note bodies; notes
+# past it are listed with `body_omitted` (their own endpoint gives the body).
+LODE_API_LIST_MAX_BODY_CHARS = env.env_int(
+    "LODE_API_LIST_MAX_BODY_CHARS", 4_000_000, minimum=1000
+)
 LODE_SEARCH_CONTEXT_CHARS = env.env_int("LODE_SEARCH_CONTEXT_CHARS", 1000, minimum=0)
 LODE_SEARCH_RESPONSE_MAX_CHARS = env.env_int(
     "LODE_SEARCH_RESPONSE_MAX_CHARS", 200_000, minimum=1000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.conf import settings
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
@@ -28,6 +29,12 @@ class NoteOut(Schema):
     id: int
     title: str
     body: str
+    body_omitted: bool = Field(
+        False,
+        description="Lists only: true when this note's body was left out (`body` is empty) "
+        "because the bodies before it filled the response's budget "
+        "(LODE_API_LIST_MAX_BODY_CHARS); GET /api/notes/{id} gives the whole note.",
+    )
     tags: list[str]
     version: VersionSummary
     created_at: datetime
@@ -115,7 +122,18 @@ def list_notes(
 ):
     limit = max(1, min(limit, 500))
     notes = selectors.notes_for_user(request.auth, tag=tag)[offset : offset + limit]
-    return [_note_out(note) for note in notes]
+    # Bound the response (issue 10, item 2): 500 notes of up to LODE_MAX_NOTE_BYTES each
+    # would be a gigabyte. Bodies are included in order until the budget is spent (the
+    # first always is); later notes keep their metadata and say their body was left out.
+    budget = settings.LODE_API_LIST_MAX_BODY_CHARS
+    listed = []
+    for note in notes:
+        out = _note_out(note)
+        if listed and len(out.body) > budget:
+            out.body, out.body_omitted = "", True
+        budget -= len(out.body)
+        listed.append(out)
+    return listed
 
 
 @router.post("/", response={201: NoteOut, 400: ErrorOut})

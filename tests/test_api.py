@@ -76,6 +76,32 @@ def test_list_notes_tag_filter_and_paging(alice_client, alice, alice_note):
     assert len(alice_client.get("/api/notes/?limit=0").json()) == 1  # clamped to >= 1
 
 
+def test_list_notes_bounds_the_bodies_it_carries(alice_client, alice, settings):
+    """Issue 10, item 2: a list of many large notes stays within its body budget; the notes
+    past it are still listed, say their body was left out, and their own endpoint has it."""
+    settings.LODE_API_LIST_MAX_BODY_CHARS = 25_000
+    for i in range(4):
+        services.note_create(owner=alice, title=f"Big {i}", body=f"{i} " * 5_000, tags="")
+    response = alice_client.get("/api/notes/")
+    data = response.json()
+    assert len(data) == 4
+    included = [n for n in data if not n["body_omitted"]]
+    omitted = [n for n in data if n["body_omitted"]]
+    assert len(included) == 2 and len(omitted) == 2
+    assert all(n["body"] == "" for n in omitted)
+    assert sum(len(n["body"]) for n in data) <= 25_000
+    assert len(response.content) < 30_000
+    whole = alice_client.get(f"/api/notes/{omitted[0]['id']}").json()
+    assert len(whole["body"]) == 10_000 and whole["body_omitted"] is False
+
+
+def test_list_notes_always_carries_the_first_body(alice_client, alice, settings):
+    settings.LODE_API_LIST_MAX_BODY_CHARS = 1000
+    services.note_create(owner=alice, title="Big", body="word " * 1_000, tags="")
+    [item] = alice_client.get("/api/notes/").json()
+    assert item["body_omitted"] is False and len(item["body"]) == 5_000
+
+
 def test_create_note(alice_client, alice):
     response = post(
         alice_client, "/api/notes/", {"title": "API note", "body": "Hello #World", "tags": ["X"]}

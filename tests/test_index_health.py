@@ -529,6 +529,20 @@ def test_oversized_head_passages_are_reported_and_rechunked_by_repair(alice, set
     assert status == 0 and "re-chunked: 0 head versions" in out
 
 
+@pytest.mark.django_db(transaction=True)  # the worker closes its connection when done
+def test_the_worker_rechunks_over_long_passages_when_it_starts(alice, settings) -> None:
+    """An upgraded install needs no operator step: `db_worker` re-chunks head passages
+    longer than the bound before its loop (here one batch over an empty queue)."""
+    settings.LODE_CHUNK_MAX_CHARS = 2000
+    settings.TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+    document = _legacy_note(alice, settings)
+    assert index_health(vectors=False).canonical.oversized == 1
+    call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload")
+    assert index_health(vectors=False).canonical.oversized == 0
+    heads = Passage.objects.filter(document=document, is_head=True)
+    assert heads.count() == 7 and all(len(p.text) <= 2000 for p in heads)
+
+
 def test_rechunk_leaves_old_versions_and_current_passages_alone(alice, settings) -> None:
     from retrieval.indexing import rechunk_head
 
