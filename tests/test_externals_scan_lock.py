@@ -5,14 +5,12 @@ command) or wait for it. The races run real threads with their own connections."
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
@@ -20,6 +18,7 @@ from externals import pipeline, services
 from externals.models import ScanRecord, Source
 from externals.pipeline import ScanAlreadyRunning, claim_scan, scan_source
 from notes.models import Version
+from tests.concurrency import postgresql_only, race
 
 FILES = 40
 
@@ -48,30 +47,6 @@ def versions_of(source: Source) -> int:
     return Version.objects.filter(document__source_items__source=source).count()
 
 
-def race(calls: list) -> list[object]:
-    """Run each callable in its own thread, released together; each thread uses and closes
-    its own database connection. Returns results or exceptions, in order."""
-    barrier = threading.Barrier(len(calls))
-    results: list[object] = [None] * len(calls)
-
-    def run(index: int, call) -> None:
-        try:
-            barrier.wait(timeout=30)
-            results[index] = call()
-        except Exception as exc:
-            results[index] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=300)
-    assert not any(thread.is_alive() for thread in threads)
-    return results
-
-
 def scan_fresh(source_id: int, **kwargs):
     return lambda: scan_source(Source.objects.get(pk=source_id), **kwargs)
 
@@ -80,10 +55,6 @@ def scan_fresh(source_id: int, **kwargs):
 # where a second writer fails at once ("table is locked") instead of waiting: the threaded
 # races need PostgreSQL (or a file database, which the bench uses). The claim itself is one
 # UPDATE on both, tested deterministically below.
-postgresql_only = pytest.mark.skipif(
-    connection.vendor != "postgresql",
-    reason="threads share SQLite's in-memory test database through one locking cache",
-)
 
 
 @postgresql_only

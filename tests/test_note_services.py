@@ -4,15 +4,14 @@ validation, permissions, and the head passages each write leaves behind."""
 from __future__ import annotations
 
 import hashlib
-import threading
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import connection
 
 from notes import selectors, services
 from notes.models import Document, DocumentTag, Tag, Version
 from retrieval.models import Passage
+from tests.concurrency import postgresql_only, race
 
 pytestmark = pytest.mark.django_db
 
@@ -548,38 +547,6 @@ def test_conflict_leaves_passages_unchanged(alice, alice_note):
 # --------------------------------------------------------------------------
 
 
-def _race(calls: list) -> list[object]:
-    """Run each zero-argument callable in its own thread, all released at once; each thread
-    uses (and closes) its own database connection. Returns results or exceptions, in order."""
-    from django.db import connection
-
-    barrier = threading.Barrier(len(calls))
-    results: list[object] = [None] * len(calls)
-
-    def run(index: int, call) -> None:
-        try:
-            barrier.wait(timeout=30)
-            results[index] = call()
-        except Exception as exc:
-            results[index] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not any(thread.is_alive() for thread in threads)
-    return results
-
-
-postgresql_only = pytest.mark.skipif(
-    connection.vendor != "postgresql",
-    reason="row locks between concurrent connections are PostgreSQL's (SQLite has one writer)",
-)
-
-
 @postgresql_only
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_restores_from_one_page_make_one_version(alice, alice_note):
@@ -594,7 +561,7 @@ def test_concurrent_restores_from_one_page_make_one_version(alice, alice_note):
             document=note, user=alice, version_id=v1.pk, base_version_id=v2.pk
         )
 
-    results = _race([restore_v1] * 5)
+    results = race([restore_v1] * 5)
     written = [r for r in results if isinstance(r, Version)]
     refused = [r for r in results if isinstance(r, services.RestoreConflict)]
     assert len(written) == 1, results
@@ -628,7 +595,7 @@ def test_concurrent_restores_and_edit_from_one_head_make_one_version(alice, alic
             document=note, user=alice, base_version_id=v2.pk, title="T", body="edited"
         )
 
-    results = _race([restore_v1, restore_v1, edit_from_v2, restore_v1, restore_v1, restore_v1])
+    results = race([restore_v1, restore_v1, edit_from_v2, restore_v1, restore_v1, restore_v1])
     written = [r for r in results if isinstance(r, Version)]
     refused = [r for r in results if isinstance(r, services.EditConflict)]
     assert (len(written), len(refused)) == (1, 5), results
@@ -653,7 +620,7 @@ def test_concurrent_edits_from_one_head_make_one_version(alice, alice_note):
 
         return call
 
-    results = _race([edit_from_v1(n) for n in range(5)])
+    results = race([edit_from_v1(n) for n in range(5)])
     written = [r for r in results if isinstance(r, Version)]
     refused = [r for r in results if isinstance(r, services.EditConflict)]
     assert (len(written), len(refused)) == (1, 4), results
