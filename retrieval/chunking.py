@@ -273,9 +273,18 @@ def _blocks(body: str, line_starts: list[int], line_ends: list[int]) -> list[_Bl
     return blocks
 
 
+# A heading path travels with every passage of its section (and every search hit), so each
+# heading in it is cut to this many characters: a 1 MB heading line must not make every hit
+# of its section carry a megabyte. The heading's text itself stays in its passage.
+MAX_HEADING_CHARS = 200
+
+
 def _heading_text(inline: Token) -> str:
-    """Return a heading's text with markdown markup removed and spaces collapsed."""
-    content = inline.content
+    """Return a heading's text with markdown markup removed and spaces collapsed, cut to
+    `MAX_HEADING_CHARS` (with "…")."""
+    # Only the start can survive the cut; parsing a megabyte of inline markup to keep 200
+    # characters would be wasted work (4× leaves room for the markup that is removed).
+    content = inline.content[: MAX_HEADING_CHARS * 4]
     if _INLINE_MARKUP_RE.search(content):
         parts: list[str] = []
         for token in _INLINE_MD.parseInline(content)[0].children or ():
@@ -284,7 +293,10 @@ def _heading_text(inline: Token) -> str:
             elif token.type in ("softbreak", "hardbreak"):
                 parts.append(" ")
         content = "".join(parts)
-    return " ".join(content.split())
+    text = " ".join(content.split())
+    if len(text) > MAX_HEADING_CHARS:
+        text = text[: MAX_HEADING_CHARS - 1].rstrip() + "…"
+    return text
 
 
 def _sections(blocks: list[_Block]) -> list[list[_Block]]:

@@ -17,6 +17,7 @@ from retrieval.chunking import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_WORDS,
     DEFAULT_OVERLAP_WORDS,
+    MAX_HEADING_CHARS,
     Chunk,
     chunk_markdown,
     word_count,
@@ -335,6 +336,20 @@ def test_nested_heading_paths() -> None:
 def test_heading_markup_is_stripped() -> None:
     (chunk,) = chunk_markdown("## *Fancy* `code` [link](http://x)  ##\n\ntext")
     assert chunk.heading_path == ("Fancy code link",)
+
+
+def test_heading_paths_are_bounded() -> None:
+    """Issue 10: a heading path travels with every hit of its section, so a 1 MB heading
+    line is cut in the path (its text stays, whole, in the passages)."""
+    body = "# " + "head " * 200_000 + "\n\n## *Short* one\n\nA paragraph about otters.\n"
+    chunks = chunk_markdown(body)
+    last = chunks[-1]
+    assert last.text.endswith("otters.")
+    first, second = last.heading_path
+    assert len(first) == MAX_HEADING_CHARS and first.endswith("…")
+    assert first.startswith("head head") and second == "Short one"
+    assert all(len(h) <= MAX_HEADING_CHARS for c in chunks for h in c.heading_path)
+    assert chunks[0].start == 0 and chunks[0].text.startswith("# head head")
 
 
 def test_preamble_before_first_heading_has_empty_path() -> None:
