@@ -231,6 +231,22 @@ def release_current() -> None:
         enforcement.release()
 
 
+def as_budget_exceeded(exc: BaseException) -> BudgetExceeded | None:
+    """`exc` as the budget running out, or None. The execute wrapper converts what it sees,
+    but SQLite's progress handler also interrupts while rows are being *fetched* (an ORM
+    query reads its rows in chunks after `execute()` returned), which no wrapper sees: such a
+    DatabaseError is recognised here, while its budget is still known."""
+    if isinstance(exc, BudgetExceeded):
+        return exc
+    enforcement = _active.get()
+    if enforcement is None or not isinstance(exc, DatabaseError):
+        return None
+    budget = enforcement.budget
+    if budget.expired() or enforcement.backend.is_time_budget_interrupt(exc):
+        return BudgetExceeded(budget.seconds)
+    return None
+
+
 def budget_seconds_for(request: HttpRequest) -> float:
     """The budget for `request` in seconds; 0 means none (see the module docstring)."""
     path = request.path_info
@@ -291,10 +307,21 @@ class TimeBudgetMiddleware:
         if user is not None:
             user.is_authenticated  # noqa: B018 (evaluates the lazy user)
         with time_budget(seconds):
-            return self.get_response(request)
+            try:
+                return self.get_response(request)
+            except Exception as exc:
+                # Raised outside the view (a lazily rendered template, a middleware): the
+                # same clear answer as from process_exception.
+                exceeded = as_budget_exceeded(exc)
+                if exceeded is None:
+                    raise
+                release_current()
+                logger.warning("%s %s %s", request.method, request.path_info, exceeded)
+                return exceeded_response(request, exceeded)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if not isinstance(exception, BudgetExceeded):
+        exception = as_budget_exceeded(exception)
+        if exception is None:
             return None
         # Release first: rendering the answer may query the database, and a PostgreSQL
         # statement_timeout of a few milliseconds must not stop that too.

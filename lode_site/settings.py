@@ -114,15 +114,26 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
 STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns on every request when it is missing
 
-# One cache shared by every worker process of this machine (a folder in the data dir, so no
-# extra service): rendered note versions (keyed by their SHA-256) and login throttling.
+# Caches shared by every worker process of this machine (folders in the data dir, so no
+# extra service). Two aliases because a file cache culls a random third of its entries when
+# full: rendered note parts (many, large, cheap to redo) must never evict the login and
+# webhook failure counters (few, small, security-relevant).
 CACHES = {
+    # Counters: login throttling (lode_site/throttle.py), refused webhook deliveries. Django
+    # lists the folder on every write, so the bound is generous but not unlimited.
     "default": {
         "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
         "LOCATION": str(DATA_DIR / "cache"),
+        "TIMEOUT": 24 * 3600,
+        "OPTIONS": {"MAX_ENTRIES": 50_000},
+    },
+    # Rendered note parts, keyed by the version's SHA-256 (notes/rendering.py).
+    "renders": {
+        "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+        "LOCATION": str(DATA_DIR / "cache-renders"),
         "TIMEOUT": 7 * 24 * 3600,
         "OPTIONS": {"MAX_ENTRIES": 2000},
-    }
+    },
 }
 
 SESSION_COOKIE_HTTPONLY = True

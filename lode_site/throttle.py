@@ -1,4 +1,5 @@
-"""Login throttling: too many failed password logins lock a username, and an address, for a while.
+"""Login throttling: too many failed password logins lock a username at an address, and an
+address, for a while.
 
 Issue 10, item 7. django-axes (8.3.1, the latest release) declares support up to Django 6.0,
 not the 6.1 lode runs on, and brings its own tables and middleware; this is the small
@@ -7,14 +8,20 @@ by every worker process of the machine, see settings.CACHES).
 
 * Each failed password login (Django's `user_login_failed` signal, sent by `authenticate()`
   for every backend and view: `/accounts/login/`, `/admin/login/`) is recorded under the
-  username and under the client address, as a list of failure times.
+  (username, client address) pair and under the address, as a list of failure times.
 * `LoginThrottleBackend`, first in `AUTHENTICATION_BACKENDS`, refuses every attempt while
-  `LODE_LOGIN_MAX_FAILURES` failures for the username, or `LODE_LOGIN_MAX_FAILURES_PER_IP`
-  for the address, fall within the last `LODE_LOGIN_LOCKOUT_MINUTES` (a sliding window) —
-  before any password is checked, so the right password is refused too. Refused attempts
-  are not counted, so the lock lifts when the window says it will.
-* A successful login clears its username's failures (not the address's: an attacker who has
-  one account must not be able to reset the counter for the address).
+  `LODE_LOGIN_MAX_FAILURES` failures for the username at that address, or
+  `LODE_LOGIN_MAX_FAILURES_PER_IP` for the address, fall within the last
+  `LODE_LOGIN_LOCKOUT_MINUTES` (a sliding window) — before any password is checked, so the
+  right password is refused too. Refused attempts are not counted, so the lock lifts when
+  the window says it will.
+* The username lock is per address (django-axes' `[["username", "ip_address"]]`): a lock
+  keyed on the username alone would let any stranger keep an account (the admin's) locked
+  out forever with five wrong passwords every quarter hour. The price: guesses spread over
+  many addresses get `LODE_LOGIN_MAX_FAILURES` each, and each address is capped across all
+  usernames by the per-address limit.
+* A successful login clears its username's failures at that address (not the address's: an
+  attacker who has one account must not be able to reset the counter for the address).
 * `LoginLockoutMessageMiddleware` (lode_site/middleware.py) turns the refusal into "Too many
   failed attempts; try again in N minutes" on the login pages, with status 429.
 
@@ -84,8 +91,9 @@ def client_address(request: HttpRequest) -> str:
     return request.META.get("REMOTE_ADDR", "") or "unknown"
 
 
-def _username_key(username: str) -> str:
-    digest = hashlib.sha256(username.strip().casefold().encode("utf-8")).hexdigest()
+def _username_key(username: str, address: str) -> str:
+    name = username.strip().casefold()
+    digest = hashlib.sha256(f"{address}\n{name}".encode()).hexdigest()
     return f"{CACHE_PREFIX}:user:{digest}"
 
 
@@ -108,9 +116,10 @@ def _lockout_for(key: str, limit: int, at: float) -> float:
 
 
 def _keys_and_limits(username: str, request: HttpRequest) -> list[tuple[str, int]]:
-    pairs = [(_address_key(client_address(request)), settings.LODE_LOGIN_MAX_FAILURES_PER_IP)]
+    address = client_address(request)
+    pairs = [(_address_key(address), settings.LODE_LOGIN_MAX_FAILURES_PER_IP)]
     if username:
-        pairs.append((_username_key(username), settings.LODE_LOGIN_MAX_FAILURES))
+        pairs.append((_username_key(username, address), settings.LODE_LOGIN_MAX_FAILURES))
     return pairs
 
 
@@ -132,9 +141,9 @@ def record_login_failure(username: str, request: HttpRequest) -> None:
         cache.set(key, times, timeout=int(window_seconds()) + 60)
 
 
-def clear_login_failures(username: str) -> None:
-    """Forget the username's failures (after a successful login)."""
-    cache.delete(_username_key(username))
+def clear_login_failures(username: str, request: HttpRequest) -> None:
+    """Forget the username's failures at the request's address (after a successful login)."""
+    cache.delete(_username_key(username, client_address(request)))
 
 
 def _username_from(credentials: dict[str, Any]) -> str:
@@ -169,5 +178,5 @@ def _on_login_failed(sender, credentials: dict[str, Any], request=None, **kwargs
 
 @receiver(user_logged_in, dispatch_uid="lode-login-throttle-success")
 def _on_logged_in(sender, request=None, user=None, **kwargs) -> None:
-    if user is not None:
-        clear_login_failures(user.get_username())
+    if user is not None and request is not None:
+        clear_login_failures(user.get_username(), request)

@@ -22,11 +22,13 @@ def _fresh_cache() -> Iterator[None]:
     """Every test starts with an empty `default` cache: login-failure counts (the login
     throttle, lode_site/throttle.py) and rendered notes never leak from one test into the
     next."""
-    from django.core.cache import cache
+    from django.core.cache import caches
 
-    cache.clear()
+    for alias in ("default", "renders"):
+        caches[alias].clear()
     yield
-    cache.clear()
+    for alias in ("default", "renders"):
+        caches[alias].clear()
 
 
 @pytest.fixture

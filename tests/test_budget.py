@@ -17,6 +17,7 @@ import json
 
 import pytest
 from django.db import DatabaseError, connection, transaction
+from django.http import HttpResponse
 from django.test import Client
 
 from lode_site import budget
@@ -123,6 +124,33 @@ def test_the_database_stops_a_long_statement_and_the_connection_stays_usable() -
             "SELECT count(*) FROM c"
         )
         assert cursor.fetchone() == (200000,)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_budget_that_runs_out_while_rows_are_fetched_is_a_503(rf, alice, settings) -> None:
+    """SQLite's progress handler also stops a statement while its rows are being fetched,
+    after `execute()` returned (an ORM query reads rows in chunks): that error never passes
+    the execute wrapper, and must still be the 503, not a 500."""
+    settings.LODE_REQUEST_BUDGET_SECONDS = 1
+    streaming = (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+        "SELECT x FROM c LIMIT 5000000000"
+    )
+
+    def view(request):
+        with connection.cursor() as cursor:
+            cursor.execute(streaming)
+            cursor.fetchall()
+        return HttpResponse("finished")
+
+    request = rf.get("/search", {"q": "otters"})
+    request.user = alice
+    response = budget.TimeBudgetMiddleware(view)(request)
+    assert response.status_code == 503
+    assert "took too long and was stopped" in response.content.decode()
+    with connection.cursor() as cursor:  # and the connection is usable afterwards
+        cursor.execute("SELECT 1")
+        assert cursor.fetchone() == (1,)
 
 
 @pytest.mark.django_db(transaction=True)
