@@ -611,6 +611,9 @@ def bound_hits(hits: list[Hit], *, max_chars: int) -> int:
     left = max_chars
     trimmed = 0
     for hit in hits:
+        # The heading path always goes out (new passages cut each heading to 200 characters;
+        # older ones may carry longer), so it is charged first and squeezes the rest.
+        left -= sum(len(heading) for heading in hit.passage.heading_path)
         text_cost = hit_text_cost(hit)
         if text_cost + len(hit.context_text) <= left:
             left -= text_cost + len(hit.context_text)

@@ -172,3 +172,23 @@ def test_asking_about_a_1mb_note_gives_a_bounded_answer(
     assert response.status_code == 200, response.text[:300]
     assert response.json()["claims"]
     assert len(response.content) < 20_000
+
+
+@pytest.mark.django_db
+def test_long_heading_paths_of_older_passages_count_against_the_cap(
+    alice, alice_client: Client, settings
+) -> None:
+    """Passages chunked before headings were cut to 200 characters may carry long heading
+    paths, which always go out; they are charged first, so the rest is trimmed instead."""
+    from retrieval.models import Passage
+
+    body = "".join(f"Otter {i} ate a trout. " * 30 + "\n\n" for i in range(30))
+    note = services.note_create(owner=alice, title="Legacy", body=body)
+    Passage.objects.filter(document=note).update(heading_path=["h" * 1500] * 6)
+    # Enough for every hit's text and context, not for those plus six 1,500-character
+    # headings a hit.
+    settings.LODE_SEARCH_RESPONSE_MAX_CHARS = 80_000
+    data, _ = search_json(alice_client, q="otter trout", limit=50)
+    assert len(data["hits"]) == 30 and data["truncated"]
+    kept = [h for h in data["hits"] if not h["text_trimmed"]]
+    assert 0 < len(kept) < 10  # 80,000 / 9,000 of headings a hit, less each kept text
