@@ -158,10 +158,12 @@ def refresh_source(request: HttpRequest, source_id: DbId):
 def source_webhook(request: HttpRequest, source_id: int, response: HttpResponse):
     """Signed push: `X-Lode-Timestamp: <unix seconds>` and `X-Lode-Signature:
     sha256=<hex HMAC-SHA256(secret, "<timestamp>." + raw body)>`, optional `X-Lode-Delivery`
-    id. 202 queued, 200 duplicate delivery; 401 for an unknown source or a bad signature
-    (the same answer), a missing signature or a timestamp more than five minutes off; 400
-    missing timestamp; 409 disabled source (correctly signed); 413 body too large; 429 too
-    many refused deliveries from this address (see `Retry-After`)."""
+    id. 202 queued (or folded into a refresh already queued), 200 duplicate delivery (the
+    same id, or the same signature under any id); 401 for an unknown source or a bad
+    signature (the same answer), a missing signature or a timestamp more than five minutes
+    off; 400 missing timestamp; 409 disabled source (correctly signed); 413 body too large;
+    429 a refused delivery from an address with too many refused deliveries (see
+    `Retry-After`; correctly signed deliveries are still taken)."""
     outcome = receive_webhook(request, source_id)
     for name, value in outcome.headers.items():
         response[name] = value

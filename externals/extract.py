@@ -5,11 +5,14 @@ recorded on every snapshot (`Version.extractor_name`/`extractor_version`), so a 
 always be explained and a library upgrade can be told apart from a content change.
 
 - Markdown and plain text: strict UTF-8 (a decode error names its byte offset, never a
-  silently replaced character that a citation would then quote), a leading BOM dropped.
+  silently replaced character that a citation would then quote), a leading BOM dropped; a
+  file with a NUL byte anywhere is binary (skipped).
 - HTML: trafilatura (main-content extraction, Markdown output so headings still cut
   passages); nothing extracted is an error, not an empty snapshot that would clear the page.
 - PDF: pypdf, page by page, pages joined with a blank line; `pages` gives where each page
   starts in the text so every passage knows its page.
+- Extracted (PDF, HTML) text never holds a NUL character: it is removed (SQLite's string
+  functions stop at one, which would break search's context windows).
 
 `SkipItem` means "not text lode indexes" (binary, an unknown type) and is not a failure;
 `ExtractionError` is a failure: the previous snapshot stays searchable.
@@ -32,8 +35,6 @@ TEXT_TYPES = frozenset({"text/plain", "text/markdown", "text/x-markdown"})
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 PDF_TYPES = frozenset({"application/pdf"})
 
-# How much of the start of a file is checked for NUL bytes (git's heuristic uses 8000).
-BINARY_SNIFF_BYTES = 8192
 # Between two PDF pages in the snapshot text: a blank line, so pages never merge a paragraph.
 PAGE_SEPARATOR = "\n\n"
 
@@ -134,6 +135,10 @@ def extract_html(data: bytes) -> Extracted:
     if not text or not text.strip():
         raise ExtractionError("trafilatura found no main text in this page")
     title = (metadata.title or "").strip() if metadata is not None else ""
+    # The bytes had no NUL (`looks_binary`), but entities such as &#0; can still make one.
+    text, title = without_nul(text), without_nul(title)
+    if not text.strip():
+        raise ExtractionError("trafilatura found no main text in this page")
     return Extracted(text, "trafilatura", _library_version("trafilatura"), None, title[:500])
 
 
@@ -147,7 +152,9 @@ def extract_pdf(data: bytes) -> Extracted:
     try:
         reader = PdfReader(io.BytesIO(data))
         for number, page in enumerate(reader.pages, start=1):
-            text = (page.extract_text() or "").strip()
+            # Removed per page, before the page offsets are counted (PDF strings may hold
+            # NUL characters, e.g. from a font without a proper encoding).
+            text = without_nul(page.extract_text() or "").strip()
             if parts:
                 offset += len(PAGE_SEPARATOR)
             pages.append((number, offset))
@@ -159,7 +166,17 @@ def extract_pdf(data: bytes) -> Extracted:
 
 
 def looks_binary(data: bytes) -> bool:
-    return b"\x00" in data[:BINARY_SNIFF_BYTES]
+    """A NUL byte anywhere makes a text or HTML file binary: not just in the first 8 KB (git's
+    heuristic), because a NUL in stored text breaks SQLite's substr()/length(), which stop
+    at it, and so search's context windows. UTF-8 text never needs one."""
+    return b"\x00" in data
+
+
+def without_nul(text: str) -> str:
+    """Extracted text with NUL characters removed. Only for derived text (PDF, HTML): the
+    snapshot stores what the extractor made of the bytes, not the bytes, so dropping a
+    character no reader could see loses nothing a citation could quote."""
+    return text.replace("\x00", "")
 
 
 def extract(data: bytes, *, filename: str, content_type: str = "") -> Extracted:
@@ -174,7 +191,7 @@ def extract(data: bytes, *, filename: str, content_type: str = "") -> Extracted:
             raise ExtractionError("not a PDF file (no %PDF- header)")
         return extract_pdf(data)
     if looks_binary(data):
-        raise SkipItem("binary file (NUL bytes in the first 8 KB)")
+        raise SkipItem("binary file (NUL bytes)")
     if kind == "html":
         return extract_html(data)
     return extract_text(data)

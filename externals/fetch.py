@@ -3,21 +3,23 @@ bounded, SSRF-aware HTTP GET.
 
 Address policy: every hop's host is resolved once, and refused unless every address is
 globally routable (`ipaddress` `is_global`, not multicast or site-local; an IPv4 address
-embedded in an IPv6 one — IPv4-mapped, IPv4-compatible, NAT64, 6to4, Teredo — must be
-global too). The connection then goes to one of exactly those checked addresses: the
-network backend below is handed the checked list and never resolves the name again, so a
-DNS answer that changes between check and connect (rebinding) cannot redirect it. The URL
-keeps its host name, so the Host header, TLS SNI and certificate check use the name as
-usual. `LODE_FETCH_ALLOW_PRIVATE` (tests serve pages from 127.0.0.1) skips the refusal but
-not the pinning.
+embedded in an IPv6 one — IPv4-mapped, IPv4-translated, IPv4-compatible, NAT64, 6to4,
+Teredo — must be global too). The connection then goes to one of exactly those checked
+addresses: the network backend below is handed the checked list and never resolves the
+name again, so a DNS answer that changes between check and connect (rebinding) cannot
+redirect it. The URL keeps its host name, so the Host header, TLS SNI and certificate check
+use the name as usual. `LODE_FETCH_ALLOW_PRIVATE` (tests serve pages from 127.0.0.1) skips
+the refusal but not the pinning.
 
-Bounds: one deadline for the whole fetch (`LODE_FETCH_TIMEOUT_SECONDS`, every redirect hop,
-connect, TLS and every read together — not per read), a minimum transfer rate after a grace
-period (`LODE_FETCH_MIN_BYTES_PER_SECOND`, so a server trickling bytes is cut off early), a
-size cap enforced while streaming (a lying or missing Content-Length cannot make lode read
-more), an allow-list of content types and at most `MAX_REDIRECTS` redirects. Both time
-bounds are enforced inside the socket reads (each read's timeout is shortened to what is
-left), so a server that sends nothing at all is cut off just the same.
+Bounds: one deadline for the whole fetch (`LODE_FETCH_TIMEOUT_SECONDS`, every name look-up,
+redirect hop, connect, TLS and every read together — not per read), a minimum transfer rate
+for the final page's body (`LODE_FETCH_MIN_BYTES_PER_SECOND`, measured from its first body
+byte after a grace period, so a server trickling bytes is cut off early while one slow to
+start answering only has the deadline to meet), a size cap enforced while streaming (a
+lying or missing Content-Length cannot make lode read more), an allow-list of content types
+and at most `MAX_REDIRECTS` redirects. Both time bounds are enforced inside the socket reads
+(each read's timeout is shortened to what is left), so a server that sends nothing at all
+is cut off just the same.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import functools
 import ipaddress
 import socket
 import ssl
+import threading
 import time
 import typing
 from dataclasses import dataclass
@@ -40,11 +43,15 @@ from externals.extract import HTML_TYPES, PDF_TYPES, TEXT_TYPES, media_type
 ALLOWED_CONTENT_TYPES = HTML_TYPES | PDF_TYPES | TEXT_TYPES
 MAX_REDIRECTS = 5
 USER_AGENT = "lode-mirror/1 (+self-hosted; one page per request)"
-# The minimum transfer rate applies only after this long: connecting, TLS and a slow first
-# byte are not held against a server.
+# The minimum transfer rate is measured from the first byte of the final page's body and
+# applies only after this long (TCP slow start, a short pause); before the first body byte
+# (look-ups, redirects, connecting, TLS, a slow server) only the deadline applies.
 MIN_RATE_GRACE_SECONDS = 5.0
 # The NAT64 well-known prefix (RFC 6052): the last 32 bits are the IPv4 address reached.
 NAT64_NETWORK = ipaddress.ip_network("64:ff9b::/96")
+# IPv4-translated addresses (RFC 2765, SIIT): ::ffff:0:a.b.c.d reaches a.b.c.d too. Python
+# does not count them as IPv4-mapped (::ffff:a.b.c.d) nor as non-global.
+IPV4_TRANSLATED_NETWORK = ipaddress.ip_network("::ffff:0:0:0/96")
 
 
 class FetchError(Exception):
@@ -86,7 +93,7 @@ def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
         found.append(ip.sixtofour)
     if ip.teredo is not None:
         found.extend(ip.teredo)
-    if ip in NAT64_NETWORK:
+    if ip in NAT64_NETWORK or ip in IPV4_TRANSLATED_NETWORK:
         found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
     return found
 
@@ -134,9 +141,10 @@ def resolve_host(host: str, port: int) -> list[str]:
 
 
 class _Budget:
-    """The time bounds of one whole fetch: a deadline and a minimum rate after a grace
-    period. Every socket operation asks it for its timeout; it raises a timeout when
-    nothing is left, and `explain` says which bound was hit."""
+    """The time bounds of one whole fetch: a deadline, and a minimum rate for the final
+    page's body measured from its first byte after a grace period. Every socket operation
+    asks it for its timeout; it raises a timeout when nothing is left, and `explain` says
+    which bound was hit."""
 
     def __init__(self, seconds: float, min_rate: int, grace: float) -> None:
         self.seconds = seconds
@@ -144,13 +152,35 @@ class _Budget:
         self.grace = grace
         self.started = time.monotonic()
         self.deadline = self.started + seconds
+        # Set by `expect_body` once the final page's headers are in; until then (look-ups,
+        # redirect hops, a server slow to answer) only the deadline applies.
+        self.body_expected = False
+        self.body_started: float | None = None  # when its first body byte arrived
+        self.received = 0  # body bytes since then
+
+    def left(self) -> float:
+        """Seconds left before the deadline (≤ 0: none)."""
+        return self.deadline - time.monotonic()
+
+    def expect_body(self) -> None:
+        """The final page's body comes next: measure the rate from its first byte."""
+        self.body_expected = True
+        self.body_started = None
         self.received = 0
 
+    def count(self, size: int) -> None:
+        """`size` bytes were just read from the socket."""
+        if not self.body_expected or size == 0:
+            return
+        if self.body_started is None:
+            self.body_started = time.monotonic()
+        self.received += size
+
     def _rate_limit_at(self) -> float:
-        """When the bytes received so far stop meeting the minimum rate."""
-        if self.min_rate <= 0:
+        """When the body bytes received so far stop meeting the minimum rate."""
+        if self.min_rate <= 0 or self.body_started is None:
             return float("inf")
-        return self.started + max(self.grace, self.received / self.min_rate)
+        return self.body_started + max(self.grace, self.received / self.min_rate)
 
     def timeout(self, requested: float | None, *, reading: bool) -> float:
         """The timeout for one socket operation: what was asked, shortened to what is left
@@ -162,15 +192,48 @@ class _Budget:
             raise httpcore.ReadTimeout("fetch budget exhausted")
         return left if requested is None else min(requested, left)
 
+    def deadline_passed(self, url: str) -> str:
+        return f"timed out fetching {url}: over the {self.seconds:g}-second deadline for the fetch"
+
     def explain(self, url: str) -> str:
         now = time.monotonic()
-        elapsed = now - self.started
-        if now < self.deadline - 0.05 and self._rate_limit_at() <= now + 0.05:
+        if (
+            self.body_started is not None
+            and now < self.deadline - 0.05
+            and self._rate_limit_at() <= now + 0.05
+        ):
             return (
-                f"{url} sent {self.received:,} bytes in {elapsed:.1f} s, slower than the "
-                f"minimum of {self.min_rate:,} bytes/s; gave up"
+                f"{url} sent {self.received:,} bytes in {now - self.body_started:.1f} s, "
+                f"slower than the minimum of {self.min_rate:,} bytes/s; gave up"
             )
-        return f"timed out fetching {url}: over the {self.seconds:g}-second deadline for the fetch"
+        return self.deadline_passed(url)
+
+
+def _within(seconds: float, function: typing.Callable[[], list[str]], what: str) -> list[str]:
+    """`function()` if it returns within `seconds`, else `FetchError`.
+
+    For the name look-up: `getaddrinfo` has no timeout of its own and cannot be
+    interrupted, so it runs in a daemon thread that is abandoned (it ends when the
+    resolver gives up, and never keeps the process from exiting) when the fetch's time is up.
+    """
+    if seconds <= 0:
+        raise FetchError(what)
+    outcome: dict[str, typing.Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = function()
+        except BaseException as exc:  # handed to the waiting thread, re-raised there
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, name="lode-fetch-resolve", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise FetchError(what)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 class _BudgetStream(httpcore.NetworkStream):
@@ -182,7 +245,7 @@ class _BudgetStream(httpcore.NetworkStream):
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         data = self._stream.read(max_bytes, self._budget.timeout(timeout, reading=True))
-        self._budget.received += len(data)
+        self._budget.count(len(data))
         return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
@@ -294,7 +357,13 @@ def fetch_url(url: str) -> Fetched:
     current = url
     for _hop in range(MAX_REDIRECTS + 1):
         host, port = check_url(current)
-        addresses = resolve_host(host, port)
+        # The look-up counts against the deadline too (checked before each hop; a resolver
+        # that hangs is abandoned when the time is up).
+        addresses = _within(
+            budget.left(),
+            functools.partial(resolve_host, host, port),
+            budget.deadline_passed(current) + f" (resolving {host})",
+        )
         backend = _PinnedBackend(host, addresses, budget)
         try:
             with (
@@ -313,7 +382,7 @@ def fetch_url(url: str) -> Fetched:
                         raise FetchError(f"redirect without a Location from {current}")
                     current = urljoin(current, location)
                     continue
-                return _read_body(response, current, limit)
+                return _read_body(response, current, limit, budget)
         except httpx.TimeoutException:
             raise FetchError(budget.explain(current)) from None
         except httpx.HTTPError as exc:
@@ -321,7 +390,7 @@ def fetch_url(url: str) -> Fetched:
     raise FetchError(f"more than {MAX_REDIRECTS} redirects")
 
 
-def _read_body(response: httpx.Response, url: str, limit: int) -> Fetched:
+def _read_body(response: httpx.Response, url: str, limit: int, budget: _Budget) -> Fetched:
     if response.status_code != 200:
         raise FetchError(f"HTTP {response.status_code} from {url}")
     content_type = response.headers.get("content-type", "")
@@ -333,6 +402,7 @@ def _read_body(response: httpx.Response, url: str, limit: int) -> Fetched:
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise FetchError(f"{int(declared):,} bytes is over the {limit:,}-byte cap")
+    budget.expect_body()
     chunks: list[bytes] = []
     size = 0
     for chunk in response.iter_bytes():

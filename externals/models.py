@@ -47,6 +47,9 @@ class Source(models.Model):
     # conditional UPDATE in externals.pipeline.claim_scan, refreshed as the scan runs, taken
     # over when older than pipeline.SCAN_CLAIM_STALE_AFTER).
     scanning_since = models.DateTimeField(null=True, blank=True, editable=False)
+    # Set while a refresh of this source is queued and has not started (at most one pending
+    # refresh per source: externals.tasks.enqueue_refresh coalesces the rest into it).
+    refresh_queued_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -132,8 +135,9 @@ class SourceItem(models.Model):
 
 
 class WebhookDelivery(models.Model):
-    """A push delivery accepted or refused, for idempotency (a repeated delivery id is
-    acknowledged and ignored) and audit (a bad signature is logged)."""
+    """An accepted push delivery, for idempotency and audit: a repeated delivery id, or a
+    repeated signature (the same signed timestamp and body, whatever id it is sent under),
+    is acknowledged and ignored."""
 
     source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="deliveries")
     delivery_id = models.CharField(max_length=200, blank=True, default="")
@@ -141,6 +145,9 @@ class WebhookDelivery(models.Model):
     accepted = models.BooleanField(default=False)
     reason = models.CharField(max_length=200, blank=True, default="")
     remote_addr = models.CharField(max_length=64, blank=True, default="")
+    # SHA-256 of the accepted X-Lode-Signature: the signature covers the timestamp and the
+    # body, so a replay of a captured request (under any delivery id) has the same one.
+    signature_digest = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         ordering = ["-received_at", "-id"]
@@ -149,7 +156,12 @@ class WebhookDelivery(models.Model):
                 fields=["source", "delivery_id"],
                 condition=models.Q(accepted=True) & ~models.Q(delivery_id=""),
                 name="webhook_delivery_unique_accepted_id",
-            )
+            ),
+            models.UniqueConstraint(
+                fields=["source", "signature_digest"],
+                condition=models.Q(accepted=True) & ~models.Q(signature_digest=""),
+                name="webhook_delivery_unique_accepted_signature",
+            ),
         ]
 
     def __str__(self) -> str:

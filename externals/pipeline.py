@@ -28,7 +28,10 @@ source with a conditional UPDATE (`Source.scanning_since` from NULL, or from a c
 than `SCAN_CLAIM_STALE_AFTER`, to now) — one statement, atomic on SQLite and PostgreSQL
 alike, so of two scans racing exactly one gets the row. The other waits (`wait_seconds`) or
 raises `ScanAlreadyRunning` at once, writing nothing. A running scan refreshes its claim
-every `SCAN_HEARTBEAT` so a long scan is never taken over, and a killed one's claim expires.
+every `SCAN_HEARTBEAT` so a long scan is never taken over, and a killed one's claim expires;
+every snapshot write and every prune starts its transaction by refreshing the claim, so a
+scan whose claim was taken over (say, during a long extraction) writes nothing more
+(`ScanClaimLost`, the scan fails).
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ import os
 import stat
 import time
 from bisect import bisect_right
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -336,12 +341,33 @@ class _Scan:
         self.heartbeat()
 
     def heartbeat(self) -> None:
-        """Refresh the claim (at most every `SCAN_HEARTBEAT`); if it was taken over, stop
-        before writing anything more (two scans would write duplicate snapshots)."""
+        """Refresh the claim (at most every `SCAN_HEARTBEAT`) while reading, so a long scan
+        is never taken over; if it was taken over, stop."""
         if timezone.now() - self.claim.at < SCAN_HEARTBEAT:
             return
+        self.keep_claim()
+
+    def keep_claim(self) -> None:
+        """Refresh the claim now, or raise `ScanClaimLost`. Called inside each write's (and
+        prune's) transaction, as its first statement: an extraction can take longer than
+        the claim lives, and the heartbeat before it proves nothing about the moment of
+        writing. Being an UPDATE, it also locks the source row (PostgreSQL) or the database
+        (SQLite) until the write commits, so no other scan can claim in between."""
         if not self.claim.refresh():
             raise ScanClaimLost("another scan took this source over; stopped")
+
+    @contextmanager
+    def claimed_transaction(self) -> Iterator[None]:
+        """A transaction that starts by refreshing the claim. If it rolls back, so does the
+        claim's new time in the database, so the time the scan remembers is put back too."""
+        previous = self.claim.at
+        try:
+            with transaction.atomic():
+                self.keep_claim()
+                yield
+        except BaseException:
+            self.claim.at = previous
+            raise
 
     def fail(self, path: str, reason: str) -> None:
         self.seen.add(path)  # a failed item is not missing: never prune it
@@ -431,7 +457,7 @@ class _Scan:
         source = self.source
         title = (extracted.title or raw.title or raw.path)[:500]
         key = external_key(source, raw.path)
-        with transaction.atomic():
+        with self.claimed_transaction():
             document = self._document(key, title)
             version = version_create(
                 document=document,
@@ -500,7 +526,7 @@ class _Scan:
         for path, item in sorted(self.items.items()):
             if path in self.seen:
                 continue
-            with transaction.atomic():
+            with self.claimed_transaction():
                 document = Document.objects.select_for_update().get(pk=item.document_id)
                 if document.deleted_at is None:
                     document.deleted_at = timezone.now()
@@ -672,7 +698,11 @@ def _scan_claimed(source: Source, trigger: str, claim: ScanClaim) -> ScanRecord:
     if record.status != ScanRecord.Status.FAILED:
         if record.items_failed == 0:
             record.status = ScanRecord.Status.OK
-            scan.prune()
+            try:
+                scan.prune()
+            except ScanClaimLost as exc:  # what was pruned before it is kept pruned
+                record.status = ScanRecord.Status.FAILED
+                record.error = str(exc)
         elif record.items_failed >= record.items_seen:
             record.status = ScanRecord.Status.FAILED
             record.error = "every item failed"

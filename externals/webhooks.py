@@ -8,9 +8,11 @@ asks for a source's refresh.
     X-Lode-Delivery:  <the sender's delivery id>  (optional; makes retries idempotent)
 
 The timestamp is inside the signature and must be within `TIMESTAMP_TOLERANCE_SECONDS`
-(five minutes) of the server's clock, so a captured request can be replayed for at most
-five minutes — and within them only under its own delivery id's idempotency, or as a push
-that queues one more refresh of content the sender could read anyway.
+(five minutes) of the server's clock, so a captured request cannot be replayed later; and
+within those five minutes each accepted signature is remembered (its SHA-256 on the
+`WebhookDelivery` row, unique per source, in the database rather than the cache, which can
+evict), so a replay — under the same delivery id, another one or none — is a duplicate and
+queues nothing.
 
 The endpoint is unauthenticated except for the signature. So that source ids cannot be
 enumerated, an unknown source, a source without a secret and a wrong signature get exactly
@@ -18,20 +20,26 @@ the same answer (`REFUSED`: 401 and the same body), after the same HMAC work. Ch
 not depend on the source (body size, timestamp, a missing signature) are made first and say
 precisely what is wrong. Answers:
 
-- 429: this address had `LODE_WEBHOOK_MAX_FAILURES` refused deliveries in the current
-  five-minute window; nothing more is read until it ends (`Retry-After` says when);
+- 429: a refused delivery from an address that had `LODE_WEBHOOK_MAX_FAILURES` refused
+  deliveries in the current five-minute window (`Retry-After` says when it ends). The
+  signature is checked first (an HMAC over at most 1 MB is cheap), so a correctly signed
+  delivery is taken even from an address that junk traffic has used up — behind the TLS
+  proxy every sender may share one;
 - 413: the body is larger than `LODE_WEBHOOK_MAX_BODY_BYTES` (read no further);
 - 400: no or malformed `X-Lode-Timestamp`, or a delivery id longer than the column allows;
 - 401: the timestamp is outside the window, the signature is missing, or `REFUSED`;
 - 409: correctly signed, but the source is disabled;
-- 200 `{"status": "duplicate"}`: the delivery id was already accepted — nothing is queued,
-  so a sender retrying after a timeout does not queue a second refresh;
+- 200 `{"status": "duplicate"}`: the delivery id, or the signature, was already accepted —
+  nothing is queued, so neither a sender retrying after a timeout nor a replay queues a
+  second refresh;
 - 202 `{"status": "queued"}`: a refresh was queued (`externals.tasks.enqueue_refresh`,
-  trigger "webhook").
+  trigger "webhook"), or one already pending for the source will cover this push (at most
+  one pending refresh per source).
 
 Refused deliveries are logged on the `lode.webhooks` logger (the reason, source id, address,
-delivery id) and counted per remote address in the Django cache; they write no database row,
-so a flood of bad requests costs no writes. Accepted deliveries are recorded as
+delivery id) and counted per client address (`lode_site.throttle.client_address`: the last
+X-Forwarded-For entry behind the TLS proxy, else the peer) in the Django cache; they write no
+database row, so a flood of bad requests costs no writes. Accepted deliveries are recorded as
 `WebhookDelivery` rows (idempotency and audit); a duplicate is acknowledged without a row.
 """
 
@@ -46,9 +54,11 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.core.cache import cache
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.http import HttpRequest
 
 from externals.models import Source, WebhookDelivery
+from lode_site.throttle import client_address
 
 logger = logging.getLogger("lode.webhooks")
 
@@ -57,7 +67,7 @@ TIMESTAMP_HEADER = "X-Lode-Timestamp"
 DELIVERY_HEADER = "X-Lode-Delivery"
 SIGNATURE_PREFIX = "sha256="
 TIMESTAMP_TOLERANCE_SECONDS = 300
-# Refused deliveries are counted per remote address in windows of this length.
+# Refused deliveries are counted per client address in windows of this length.
 FAILURE_WINDOW_SECONDS = 300
 DELIVERY_ID_MAX = WebhookDelivery._meta.get_field("delivery_id").max_length
 REMOTE_ADDR_MAX = WebhookDelivery._meta.get_field("remote_addr").max_length
@@ -175,6 +185,36 @@ def _refuse(
     return WebhookOutcome(status, {"detail": detail})
 
 
+def _refuse_unsigned(
+    status: int,
+    detail: str,
+    *,
+    reason: str,
+    source_id: int,
+    delivery_id: str,
+    remote_addr: str,
+    now: float,
+) -> WebhookOutcome:
+    """Refuse a delivery that is not correctly signed: 429 once its address has used up
+    its refused deliveries for the window (nothing more logged or counted), else
+    `_refuse`."""
+    if failures_exhausted(remote_addr, now):
+        return WebhookOutcome(
+            429,
+            {"detail": "too many refused webhook deliveries from this address; retry later"},
+            {"Retry-After": str(_retry_after(now))},
+        )
+    return _refuse(
+        status,
+        detail,
+        reason=reason,
+        source_id=source_id,
+        delivery_id=delivery_id,
+        remote_addr=remote_addr,
+        now=now,
+    )
+
+
 def receive_webhook(request: HttpRequest, source_id: int) -> WebhookOutcome:
     """Check one push delivery and, if it is good and new, queue the source's refresh.
 
@@ -182,15 +222,11 @@ def receive_webhook(request: HttpRequest, source_id: int) -> WebhookOutcome:
     endpoint only turns the outcome into a response.
     """
     now = time.time()
-    remote_addr = (request.META.get("REMOTE_ADDR", "") or "")[:REMOTE_ADDR_MAX]
+    remote_addr = client_address(request)[:REMOTE_ADDR_MAX]
     delivery_id = (request.headers.get(DELIVERY_HEADER) or "").strip()
-    if failures_exhausted(remote_addr, now):
-        return WebhookOutcome(
-            429,
-            {"detail": "too many refused webhook deliveries from this address; retry later"},
-            {"Retry-After": str(_retry_after(now))},
-        )
     meta = {"source_id": source_id, "delivery_id": delivery_id, "remote_addr": remote_addr}
+    # Only failures are rate-limited (`_refuse_unsigned`), once they are known to be
+    # failures: a correctly signed delivery passes whatever its address did before.
 
     # Checks that do not depend on the source: precise messages reveal nothing about it.
     # Refuse on the declared length before reading anything; Django's stream never yields
@@ -198,21 +234,22 @@ def receive_webhook(request: HttpRequest, source_id: int) -> WebhookOutcome:
     limit = max_body_bytes()
     if _content_length(request) > limit:
         message = f"body larger than {limit} bytes"
-        return _refuse(413, message, reason=message, now=now, **meta)
+        return _refuse_unsigned(413, message, reason=message, now=now, **meta)
     timestamp = _parse_timestamp(request.headers.get(TIMESTAMP_HEADER) or "")
     if timestamp is None:
         message = f"{TIMESTAMP_HEADER} is missing or not a whole number of unix seconds"
-        return _refuse(400, message, reason=message, now=now, **meta)
+        return _refuse_unsigned(400, message, reason=message, now=now, **meta)
     if abs(now - timestamp) > TIMESTAMP_TOLERANCE_SECONDS:
         message = (
             f"{TIMESTAMP_HEADER} is more than {TIMESTAMP_TOLERANCE_SECONDS} seconds from the "
             "server's clock; sign each delivery when sending it"
         )
-        return _refuse(401, message, reason="timestamp outside the window", now=now, **meta)
+        reason = "timestamp outside the window"
+        return _refuse_unsigned(401, message, reason=reason, now=now, **meta)
     signature = request.headers.get(SIGNATURE_HEADER) or ""
     if not signature:
         message = f"missing {SIGNATURE_HEADER}"
-        return _refuse(401, message, reason="missing signature", now=now, **meta)
+        return _refuse_unsigned(401, message, reason="missing signature", now=now, **meta)
 
     body = request.body
     source = Source.objects.filter(pk=source_id).first()
@@ -226,32 +263,41 @@ def receive_webhook(request: HttpRequest, source_id: int) -> WebhookOutcome:
             reason = "source has no webhook secret"
         else:
             reason = "bad signature"
-        return _refuse(401, REFUSED_DETAIL, reason=reason, now=now, **meta)
+        return _refuse_unsigned(401, REFUSED_DETAIL, reason=reason, now=now, **meta)
     if not source.enabled:
         return _refuse(409, "the source is disabled", reason="source disabled", now=now, **meta)
     if len(delivery_id) > DELIVERY_ID_MAX:
         message = f"delivery id longer than {DELIVERY_ID_MAX}"
         return _refuse(400, message, reason=message, now=now, **meta)
-    return _accept(source, delivery_id=delivery_id, remote_addr=remote_addr)
+    digest = signature_digest(signature)
+    return _accept(source, delivery_id=delivery_id, remote_addr=remote_addr, digest=digest)
 
 
-def _accept(source: Source, *, delivery_id: str, remote_addr: str) -> WebhookOutcome:
-    """A correctly signed delivery: acknowledge a duplicate id, else record and queue."""
-    meta = {"delivery_id": delivery_id, "remote_addr": remote_addr}
+def signature_digest(signature: str) -> str:
+    """What is remembered of an accepted signature (fixed size, and not the signature)."""
+    return hashlib.sha256(signature.strip().encode()).hexdigest()
+
+
+def _accept(source: Source, *, delivery_id: str, remote_addr: str, digest: str) -> WebhookOutcome:
+    """A correctly signed delivery: acknowledge a duplicate id or signature, else record
+    and queue."""
+    meta = {"delivery_id": delivery_id, "remote_addr": remote_addr, "digest": digest}
     duplicate = WebhookOutcome(200, {"status": "duplicate", "delivery": delivery_id})
     # A duplicate writes no row either: a captured request replayed within its five
     # minutes must not be able to fill the table.
-    if delivery_id and _already_accepted(source, delivery_id):
+    if _already_accepted(source, delivery_id, digest):
         logger.info("webhook delivery %r for source %s: duplicate", delivery_id, source.pk)
         return duplicate
     try:
         with transaction.atomic():
             accepted = _record(source, reason="refresh queued", accepted=True, **meta)
-    except IntegrityError:  # the same id accepted concurrently: the other request queued it
+    except IntegrityError:  # the same id or signature accepted concurrently: already queued
         return duplicate
     from externals.tasks import enqueue_refresh  # lazily: the task module imports the pipeline
 
     try:
+        # False when a refresh of the source is pending already: it runs after this push
+        # and covers it, so the delivery is answered as queued all the same.
         enqueue_refresh(source, "webhook")
     except Exception:
         # Nothing was queued: forget the acceptance so the sender's retry (same id) is
@@ -265,18 +311,28 @@ def _accept(source: Source, *, delivery_id: str, remote_addr: str) -> WebhookOut
 
 
 def _record(
-    source: Source, *, delivery_id: str, remote_addr: str, reason: str, accepted: bool = False
+    source: Source,
+    *,
+    delivery_id: str,
+    remote_addr: str,
+    digest: str,
+    reason: str,
+    accepted: bool = False,
 ) -> WebhookDelivery:
     return WebhookDelivery.objects.create(
         source=source,
         delivery_id=delivery_id[:DELIVERY_ID_MAX],
         remote_addr=remote_addr[:REMOTE_ADDR_MAX],
+        signature_digest=digest,
         reason=reason,
         accepted=accepted,
     )
 
 
-def _already_accepted(source: Source, delivery_id: str) -> bool:
-    return WebhookDelivery.objects.filter(
-        source=source, delivery_id=delivery_id, accepted=True
-    ).exists()
+def _already_accepted(source: Source, delivery_id: str, digest: str) -> bool:
+    """Whether this delivery id (if any) or this signature was accepted for the source.
+    The id is the sender's (not signed); the signature is what a replay cannot change."""
+    same = Q(signature_digest=digest)
+    if delivery_id:
+        same |= Q(delivery_id=delivery_id)
+    return WebhookDelivery.objects.filter(same, source=source, accepted=True).exists()

@@ -30,6 +30,42 @@ def test_a_decode_error_names_the_byte_offset():
         extract(b"hello \xff world", filename="a.txt")
 
 
+def test_a_nul_byte_anywhere_makes_a_text_or_html_file_binary():
+    """Before: only the first 8 KB were checked, so a NUL later on was stored in the
+    snapshot, where SQLite's substr()/length() stop at it."""
+    late_nul = b"# Notes\n" + b"words " * 2000 + b"\x00 tail\n"
+    assert late_nul.index(b"\x00") > 8192
+    with pytest.raises(SkipItem, match="binary file"):
+        extract(late_nul, filename="a.md")
+    with pytest.raises(SkipItem, match="binary file"):
+        extract(late_nul, filename="a.txt")
+    html = b"<html><body><p>" + b"words " * 2000 + b"\x00</p></body></html>"
+    with pytest.raises(SkipItem, match="binary file"):
+        extract(html, filename="page.html")
+    assert extract(late_nul.replace(b"\x00", b""), filename="a.md").text.endswith(" tail\n")
+
+
+def test_nul_characters_in_extracted_pdf_text_are_removed_with_page_offsets_kept():
+    pdf = minimal_pdf(["Before\x00after one.", "Second\x00 page."])
+    result = extract(pdf, filename="a.pdf")
+    assert "\x00" not in result.text
+    assert result.text == "Beforeafter one.\n\nSecond page."
+    assert result.pages == [(1, 0), (2, len("Beforeafter one.\n\n"))]
+
+
+def test_nul_characters_in_extracted_html_text_are_removed(monkeypatch):
+    """The HTML bytes hold no NUL (else the file is binary), but the extractor's output is
+    derived text and may still carry one (a decoded entity): it is removed."""
+    import trafilatura
+
+    monkeypatch.setattr(trafilatura, "extract", lambda *a, **k: "Main\x00 text of\x00 the page.")
+    result = extract(b"<html><title>T</title><body><p>x</p></body></html>", filename="p.html")
+    assert result.text == "Main text of the page."
+    monkeypatch.setattr(trafilatura, "extract", lambda *a, **k: "\x00\x00")
+    with pytest.raises(ExtractionError, match="no main text"):
+        extract(b"<html><body><p>x</p></body></html>", filename="p.html")
+
+
 def test_binary_and_unknown_types_are_skipped_with_a_reason():
     with pytest.raises(SkipItem, match="binary file") as info:
         extract(b"text\x00more", filename="a.md")

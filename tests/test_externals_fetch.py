@@ -81,6 +81,10 @@ def test_refuses_loopback_unless_allowed(settings):
         ("64:ff9b::7f00:1", False),  # NAT64 of 127.0.0.1 (is_global says True)
         ("64:ff9b::a9fe:a9fe", False),  # NAT64 of 169.254.169.254
         ("64:ff9b::808:808", True),  # NAT64 of 8.8.8.8
+        ("::ffff:0:7f00:1", False),  # IPv4-translated 127.0.0.1 (RFC 2765; is_global: True)
+        ("::ffff:0:a9fe:a9fe", False),  # IPv4-translated 169.254.169.254
+        ("::ffff:0:6464:64c8", False),  # IPv4-translated 100.100.100.200
+        ("::ffff:0:808:808", True),  # IPv4-translated 8.8.8.8
         ("2002:7f00:1::1", False),  # 6to4 of 127.0.0.1
         ("2002:a9fe:a9fe::1", False),  # 6to4 of 169.254.169.254
         ("2001::1", False),  # Teredo
@@ -257,6 +261,82 @@ def test_a_slow_transfer_above_the_minimum_rate_completes(allow_private, setting
     with local_server() as server:
         server.routes["/steady"] = trickle(interval=0.05, chunk=b"y" * 200, count=12)
         assert fetch_url(server.url("/steady")).data == b"y" * 2400
+
+
+def test_a_server_slow_to_start_answering_has_only_the_deadline(
+    allow_private, settings, monkeypatch
+):
+    """The rate is measured from the first body byte: a server that takes longer than the
+    grace period to answer, then sends its page at once, is within the deadline (before: cut
+    off as "slower than the minimum" when the grace ran out with nothing received)."""
+    settings.LODE_FETCH_TIMEOUT_SECONDS = 30
+    settings.LODE_FETCH_MIN_BYTES_PER_SECOND = 1000
+    monkeypatch.setattr(fetch, "MIN_RATE_GRACE_SECONDS", 0.3)
+    with local_server() as server:
+        server.routes["/late"] = slow(1.0, (200, {"Content-Type": "text/plain"}, b"z" * 1500))
+        assert fetch_url(server.url("/late")).data == b"z" * 1500
+
+
+def test_redirect_hops_do_not_use_up_the_final_pages_grace(allow_private, settings, monkeypatch):
+    """Slow redirect hops, then a page sent at a steady rate above the minimum: it completes
+    (before: the grace counted from the first hop, so the final body was cut off)."""
+    settings.LODE_FETCH_TIMEOUT_SECONDS = 30
+    settings.LODE_FETCH_MIN_BYTES_PER_SECOND = 1000
+    settings.LODE_FETCH_MAX_BYTES = 1_000_000
+    monkeypatch.setattr(fetch, "MIN_RATE_GRACE_SECONDS", 0.3)
+    with local_server() as server:
+        server.routes["/h0"] = slow(0.5, (302, {"Location": "/h1"}, b""))
+        server.routes["/h1"] = slow(0.5, (302, {"Location": "/page"}, b""))
+        server.routes["/page"] = trickle(interval=0.05, chunk=b"y" * 200, count=12)
+        assert fetch_url(server.url("/h0")).data == b"y" * 2400
+    assert server.hits == ["/h0", "/h1", "/page"]
+
+
+def test_the_rate_is_still_enforced_after_a_slow_start(allow_private, settings, monkeypatch):
+    settings.LODE_FETCH_TIMEOUT_SECONDS = 30
+    settings.LODE_FETCH_MIN_BYTES_PER_SECOND = 1000
+    settings.LODE_FETCH_MAX_BYTES = 1_000_000
+    monkeypatch.setattr(fetch, "MIN_RATE_GRACE_SECONDS", 0.3)
+    with local_server() as server:
+        server.routes["/h0"] = slow(0.5, (302, {"Location": "/drip"}, b""))
+        server.routes["/drip"] = trickle(interval=0.05)  # ~20 bytes/s
+        with pytest.raises(FetchError, match="slower than the minimum of 1,000 bytes/s"):
+            fetch_url(server.url("/h0"))
+
+
+def test_a_hanging_name_look_up_is_bounded_by_the_deadline(allow_private, monkeypatch):
+    """getaddrinfo has no timeout; the look-up is abandoned when the fetch's time is up
+    (before: the fetch waited for the resolver, here until it was released, and succeeded
+    past its deadline)."""
+    import threading
+
+    released = threading.Event()
+    calls: list[str] = []
+
+    def hanging_getaddrinfo(host, port, *args, **kwargs):
+        calls.append(host)
+        released.wait(5)  # a resolver that does not answer (bounded so the test ends)
+        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", ("127.0.0.1", port))]
+
+    with local_server() as server:
+        server.routes["/a"] = (200, {"Content-Type": "text/plain"}, b"hello")
+        port = server.server.server_address[1]
+        monkeypatch.setattr(socket, "getaddrinfo", hanging_getaddrinfo)
+        try:
+            with pytest.raises(FetchError, match=r"deadline .*\(resolving slow-dns\.test\)"):
+                fetch_url(f"http://slow-dns.test:{port}/a")
+        finally:
+            released.set()
+    assert calls == ["slow-dns.test"]
+    assert server.hits == []
+
+
+def test_no_look_up_once_the_deadline_has_passed(monkeypatch):
+    looked_up: list[str] = []
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: looked_up.append(a[0]) or [])
+    with pytest.raises(FetchError, match="deadline"):
+        fetch._within(0, lambda: fetch.resolve_host("a.test", 80), "over the deadline")
+    assert looked_up == []
 
 
 @pytest.mark.django_db

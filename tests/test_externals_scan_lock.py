@@ -134,6 +134,53 @@ def test_a_scan_that_lost_its_claim_stops_and_releases_nothing(source, monkeypat
 
 
 @pytest.mark.django_db
+def test_a_claim_taken_over_during_extraction_stops_the_next_write(source, monkeypatch):
+    """The claim is refreshed right before each write, not only before each item (and at
+    most every minute): an extraction that outlives the claim writes nothing once another
+    scan holds the source. Before: with the heartbeat not due, all 40 were written."""
+    real_extract = pipeline.extractors.extract
+    stolen = timezone.now() + timedelta(seconds=5)
+    calls = []
+
+    def extract(data, **kwargs):
+        calls.append(kwargs["filename"])
+        if len(calls) == 3:  # a long extraction; another scan took the source meanwhile
+            Source.objects.filter(pk=source.pk).update(scanning_since=stolen)
+        return real_extract(data, **kwargs)
+
+    monkeypatch.setattr(pipeline.extractors, "extract", extract)
+    record = scan_source(source)
+    assert record.status == ScanRecord.Status.FAILED
+    assert "took this source over" in record.error
+    assert record.items_new == 2
+    assert versions_of(source) == 2  # the third extraction's snapshot was not written
+    assert len(calls) == 3
+    source.refresh_from_db()
+    assert source.scanning_since == stolen
+
+
+@pytest.mark.django_db
+def test_a_claim_taken_over_before_pruning_prunes_nothing(source, folder, monkeypatch):
+    assert scan_source(source).items_new == FILES
+    for n in range(5):
+        (folder / f"file{n:02d}.md").unlink()
+    real_walk = pipeline._walk_folder
+    stolen = timezone.now() + timedelta(seconds=5)
+
+    def walk_then_lose_the_claim(scan, root):
+        real_walk(scan, root)
+        Source.objects.filter(pk=source.pk).update(scanning_since=stolen)
+
+    monkeypatch.setattr(pipeline, "_walk_folder", walk_then_lose_the_claim)
+    record = scan_source(source)
+    assert record.status == ScanRecord.Status.FAILED
+    assert "took this source over" in record.error
+    assert record.items_pruned == 0
+    assert record.finished_at is not None
+    assert source.items.count() == FILES  # before: 5 pruned by a scan that no longer held it
+
+
+@pytest.mark.django_db
 def test_a_scan_waits_for_the_claim_when_asked(source, monkeypatch):
     claim = claim_scan(source)
     monkeypatch.setattr(pipeline, "SCAN_WAIT_POLL_SECONDS", 0.01)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from types import SimpleNamespace
 
 import pytest
 from django.test import Client
@@ -239,8 +240,8 @@ def test_replayed_delivery_is_acknowledged_and_ignored(alice_source, queued):
     assert again.status_code == 200
     assert again.json()["status"] == "duplicate"
     assert queued == [(alice_source.pk, "webhook")]
-    # A new id is a new push.
-    assert push(alice_source.pk, delivery="abd").status_code == 202
+    # A new id on a new push (signed anew: another body or timestamp) is taken.
+    assert push(alice_source.pk, BODY + b"\n", delivery="abd").status_code == 202
     assert len(queued) == 2
     # Duplicates write no row (a replay cannot fill the table).
     assert [row[:3] for row in deliveries(alice_source)] == [
@@ -255,10 +256,58 @@ def test_a_refused_delivery_id_can_still_be_accepted_later(alice_source, queued)
     assert queued == [(alice_source.pk, "webhook")]
 
 
-def test_delivery_without_id_is_accepted_each_time(alice_source, queued):
-    assert push(alice_source.pk, delivery=None).status_code == 202
-    assert push(alice_source.pk, delivery=None).status_code == 202
-    assert len(queued) == 2
+def test_a_replayed_signature_is_a_duplicate_without_an_id(alice_source, queued):
+    """Before: a delivery without an id skipped the duplicate check, so a captured request
+    queued a refresh each time it was replayed within its five minutes."""
+    timestamp = int(time.time())
+    first = push(alice_source.pk, delivery=None, timestamp=timestamp)
+    assert first.status_code == 202
+    for _ in range(3):
+        again = push(alice_source.pk, delivery=None, timestamp=timestamp)
+        assert again.status_code == 200
+        assert again.json()["status"] == "duplicate"
+    assert queued == [(alice_source.pk, "webhook")]
+    # Deliveries signed anew (another timestamp, another body) are new pushes.
+    assert push(alice_source.pk, delivery=None, timestamp=timestamp - 1).status_code == 202
+    assert push(alice_source.pk, BODY + b" ", delivery=None, timestamp=timestamp).status_code == 202
+    assert len(queued) == 3
+    assert WebhookDelivery.objects.filter(source=alice_source).count() == 3
+
+
+def test_a_replay_under_a_new_delivery_id_is_a_duplicate(alice_source, queued):
+    """The delivery id is not signed: an attacker can put any id on a captured request.
+    Before: each new id queued one more refresh."""
+    timestamp = int(time.time())
+    assert push(alice_source.pk, delivery="orig", timestamp=timestamp).status_code == 202
+    for n in range(3):
+        replay = push(alice_source.pk, delivery=f"forged-{n}", timestamp=timestamp)
+        assert replay.status_code == 200
+        assert replay.json()["status"] == "duplicate"
+    assert queued == [(alice_source.pk, "webhook")]
+    assert [row[0] for row in deliveries(alice_source)] == ["orig"]
+
+
+def test_the_signature_is_remembered_per_source(alice_source, bob_source, queued):
+    """Two sources sharing a secret (and a sender signing the same body at the same second)
+    are two pushes."""
+    Source.objects.filter(pk=bob_source.pk).update(webhook_secret=ALICE_SECRET)
+    timestamp = int(time.time())
+    assert push(alice_source.pk, delivery=None, timestamp=timestamp).status_code == 202
+    assert push(bob_source.pk, delivery=None, timestamp=timestamp).status_code == 202
+    assert queued == [(alice_source.pk, "webhook"), (bob_source.pk, "webhook")]
+
+
+def test_a_concurrent_replay_is_caught_by_the_signature_constraint(
+    alice_source, queued, monkeypatch
+):
+    timestamp = int(time.time())
+    assert push(alice_source.pk, delivery="a", timestamp=timestamp).status_code == 202
+    monkeypatch.setattr(webhooks, "_already_accepted", lambda *args: False)
+    response = push(alice_source.pk, delivery="b", timestamp=timestamp)
+    assert response.status_code == 200
+    assert response.json()["status"] == "duplicate"
+    assert len(queued) == 1
+    assert WebhookDelivery.objects.count() == 1
 
 
 def test_overlong_delivery_id_is_400(alice_source, queued):
@@ -279,8 +328,9 @@ def test_oversized_body_is_413_without_checking_the_signature(alice_source, queu
 
 def test_refused_deliveries_are_rate_limited_per_address(alice_source, queued, settings, caplog):
     """Before: 300 bad requests wrote 300 audit rows. Now: no rows, at most the limit of
-    log lines plus one saying the address is cut off, then 429 for the rest of the window —
-    even for a correctly signed delivery from that address; other addresses unaffected."""
+    log lines plus one saying the address is cut off, then 429 for the rest of the window
+    for refused deliveries; a correctly signed delivery from that address is still taken
+    (before: 429, so junk traffic blocked the real sender)."""
     settings.LODE_WEBHOOK_MAX_FAILURES = 5
     with caplog.at_level(logging.WARNING, logger="lode.webhooks"):
         statuses = [
@@ -293,13 +343,17 @@ def test_refused_deliveries_are_rate_limited_per_address(alice_source, queued, s
     warnings = [r for r in caplog.records if r.name == "lode.webhooks"]
     assert len(warnings) == 6
     assert "refused for the next" in warnings[-1].getMessage()
-    limited = push(alice_source.pk, delivery="good")
+    limited = push(alice_source.pk, secret="still wrong", delivery="bad")
     assert limited.status_code == 429
     assert 0 < int(limited["Retry-After"]) <= webhooks.FAILURE_WINDOW_SECONDS + 1
     assert "too many" in limited.json()["detail"]
+    assert push(alice_source.pk, secret=None).status_code == 429  # unsigned: refused too
     assert queued == []
-    assert push(alice_source.pk, delivery="good", remote_addr="198.51.100.9").status_code == 202
+    assert len([r for r in caplog.records if r.name == "lode.webhooks"]) == 6
+    assert push(alice_source.pk, delivery="good").status_code == 202  # correctly signed
     assert queued == [(alice_source.pk, "webhook")]
+    other = push(alice_source.pk, secret="wrong", delivery="x", remote_addr="198.51.100.9")
+    assert other.status_code == 401
 
 
 def test_the_failure_window_ends(alice_source, queued, settings, monkeypatch):
@@ -308,10 +362,32 @@ def test_the_failure_window_ends(alice_source, queued, settings, monkeypatch):
     monkeypatch.setattr(webhooks.time, "time", lambda: now)
     for _ in range(2):
         push(alice_source.pk, secret="wrong", timestamp=int(now))
-    assert push(alice_source.pk, timestamp=int(now)).status_code == 429
+    assert push(alice_source.pk, secret="wrong", timestamp=int(now)).status_code == 429
     later = now + webhooks.FAILURE_WINDOW_SECONDS
     monkeypatch.setattr(webhooks.time, "time", lambda: later)
-    assert push(alice_source.pk, timestamp=int(later)).status_code == 202
+    assert push(alice_source.pk, secret="wrong", timestamp=int(later)).status_code == 401
+
+
+def test_behind_the_tls_proxy_failures_are_counted_per_forwarded_address(
+    alice_source, queued, settings
+):
+    """With LODE_HTTPS every delivery arrives from the proxy's address; the limit is kept
+    per client (the last X-Forwarded-For entry, which the proxy appends). Before: one
+    sender's junk got every other sender answered 429."""
+    settings.LODE_HTTPS = True
+    settings.LODE_WEBHOOK_MAX_FAILURES = 3
+    proxy = {"remote_addr": "10.0.0.2"}
+    junk = Client(HTTP_X_FORWARDED_FOR="198.51.100.66", secure=True)
+    for _ in range(5):
+        push(alice_source.pk, secret="wrong", client=junk, **proxy)
+    assert push(alice_source.pk, secret="wrong", client=junk, **proxy).status_code == 429
+    # A client that lies in the header cannot escape: the proxy's entry is the last one.
+    liar = Client(HTTP_X_FORWARDED_FOR="203.0.113.1, 198.51.100.66", secure=True)
+    assert push(alice_source.pk, secret="wrong", client=liar, **proxy).status_code == 429
+    honest = Client(HTTP_X_FORWARDED_FOR="192.0.2.44", secure=True)
+    assert push(alice_source.pk, secret="wrong", client=honest, **proxy).status_code == 401
+    assert push(alice_source.pk, delivery="ok", client=honest, **proxy).status_code == 202
+    assert deliveries(alice_source) == [("ok", True, "refresh queued", "192.0.2.44")]
 
 
 def test_failure_to_queue_is_503_and_the_retry_is_taken(alice_source, monkeypatch):
@@ -349,6 +425,69 @@ def test_good_delivery_puts_exactly_one_task_on_the_real_queue(alice_source, set
     assert tasks.count() == before + 1
     # Nothing was scanned in the request itself.
     assert not ScanRecord.objects.filter(source=alice_source).exists()
+
+
+def test_pushes_for_a_source_with_a_refresh_pending_queue_no_more(alice_source, settings):
+    """At most one pending refresh per source. Before: every distinct push queued a task
+    (and each busy one re-queued itself up to 40 times)."""
+    from django_tasks_db.models import DBTaskResult
+
+    from externals.tasks import refresh_source
+
+    settings.TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+    tasks = DBTaskResult.objects.filter(task_path=refresh_source.module_path)
+    before = tasks.count()
+    for n in range(5):
+        response = push(alice_source.pk, BODY + str(n).encode(), delivery=f"p{n}")
+        assert response.status_code == 202
+        assert response.json()["status"] == "queued"
+    assert tasks.count() == before + 1
+    assert WebhookDelivery.objects.filter(source=alice_source, accepted=True).count() == 5
+    alice_source.refresh_from_db()
+    assert alice_source.refresh_queued_at is not None
+    # Once the pending refresh starts, the next push queues a new one.
+    refresh_source.call(alice_source.pk, "webhook")
+    alice_source.refresh_from_db()
+    assert alice_source.refresh_queued_at is None
+    assert push(alice_source.pk, BODY + b"later", delivery="p-later").status_code == 202
+    assert tasks.count() == before + 2
+
+
+def test_a_busy_retry_and_pushes_share_one_pending_refresh(alice_source, settings):
+    from django_tasks_db.models import DBTaskResult
+
+    from externals.pipeline import claim_scan
+    from externals.tasks import refresh_source
+
+    settings.TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+    tasks = DBTaskResult.objects.filter(task_path=refresh_source.module_path)
+    before = tasks.count()
+    claim_scan(alice_source)  # a scan is running
+    assert push(alice_source.pk, delivery="first").status_code == 202
+    assert tasks.count() == before + 1
+    # That refresh runs, finds the source busy and queues itself again (still one pending).
+    assert refresh_source.call(alice_source.pk, "webhook")["status"] == "deferred"
+    assert tasks.count() == before + 2
+    assert push(alice_source.pk, BODY + b"x", delivery="during").status_code == 202
+    assert tasks.count() == before + 2  # folded into the deferred retry
+    # A busy run that finds a refresh queued meanwhile (by a push) does not re-queue.
+    from externals import tasks as refresh_tasks
+
+    outcome = refresh_tasks._retry_later(alice_source, "webhook", 0, "already running")
+    assert outcome["status"] == "coalesced"
+    assert tasks.count() == before + 2
+
+
+def test_a_failed_enqueue_leaves_nothing_pending(alice_source, monkeypatch):
+    from externals import tasks
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("queue down")
+
+    monkeypatch.setattr(tasks, "refresh_source", SimpleNamespace(enqueue=broken))
+    assert push(alice_source.pk, delivery="r").status_code == 503
+    alice_source.refresh_from_db()
+    assert alice_source.refresh_queued_at is None
 
 
 # --- the sources API ---------------------------------------------------------------------
@@ -406,7 +545,7 @@ def test_concurrent_duplicate_is_caught_by_the_constraint(alice_source, queued, 
     WebhookDelivery.objects.create(
         source=alice_source, delivery_id="race", accepted=True, reason="refresh queued"
     )
-    monkeypatch.setattr(webhooks, "_already_accepted", lambda source, delivery_id: False)
+    monkeypatch.setattr(webhooks, "_already_accepted", lambda *args: False)
     response = push(alice_source.pk, delivery="race")
     assert response.status_code == 200
     assert response.json()["status"] == "duplicate"
