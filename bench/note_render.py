@@ -17,7 +17,13 @@ Bodies (all accepted: `LODE_MAX_NOTE_BYTES` is 2,000,000):
 * `wide table`: a 200,000-column table (header, delimiter row, one row);
 * `prose 2 MB`: paragraphs of sentences with a URL in each;
 * `single word`: one 2,000,000-character word;
-* `bare domains`: `"a.co " * 400000` (every 5 characters a link: the densest markup).
+* `bare domains`: `"a.co " * 400000` (every 5 characters a link: the densest markup);
+* `table bomb`: 13 tables of a 181-column header and 362 one-character rows, 18,888
+  characters (markdown-it fills each row with empty cells: 851,786 `<td>` as one part);
+* `wide header`: a 3,000-column header and 3,000 one-character rows (18,004 characters);
+* `tiny tables`: `"|a|b|\n|-|-|\n\n" * 150000` (the most tables the cut must track).
+
+Each row also gives `cells`: the `<td>`/`<th>` of the first part's page.
 
 `--before` also times the renderer at the last commit (`git show HEAD:notes/rendering.py`,
 bleach) on the whole body, as the page did before — minutes for some bodies. Writes
@@ -65,6 +71,11 @@ def bodies() -> dict[str, str]:
         "prose 2 MB": (paragraph * (2_000_000 // len(paragraph) + 1))[:2_000_000],
         "single word": "x" * 2_000_000,
         "bare domains": "a.co " * 400_000,
+        "table bomb": "\n".join(
+            ["|a" * 181 + "|\n" + "|-" * 181 + "|\n" + "a\n" * 362] * 13
+        ),
+        "wide header": "|a" * 3_000 + "|\n" + "|-" * 3_000 + "|\n" + "a\n" * 3_000,
+        "tiny tables": "|a|b|\n|-|-|\n\n" * 150_000,
     }
 
 
@@ -85,11 +96,13 @@ def old_renderer():
     return module.render_markdown
 
 
-def timed_get(client, url: str, **kwargs) -> tuple[float, int, int]:
+def timed_get(client, url: str, **kwargs) -> tuple[float, int, int, int]:
+    """Milliseconds, bytes, status and table cells (`<td>`/`<th>`) of one GET."""
     started = time.perf_counter()
     response = client.get(url, **kwargs)
     elapsed = (time.perf_counter() - started) * 1000
-    return elapsed, len(response.content), response.status_code
+    cells = response.content.count(b"<td>") + response.content.count(b"<th>")
+    return elapsed, len(response.content), response.status_code, cells
 
 
 def run(before: bool, names: list[str]) -> list[dict]:
@@ -100,7 +113,7 @@ def run(before: bool, names: list[str]) -> list[dict]:
 
     django.setup()
     from django.contrib.auth.models import User
-    from django.core.cache import cache
+    from django.core.cache import cache, caches
     from django.core.management import call_command
     from django.test import Client
     from django.urls import reverse
@@ -123,20 +136,28 @@ def run(before: bool, names: list[str]) -> list[dict]:
         note = services.note_create(owner=user, title=name, body=body, tags="")
         url = reverse("notes:detail", args=[note.pk])
         cache.clear()
-        cold_ms, cold_bytes, cold_status = timed_get(client, url)
-        cached_ms, cached_bytes, _ = timed_get(client, url)
+        caches["renders"].clear()
+        cold_ms, cold_bytes, cold_status, cells = timed_get(client, url)
+        cached_ms, cached_bytes, _, _ = timed_get(client, url)
+        started = time.perf_counter()
+        parts = len(split_parts(body))
+        split_ms = (time.perf_counter() - started) * 1000
         row = {
             "body": name,
             "body_chars": len(body),
-            "parts": len(split_parts(body)),
+            "parts": parts,
+            "split_ms": round(split_ms, 1),
             "cold_ms": round(cold_ms, 1),
             "cold_html_bytes": cold_bytes,
+            "cells": cells,
             "status": cold_status,
             "cached_ms": round(cached_ms, 1),
             "cached_html_bytes": cached_bytes,
         }
         if row["parts"] > 1:
-            ms, size, _ = timed_get(client, url, data={"part": 2}, headers={"HX-Request": "true"})
+            ms, size, _, _ = timed_get(
+                client, url, data={"part": 2}, headers={"HX-Request": "true"}
+            )
             row.update(part2_ms=round(ms, 1), part2_html_bytes=size)
         if render_before is not None:
             started = time.perf_counter()
@@ -152,8 +173,9 @@ def run(before: bool, names: list[str]) -> list[dict]:
 
 def format_row(row: dict) -> str:
     text = (
-        f"{row['body']:<13} {row['body_chars']:>9} chars {row['parts']:>4} parts | "
-        f"cold {row['cold_ms']:>7.1f} ms {row['cold_html_bytes']:>8} B | "
+        f"{row['body']:<13} {row['body_chars']:>9} chars {row['parts']:>4} parts "
+        f"(cut {row['split_ms']:>5.0f} ms) | "
+        f"cold {row['cold_ms']:>7.1f} ms {row['cold_html_bytes']:>8} B {row['cells']:>6} cells | "
         f"cached {row['cached_ms']:>6.1f} ms"
     )
     if "part2_ms" in row:

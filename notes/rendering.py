@@ -16,27 +16,54 @@ text inside code a second time (`&quot;` shown in code, issue 13).
 
 Large notes are shown in parts of at most `PART_MAX_CHARS` characters of source, cut at
 block boundaries where there are any (`split_parts`), and each part's HTML is cached by
-the version's SHA-256 (versions are immutable) and `RENDERER_VERSION`, so a page request
-renders at most one bounded part, and only once.
+the version's SHA-256 (versions are immutable), `RENDERER_VERSION` and the versions of the
+parser and sanitiser packages, so a page request renders at most one bounded part, and only
+once.
+
+A part is bounded by what it renders to, not only by its length: a GFM table gives every
+row as many cells as its header has columns, filling short rows with empty cells, so 19 KB
+of one-character rows under a 181-column header rendered 851,786 `<td>` (8.6 MB, 20 s).
+`split_parts` charges each table line its column count (`PART_MAX_CELLS` a part); the
+renderer itself never makes more than `PART_MAX_CELLS` cells in one call (the rows past it
+stay text), and a part whose HTML still comes out over `PART_MAX_HTML_CHARS` is shown as
+escaped text.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
+import html as html_lib
+import itertools
 import logging
 import re
 from dataclasses import dataclass
+from importlib.metadata import version as package_version
+from typing import NamedTuple
 
 import nh3
-from django.core.cache import cache
+from django.core.cache import caches
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import mdTrim
+from markdown_it.rules_block.state_block import StateBlock
+from markdown_it.rules_block.table import escapedSplit, getLine
+from markdown_it.rules_block.table import table as gfm_table
 
 logger = logging.getLogger("lode.rendering")
 
 # Bump whenever the HTML for the same markdown changes (pipeline, options, allow-lists or
 # the part bound): cached renderings of older versions are then never served again.
-RENDERER_VERSION = 2
+RENDERER_VERSION = 3
+# The packages whose upgrade can change the HTML for the same markdown: part of the cache
+# key too, so an upgraded sanitiser (say, a tightened allow-list) is never bypassed by
+# HTML cached under the old one.
+RENDER_PACKAGES = ",".join(
+    f"{name}={package_version(name)}" for name in ("markdown-it-py", "linkify-it-py", "nh3")
+)
+# Rendered parts live in their own cache (settings.CACHES["renders"]), so they never evict
+# the login throttle's counters in the default cache, nor the other way round.
+RENDER_CACHE = "renders"
 
 # A part is at most PART_MAX_CHARS characters of markdown source and holds at most
 # PART_MAX_MARKS of the characters that start costly inline markup. Rendering is linear, but
@@ -48,9 +75,20 @@ RENDERER_VERSION = 2
 PART_MAX_CHARS = 20_000
 PART_MAX_MARKS = 1_000
 # Emphasis, code, links and images, entities, strikethrough, autolinks, and the `:`/`.` of
-# URLs and bare domains. Table pipes are left out: a cell costs ~6 µs.
+# URLs and bare domains. Table pipes are left out: cells are counted on their own.
 _MARK_CHARS = "*_`[]!&\\~<:."
 _MARK_STEP = 1_024
+# Table cells a part may render: ~20–40 µs each (tokens, an inline parse, nh3), so ~0.3 s
+# and ~100 KB of HTML at most. Counted per table line (its column count), not per pipe: a
+# row of one character under a wide header still renders a cell per column.
+PART_MAX_CELLS = 10_000
+# Cells never cut a part shorter than this window (the cut then falls in its second half),
+# so a table of hundreds of columns and one-character rows makes parts of at least ~1,000
+# characters — not tens of thousands of parts — and the renderer's own cell bound applies.
+PART_MIN_CHARS = 2_000
+# The last line of defence: a part whose HTML comes out longer than this (no input known
+# today does: the densest, bare domains, is ~12× its source) is shown as escaped text.
+PART_MAX_HTML_CHARS = 500_000
 
 ALLOWED_TAGS = frozenset(
     [
@@ -94,12 +132,58 @@ ALLOWED_ATTRIBUTES = {
 ALLOWED_PROTOCOLS = frozenset({"http", "https", "mailto"})
 LINK_REL = "noopener noreferrer nofollow"
 
+# Where one render keeps the table cells it may still make (in markdown-it's `env`, which
+# is per call: nothing shared between threads or with other MarkdownIt instances).
+_CELLS_LEFT = "lode_table_cells_left"
+
+
+def _header_columns(state: StateBlock, line: int) -> int:
+    """The column count markdown-it gives a table whose header is `line` (as its rule
+    computes it: cells split at unescaped pipes, empty outer ones dropped)."""
+    columns = escapedSplit(mdTrim(getLine(state, line)))
+    if columns and columns[0] == "":
+        columns.pop(0)
+    if columns and columns[-1] == "":
+        columns.pop()
+    return len(columns)
+
+
+def _bounded_table(state: StateBlock, start_line: int, end_line: int, silent: bool) -> bool:
+    """markdown-it's GFM table rule, making at most the cells left in this render.
+
+    The library fills a short row up to the header's column count and caps only the empty
+    cells it adds, at 65,536 per table (`MAX_AUTOCOMPLETED_CELLS`, a module global that the
+    chunker's parser reads too, so it is left alone). Here the rows a table may have are
+    cut so that its cells (header and rows) fit in what is left of the render's budget; the
+    lines after the cut are parsed as what they are without the table (text). A table
+    whose header alone does not fit is not a table.
+    """
+    if not gfm_table(state, start_line, end_line, True):
+        return False
+    cells_left = state.env.get(_CELLS_LEFT)
+    if cells_left is None:  # rendered without a budget (not through render_markdown)
+        return silent or gfm_table(state, start_line, end_line, False)
+    columns = _header_columns(state, start_line)
+    if columns > cells_left:
+        return False
+    if silent:
+        return True
+    rows = (cells_left - columns) // columns
+    if not gfm_table(state, start_line, min(end_line, start_line + 2 + rows), False):
+        return False
+    # state.line is now the line after the table: its header and rows made these cells.
+    state.env[_CELLS_LEFT] = cells_left - columns * (state.line - start_line - 1)
+    return True
+
+
 _markdown = (
     MarkdownIt("commonmark", {"html": False, "linkify": True})
     .enable("table")
     .enable("strikethrough")
     .enable("linkify")
 )
+# Only this instance's table rule is replaced (same alternatives as the library's).
+_markdown.block.ruler.at("table", _bounded_table, {"alt": ["paragraph", "reference"]})
 # Bare e-mail addresses stay text, as they did before (bleach ran with parse_email=False).
 _markdown.linkify.set({"fuzzy_email": False})
 
@@ -112,14 +196,33 @@ _cleaner = nh3.Cleaner(
 )
 
 
-def render_markdown(body: str) -> SafeString:
+def render_markdown(
+    body: str,
+    *,
+    max_cells: int = PART_MAX_CELLS,
+    max_html_chars: int = PART_MAX_HTML_CHARS,
+) -> SafeString:
     """Render note markdown to HTML that is safe to insert into a page.
 
-    Linear in the length of `body`; callers showing a whole note use `rendered_part`, which
-    bounds the input and caches the result.
+    Linear in the length of `body`, with at most `max_cells` table cells (rows of a table
+    past them are shown as text); callers showing a whole note use `rendered_part`, which
+    bounds the input and caches the result. HTML longer than `max_html_chars` is replaced
+    by the markdown shown as escaped text, saying why.
     """
+    html = _cleaner.clean(_markdown.render(body, {_CELLS_LEFT: max_cells}))
+    if len(html) > max_html_chars:
+        logger.warning(
+            "rendered %d characters of markdown to %d of HTML; shown as text instead",
+            len(body),
+            len(html),
+        )
+        html = _cleaner.clean(
+            f"<p><em>This part is shown as plain text: rendered, it would be {len(html):,} "
+            f"characters of HTML, more than the {max_html_chars:,} a part may have."
+            f"</em></p><pre>{html_lib.escape(body, quote=False)}</pre>"
+        )
     # Safe: every byte passed through nh3's allow-list above.
-    return mark_safe(_cleaner.clean(_markdown.render(body)))
+    return mark_safe(html)
 
 
 @dataclass(frozen=True)
@@ -221,10 +324,135 @@ def _cut(body: str, start: int, limit: int, fences: list[tuple[int, int, str]]) 
     return limit
 
 
-def _limit(body: str, start: int, max_chars: int, max_marks: int) -> int:
+# A line that may be the delimiter row of a table of two columns or more (`|-|-|`,
+# `:-- | --:`), also inside a block quote or list item; a one-column table makes one cell a
+# line, which the character bound covers. Only `\n` starts a line here, as everywhere in
+# this module: a body with bare `\r` line breaks relies on the renderer's own cell bound.
+_DELIMITER_ROW = re.compile(
+    r"^[ \t>]*\|?[ \t]*:?-+:?[ \t]*\|[ \t]*:?-[|:\- \t\r]*$", re.MULTILINE
+)
+# A blank line (or the end of the body): where a table ends at the latest.
+_BLANK_LINE = re.compile(r"\n[ \t\r]*(?:\n|\Z)")
+_NEWLINE = re.compile(r"\n")
+# Tables at most this far apart (a blank line, a caption) and no wider share one span.
+_MERGE_GAP = 64
+
+
+class _Table(NamedTuple):
+    """Where a table may render cells: an upper bound, never less than markdown-it makes.
+
+    `header` is where its delimiter row starts (the header line is the one before), `rows`
+    where that row ends (each line break from there on starts a row) and `stop` where the
+    block ends: the next blank line. Every row renders `columns` cells however short it is.
+    """
+
+    header: int
+    rows: int
+    stop: int
+    columns: int
+
+
+def _delimiter_columns(row: str) -> int:
+    """The columns a delimiter row declares: its cells between pipes, outer pipes aside."""
+    row = row.strip(" \t\r>")
+    return row.count("|") + 1 - row.startswith("|") - row.endswith("|")
+
+
+@functools.lru_cache(maxsize=64)
+def _wider_delimiter_row(columns: int) -> re.Pattern[str]:
+    """A delimiter row (as markdown-it parses one) of more than `columns` columns. Each
+    cell is dashes between optional colons and blanks, so nothing backtracks far."""
+    cell = r"[ \t]*:?-+:?[ \t]*"
+    return re.compile(
+        rf"^[ \t>]*\|?{cell}(?:\|{cell}){{{columns},}}\|?[ \t\r]*$", re.MULTILINE
+    )
+
+
+def _table_spans(body: str) -> list[_Table]:
+    """The tables of `body` in order, not overlapping. Per block (up to a blank line): a
+    regex search for its first delimiter row, then one for a wider one within the block (a
+    new table after a heading, say), and so on; narrower or equal ones are rows of the
+    table before. So a body of 400,000 delimiter rows is one table, found in C."""
+    tables: list[_Table] = []
+    # Local names and tuples: a 2 MB body of tiny tables is 150,000 turns of this loop.
+    next_blank, size = _BLANK_LINE.search, len(body)
+    matches, stop = _DELIMITER_ROW.finditer(body), -1
+    while (match := next(matches, None)) is not None:
+        header, rows = match.span()
+        if header < stop:
+            continue  # a row of the block before: its wider rows were searched for
+        if body.startswith("\n\n", rows):
+            stop = rows  # no rows: the most common shape of a tiny table, without a search
+        else:
+            blank = next_blank(body, rows)
+            stop = size if blank is None else blank.start()
+        while match is not None:
+            header, rows = match.span()
+            row = match.group().strip(" \t\r>")
+            columns = row.count("|") + 1 - row.startswith("|") - row.endswith("|")
+            wider = None
+            if stop - rows > columns:  # room for a row as wide as this table, at least
+                wider = _wider_delimiter_row(columns).search(body, rows, stop)
+            end = stop if wider is None else wider.start()
+            last = tables[-1] if tables else None
+            if last and header - last.stop <= _MERGE_GAP and columns <= last.columns:
+                # A table just after a table as wide: one span, its few lines between
+                # charged as rows (more, never fewer cells), so the cut visits one span.
+                tables[-1] = _Table(last.header, last.rows, end, last.columns)
+            else:
+                tables.append(_Table(header, rows, end, columns))
+            match = wider
+        if stop - rows > _MARK_STEP:  # a long block: search on after it, not row by row
+            matches = _DELIMITER_ROW.finditer(body, stop)
+    return tables
+
+
+def _cells_limit(
+    body: str, start: int, end: int, budget: int, tables: list[_Table], stops: list[int]
+) -> int:
+    """Where the table cells of `[start, end)` first exceed `budget`: the start of the
+    first line that does not fit, else `end`. Each table line is charged its table's
+    column count (a row of one character under a 181-column header makes 181 cells), and
+    each header its columns. `stops` are the tables' `stop`s, for bisecting."""
+    used = 0
+    at_line_start = start == 0 or body[start - 1] == "\n"
+    for table in itertools.islice(tables, bisect.bisect_right(stops, start), None):
+        if table.header >= end:
+            break
+        if table.header >= start:
+            used += table.columns  # its header row
+            if used > budget:
+                return table.header
+        low, high = max(start, table.rows), min(end, table.stop)
+        if low >= high:
+            continue
+        first_line = 1 if low == start and at_line_start else 0
+        lines = first_line + body.count("\n", low, high)
+        if used + lines * table.columns <= budget:
+            used += lines * table.columns
+            continue
+        affordable = (budget - used) // table.columns - first_line  # line breaks that fit
+        if affordable < 0:
+            return start
+        newline = next(itertools.islice(_NEWLINE.finditer(body, low, high), affordable, None))
+        return newline.end()
+    return end
+
+
+def _limit(
+    body: str,
+    start: int,
+    *,
+    max_chars: int,
+    max_marks: int,
+    max_cells: int,
+    tables: list[_Table],
+    stops: list[int],
+) -> int:
     """The furthest end of a part beginning at `start`: `max_chars` on, or sooner, at the
     step of `_MARK_STEP` characters where its count of markup characters reaches
-    `max_marks`. Counting is `str.count` (C) over bounded steps."""
+    `max_marks`, or at the line where its table cells exceed `max_cells` (but not before
+    `PART_MIN_CHARS`). Counting is `str.count` (C) over bounded steps."""
     end = min(len(body), start + max_chars)
     marks = 0
     position = start
@@ -232,32 +460,44 @@ def _limit(body: str, start: int, max_chars: int, max_marks: int) -> int:
         step_end = min(position + _MARK_STEP, end)
         marks += sum(body.count(char, position, step_end) for char in _MARK_CHARS)
         if marks >= max_marks:
-            return step_end
+            end = step_end
+            break
         position = step_end
+    cells_end = _cells_limit(body, start, end, max_cells, tables, stops)
+    if cells_end < end:
+        end = max(cells_end, min(end, start + PART_MIN_CHARS))
     return end
 
 
 def split_parts(
-    body: str, max_chars: int = PART_MAX_CHARS, max_marks: int = PART_MAX_MARKS
+    body: str,
+    max_chars: int = PART_MAX_CHARS,
+    max_marks: int = PART_MAX_MARKS,
+    max_cells: int = PART_MAX_CELLS,
 ) -> list[Part]:
-    """Cut `body` into parts of at most `max_chars` characters (plus a short prefix) and
-    about `max_marks` markup characters.
+    """Cut `body` into parts of at most `max_chars` characters (plus a short prefix), about
+    `max_marks` markup characters and `max_cells` table cells.
 
     Linear: the searches are `str.count`/`str.rfind` over bounded windows and one regex
-    pass for code fences. A note within both bounds is one part, rendered exactly as a
-    whole.
+    pass each for code fences and table delimiter rows. A note within the bounds is one
+    part, rendered exactly as a whole.
     """
-    if _limit(body, 0, max_chars, max_marks) >= len(body):
+    tables = _table_spans(body)
+    stops = [table.stop for table in tables]
+    bounds = {"max_chars": max_chars, "max_marks": max_marks, "tables": tables, "stops": stops}
+    if _limit(body, 0, max_cells=max_cells, **bounds) >= len(body):
         return [Part(0, len(body))]
     fences = _fence_spans(body)
     parts: list[Part] = []
-    start, prefix = 0, ""
+    # One string object per distinct prefix, so the cached list of parts holds each once.
+    prefixes: dict[str, str] = {}
+    start, prefix, prefix_cells = 0, "", 0
     while start < len(body):
-        limit = _limit(body, start, max_chars, max_marks)
+        limit = _limit(body, start, max_cells=max_cells - prefix_cells, **bounds)
         end = len(body) if limit >= len(body) else _cut(body, start, limit, fences)
-        parts.append(Part(start, end, prefix))
+        parts.append(Part(start, end, prefixes.setdefault(prefix, prefix)))
         # What the next part needs repeated, when this cut fell inside a block.
-        prefix = ""
+        prefix, prefix_cells = "", 0
         if end < len(body) and not body.startswith("\n", end) and body[end - 2 : end] != "\n\n":
             fence = _fence_at(fences, end)
             if fence is not None:
@@ -265,6 +505,8 @@ def split_parts(
                     prefix = fence[2] + "\n"
             elif body[end - 1] == "\n" and _line_has_pipe(body, end):
                 prefix = _table_prefix(body, end - 1)
+                if prefix:  # its header row renders a cell a column
+                    prefix_cells = _delimiter_columns(prefix[:-1].rpartition("\n")[2])
         start = end
     return parts
 
@@ -302,24 +544,26 @@ def _remember(key: str, value: object) -> None:
     """Cache `value`; a cache that cannot be written (full or read-only disk) costs a
     re-render next time, never the page."""
     try:
-        cache.set(key, value)
+        caches[RENDER_CACHE].set(key, value)
     except OSError:
         logger.warning("could not cache %s", key, exc_info=True)
 
 
 def _cache_key(sha256: str, what: str) -> str:
-    return f"lode:render:{RENDERER_VERSION}:{PART_MAX_CHARS}:{PART_MAX_MARKS}:{sha256}:{what}"
+    bounds = f"{PART_MAX_CHARS}:{PART_MAX_MARKS}:{PART_MAX_CELLS}:{PART_MAX_HTML_CHARS}"
+    return f"lode:render:{RENDERER_VERSION}:{RENDER_PACKAGES}:{bounds}:{sha256}:{what}"
 
 
 def rendered_part(*, sha256: str, body: str, number: int = 1) -> RenderedPart:
     """Part `number` of the rendering of an immutable version (`body` with digest `sha256`).
 
-    Both the cut points and each part's HTML are cached under the SHA-256, so a second
-    request for the same version (any note, any user: same text, same HTML) renders
-    nothing. Raises `NoSuchPart` for a number outside the parts.
+    Both the cut points and each part's HTML are cached (in the "renders" cache) under the
+    SHA-256, so a second request for the same version (any note, any user: same text, same
+    HTML) renders nothing. Raises `NoSuchPart` for a number outside the parts.
     """
+    renders = caches[RENDER_CACHE]
     parts_key = _cache_key(sha256, "parts")
-    spans = cache.get(parts_key)
+    spans = renders.get(parts_key)
     if spans is None:
         spans = [(p.start, p.end, p.prefix) for p in split_parts(body)]
         _remember(parts_key, spans)
@@ -327,7 +571,7 @@ def rendered_part(*, sha256: str, body: str, number: int = 1) -> RenderedPart:
         raise NoSuchPart(number, len(spans))
     start, end, prefix = spans[number - 1]
     html_key = _cache_key(sha256, f"part{number}")
-    html = cache.get(html_key)
+    html = renders.get(html_key)
     if html is None:
         html = str(render_markdown(Part(start, end, prefix).source(body)))
         _remember(html_key, html)

@@ -17,6 +17,7 @@ from notes import rendering, services
 from notes.rendering import NoSuchPart, Part, render_markdown, rendered_part, split_parts
 
 MAX_PAGE_BYTES = 1_000_000  # what one page load of a note may weigh, at most
+MAX_PART_CELLS = 10_000  # table cells one part may render, at most (~0.3 s, ~100 KB)
 
 
 def table_note(size: int) -> str:
@@ -31,7 +32,20 @@ def table_note(size: int) -> str:
     return "\n".join(rows) + "\n"
 
 
+def table_bomb(columns: int = 181, rows: int = 362, tables: int = 13) -> str:
+    """Tables of one-character rows under a wide header: markdown-it fills every row up to
+    the header's column count (up to 65,536 empty cells a table), so the default 13 tables,
+    18,888 characters, rendered 851,786 `<td>` (8.6 MB) in one part."""
+    table = "|a" * columns + "|\n" + "|-" * columns + "|\n" + "a\n" * rows
+    return "\n".join([table] * tables)
+
+
+# As many columns as one part's characters allow in its header, then one-character rows.
+WIDE_HEADER = "|a" * 3_000 + "|\n" + "|-" * 3_000 + "|\n" + "a\n" * 3_000
+
 HOSTILE = {
+    "table-bomb": table_bomb(),
+    "wide-header": WIDE_HEADER,
     "table-320k": table_note(320_000),
     "pipes-1.8M": "|x" * 900_000,
     "wide-table": "|x" * 100_000 + "\n" + "|-" * 100_000 + "\n" + "|y" * 100_000 + "\n",
@@ -244,6 +258,95 @@ def test_markup_dense_text_gets_shorter_parts():
     assert parts[0].end - parts[0].start < rendering.PART_MAX_CHARS
 
 
+def cells_of(html: str) -> int:
+    return html.count("<td>") + html.count("<th>")
+
+
+def visible_text(html: str) -> str:
+    parser = _Text("body")
+    parser.feed(f"<body>{html}</body>")
+    parser.close()
+    return "".join(parser.texts)
+
+
+@pytest.mark.parametrize("name", ["table-bomb", "wide-header"])
+def test_every_part_of_a_table_bomb_renders_a_bounded_number_of_cells(name):
+    """Issue 10 review: the part bound counted characters, not the empty cells markdown-it
+    adds to short rows, so one 19 KB part rendered 851,786 cells. Now every part renders at
+    most PART_MAX_CELLS cells, and no row's text is lost (rows past the bound are text)."""
+    body = HOSTILE[name]
+    parts = split_parts(body)
+    assert_parts_tile(body, parts, rendering.PART_MAX_CHARS)
+    for part in parts:
+        html = render_markdown(part.source(body))
+        assert cells_of(html) <= MAX_PART_CELLS
+        assert len(html) < 20 * MAX_PART_CELLS  # ~10 characters a cell, at most
+        assert visible_text(html).count("a") >= body.count("a", part.start, part.end)
+    assert rendering.PART_MAX_CELLS <= MAX_PART_CELLS
+
+
+def test_a_wide_table_is_cut_into_parts_that_fit_the_cell_budget():
+    """The cut, not the renderer's last-resort bound, does the work for a table whose rows
+    are short but not absurd: 20 columns, rows of one cell; every part is a whole table
+    (its header repeated) with all its rows as rows."""
+    header = "|" + "|".join(f"c{i}" for i in range(20)) + "|\n" + "|-" * 20 + "|\n"
+    body = header + "| x |\n" * 3_000  # 18,083 characters: one part by length alone
+    parts = split_parts(body)
+    assert len(parts) >= 60_000 // MAX_PART_CELLS
+    for part in parts:
+        html = render_markdown(part.source(body))
+        rows = body.count("\n", part.start, part.end) - (2 if part.start == 0 else 0)
+        assert cells_of(html) == 20 * (rows + 1) <= MAX_PART_CELLS
+        assert "<p>" not in html  # no row fell out of its table
+
+
+def test_table_spans_follow_the_widest_table_of_a_block():
+    """A wider table can start inside a table's block (after a heading, which ends it): its
+    lines are charged its width. Narrower delimiter-like rows are rows of the table before;
+    tables close together and no wider share one span."""
+    wide = "|h" * 100 + "|\n" + "|-" * 100 + "|\n"
+    body = "|a|b|\n|-|-|\n|x|y|\n# Wide\n" + wide + "a\n" * 50 + "|-|-|\n" + "a\n" * 50
+    spans = rendering._table_spans(body)
+    assert [span.columns for span in spans] == [2, 100]
+    assert spans[1].header == body.index("|-|-|-")
+    assert spans[1].stop == len(body) - 1
+    tiny = "|a|b|\n|-|-|\n\n" * 1_000
+    assert [span.columns for span in rendering._table_spans(tiny)] == [2]
+    assert rendering._table_spans(tiny)[0].stop == len(tiny) - 2
+
+
+def test_the_renderer_makes_at_most_max_cells_in_one_call():
+    """The last bound holds for any input (bare `\r` line breaks, tables in containers the
+    cut does not look into): rows past the budget are shown as text, nothing is lost."""
+    body = table_bomb(tables=2).replace("\n", "\r")
+    html = render_markdown(body)
+    assert 0 < cells_of(html) <= MAX_PART_CELLS
+    assert visible_text(html).count("a") == body.count("a")
+    assert cells_of(render_markdown(body, max_cells=500)) <= 500
+
+
+def test_the_cell_bound_is_this_renderers_own():
+    """The library's global cap, which the chunker's markdown-it reads too, is untouched."""
+    import importlib
+
+    from markdown_it import MarkdownIt
+
+    table = importlib.import_module("markdown_it.rules_block.table")
+    body = "|a" * 200 + "|\n" + "|-" * 200 + "|\n" + "a\n" * 60  # 12,200 cells
+    assert table.MAX_AUTOCOMPLETED_CELLS == 0x10000
+    assert cells_of(MarkdownIt("commonmark").enable("table").render(body)) == 12_200
+    assert cells_of(render_markdown(body)) <= MAX_PART_CELLS
+
+
+def test_a_part_whose_html_is_too_large_is_shown_as_text():
+    body = "| a | b |\n|---|---|\n" + "| <script>x</script> | y |\n" * 200
+    html = render_markdown(body, max_html_chars=2_000)
+    assert "shown as plain text" in html
+    assert "<table>" not in html and "<script>" not in html
+    assert html.count("&lt;script&gt;x&lt;/script&gt;") == 200  # all of it, escaped
+    assert "<table>" in render_markdown(body)  # within the default bound: a table
+
+
 def test_no_such_part():
     body = "x" * (rendering.PART_MAX_CHARS * 2 + 1)
     for number in (0, 4):
@@ -287,11 +390,39 @@ def test_a_new_renderer_version_renders_again(render_calls, monkeypatch):
     assert len(render_calls) == 2
 
 
+def test_a_new_parser_or_sanitiser_version_renders_again(render_calls, monkeypatch):
+    """The key names the installed markdown-it-py, linkify-it-py and nh3, so an upgraded
+    sanitiser is never bypassed by HTML cached under the old one."""
+    from importlib.metadata import version
+
+    key = rendering._cache_key("0" * 64, "part1")
+    for package in ("markdown-it-py", "linkify-it-py", "nh3"):
+        assert f"{package}={version(package)}" in key
+    body = "Some *text*.\n"
+    rendered_part(sha256=sha(body), body=body)
+    monkeypatch.setattr(rendering, "RENDER_PACKAGES", "nh3=99.0")
+    rendered_part(sha256=sha(body), body=body)
+    assert len(render_calls) == 2
+
+
+def test_renders_are_kept_in_the_renders_cache():
+    from django.core.cache import caches
+
+    body = "Some *text*.\n"
+    rendered_part(sha256=sha(body), body=body)
+    for what in ("parts", "part1"):
+        key = rendering._cache_key(sha(body), what)
+        assert caches["renders"].get(key) is not None
+        assert caches["default"].get(key) is None
+
+
 def test_an_unwritable_cache_costs_a_render_not_the_page(render_calls, monkeypatch):
+    from django.core.cache import caches
+
     def refuse(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(rendering.cache, "set", refuse)
+    monkeypatch.setattr(caches["renders"], "set", refuse)
     body = "Some *text*.\n"
     first = rendered_part(sha256=sha(body), body=body)
     second = rendered_part(sha256=sha(body), body=body)
