@@ -22,7 +22,7 @@ answerer → faithfulness gate → stored trace), after 5 warm-up asks:
 * the 50 **off-topic** questions of `bench/data/offtopic_questions.txt` (cooking, sports,
   software operations, geography…; SciFact cannot answer any): the **false-answer rate**,
   an answer with at least one claim counting as false, and each false answer's first
-  claim, to read. retrieval/decision.py's coverage rule was tuned on this set, so its
+  claim, to read. retrieval/answer/decision.py's coverage rule was tuned on this set, so its
   figure is in-sample;
 * the 50 **held-out** off-topic questions of `bench/data/offtopic_questions_holdout.txt`,
   written after that tuning (some borrow biomedical-sounding words in another sense:
@@ -47,7 +47,7 @@ from _common import ROOT, SCIFACT, fresh_environment
 
 OUT = ROOT / "bench" / "out"
 OFFTOPIC = ROOT / "bench" / "data" / "offtopic_questions.txt"
-# Written after retrieval/decision.py's coverage rule was tuned on OFFTOPIC: held out.
+# Written after retrieval/answer/decision.py's coverage rule was tuned on OFFTOPIC: held out.
 HOLDOUT = ROOT / "bench" / "data" / "offtopic_questions_holdout.txt"
 WARMUP = 5
 ANSWERED = ("ANSWER", "ANSWER_WITH_CONFLICTS")
@@ -70,8 +70,8 @@ def setup_django(env: dict[str, str] | None = None) -> None:
 
 def run_asks(user, questions: list[str], *, mode: str, key_of: dict[int, str]) -> list[dict]:
     """Ask each question; one row per ask with its time and what the page would show."""
-    from retrieval.answerers import ExtractiveAnswerer
-    from retrieval.ask import ask
+    from retrieval.answer.answerers import ExtractiveAnswerer
+    from retrieval.answer.ask import ask
 
     answerer = ExtractiveAnswerer()
     rows = []
@@ -99,7 +99,7 @@ def run_asks(user, questions: list[str], *, mode: str, key_of: dict[int, str]) -
 
 
 def summarise(rows: list[dict], qrels: dict[str, dict[str, int]] | None = None) -> dict:
-    from retrieval.evaluation import percentile
+    from retrieval.search.evaluation import percentile
 
     times = [r["ms"] for r in rows]
     answered = [r for r in rows if r["decision"] in ANSWERED and r["claims"] >= 1]
@@ -145,9 +145,9 @@ def run(db: str, *, queries: int, mode: str, data_dir: str | None, pg_name: str)
 
         from notes.management.commands.lode_import_markdown import ensure_user
         from notes.models import Document
-        from retrieval import evaluation
+        from retrieval.index.vectors import pending_count
         from retrieval.models import AskTrace, Passage
-        from retrieval.vectors import pending_count
+        from retrieval.search import evaluation
 
         loaded_s = None
         if not data_dir:

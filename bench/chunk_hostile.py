@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/chunk_hostile.py [--repeat 3]
 
-Runs `retrieval.chunking.chunk_markdown` with its module defaults (the same bounds as the
+Runs `retrieval.index.chunking.chunk_markdown` with its module defaults (the same bounds as the
 settings' defaults) on bodies lode accepts (`LODE_MAX_NOTE_BYTES` is 2,000,000) but that a
 words-only bound cannot cut:
 
@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from retrieval.chunking import chunk_markdown  # noqa: E402
+from retrieval.index.chunking import chunk_markdown  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 

@@ -90,9 +90,9 @@ def child_check(expect_path: str, phase: str) -> None:
     from django.db.models import Count
 
     from externals.models import Source, SourceItem
-    from retrieval.evidence import EvidenceStatus, open_evidence
     from retrieval.models import Passage
-    from retrieval.search import search
+    from retrieval.search.evidence import EvidenceStatus, open_evidence
+    from retrieval.search.pipeline import search
 
     expect: dict[str, list[str]] = json.loads(Path(expect_path).read_text())
     user = User.objects.get(username="crash")

@@ -35,7 +35,7 @@ from _common import ROOT, SCIFACT, fresh_environment
 
 QUEUE = """
 from django_tasks_db.models import DBTaskResult
-from retrieval.tasks import enqueue_pending_sweep
+from retrieval.index.sync import enqueue_pending_sweep
 enqueue_pending_sweep()  # lode_load_beir may have queued it already
 assert DBTaskResult.objects.filter(task_path__endswith="sync_pending_vectors").count() == 1
 """
@@ -43,7 +43,7 @@ assert DBTaskResult.objects.filter(task_path__endswith="sync_pending_vectors").c
 RESULT = """
 import json
 from django_tasks_db.models import DBTaskResult
-row = DBTaskResult.objects.get(task_path="retrieval.tasks.sync_pending_vectors")
+row = DBTaskResult.objects.get(task_path="retrieval.index.sync.sync_pending_vectors")
 print(json.dumps({"status": row.status, "value": row.return_value, "traceback": row.traceback}))
 """
 
@@ -51,9 +51,9 @@ PAIRED = """
 import json, resource
 from dataclasses import replace
 from time import perf_counter
-from retrieval.embeddings import get_embedder, passage_input
-from retrieval.tasks import sync_vectors
-from retrieval.vectors import chunked, head_passages
+from retrieval.index.embeddings import get_embedder, passage_input
+from retrieval.index.sync import sync_vectors
+from retrieval.index.vectors import chunked, head_passages
 
 real = get_embedder()
 
@@ -87,7 +87,7 @@ def worker(chunk):
     totals["worker path"] += perf_counter() - started
 
 list(raw_model.embed([texts[i] for i in ids[:32]], batch_size=32))  # warm-up
-from retrieval.vectors import open_vector_store
+from retrieval.index.vectors import open_vector_store
 open_vector_store(Scratch.manifest.key).count()  # import and open Chroma before timing
 steps = [raw, raw_sorted, worker]
 for n, chunk in enumerate(chunked(ids, 256)):

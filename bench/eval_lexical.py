@@ -52,11 +52,12 @@ def run(db: str, limit_queries: int | None) -> dict:
 
         from notes.management.commands.lode_import_markdown import ensure_user
         from notes.models import Document
-        from retrieval import evaluation, lexical
-        from retrieval.evaluation import ndcg_at_k, percentile
+        from retrieval.index import lexical
         from retrieval.models import Passage
         from retrieval.query import parse
-        from retrieval.search import search
+        from retrieval.search import evaluation
+        from retrieval.search.evaluation import ndcg_at_k, percentile
+        from retrieval.search.pipeline import search
 
         queries_file = SCIFACT / "queries.jsonl"
         qrels_file = SCIFACT / "qrels" / "train.tsv"

@@ -97,9 +97,9 @@ def measure(query_count: int) -> dict[str, object]:
     from django.db import connection
 
     from notes.management.commands.lode_import_markdown import DEFAULT_USER
-    from retrieval.evaluation import load_queries
     from retrieval.highlight import evidence_anchor, term_segments
-    from retrieval.search import highlight_hits, search
+    from retrieval.search.evaluation import load_queries
+    from retrieval.search.pipeline import highlight_hits, search
 
     head_passages = ensure_loaded()
     user = get_user_model().objects.get(username=DEFAULT_USER)
@@ -170,7 +170,7 @@ def measure_hostile(match_counts: list[int]) -> dict[str, object]:
 
     from notes.services import note_create
     from retrieval.models import Passage
-    from retrieval.search import highlight_hits, search
+    from retrieval.search.pipeline import highlight_hits, search
 
     call_command("migrate", verbosity=0)
     default_max_chars = getattr(settings, "LODE_CHUNK_MAX_CHARS", None)

@@ -61,10 +61,10 @@ def run(db: str, runs: int, drift: int) -> dict:
         from django.core.management import call_command
         from django.db import connection, connections
 
-        from retrieval import health, vectors
-        from retrieval.embeddings import DIMENSION, current_manifest, get_embedder
+        from retrieval.index import health, vectors
+        from retrieval.index.embeddings import DIMENSION, current_manifest, get_embedder
+        from retrieval.index.sync import sync_vectors
         from retrieval.models import Passage
-        from retrieval.tasks import sync_vectors
 
         call_command("migrate", verbosity=0)
         call_command("lode_load_beir", str(SCIFACT), no_progress=True)

@@ -60,7 +60,7 @@ def bodies() -> dict[str, str]:
     paragraph = "The quick brown fox jumps over the lazy dog, see https://example.org/fox.\n\n"
     normal = (
         "# Deploy runbook\n\nRotate the staging certs with `certbot renew` before Friday.\n\n"
-        "## Steps\n\n- drain the node\n- run `psql -c \"SELECT 1\"`\n- see https://example.com\n\n"
+        '## Steps\n\n- drain the node\n- run `psql -c "SELECT 1"`\n- see https://example.com\n\n'
         "```sh\nkubectl rollout restart deploy/web\n```\n\n"
     ) * 12
     return {
@@ -71,9 +71,7 @@ def bodies() -> dict[str, str]:
         "prose 2 MB": (paragraph * (2_000_000 // len(paragraph) + 1))[:2_000_000],
         "single word": "x" * 2_000_000,
         "bare domains": "a.co " * 400_000,
-        "table bomb": "\n".join(
-            ["|a" * 181 + "|\n" + "|-" * 181 + "|\n" + "a\n" * 362] * 13
-        ),
+        "table bomb": "\n".join(["|a" * 181 + "|\n" + "|-" * 181 + "|\n" + "a\n" * 362] * 13),
         "wide header": "|a" * 3_000 + "|\n" + "|-" * 3_000 + "|\n" + "a\n" * 3_000,
         "tiny tables": "|a|b|\n|-|-|\n\n" * 150_000,
     }
@@ -82,7 +80,10 @@ def bodies() -> dict[str, str]:
 def old_renderer():
     """`render_markdown` as of the last commit (for --before)."""
     source = subprocess.run(
-        ["git", "show", "HEAD:notes/rendering.py"], cwd=ROOT, capture_output=True, text=True,
+        ["git", "show", "HEAD:notes/rendering.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
         check=True,
     ).stdout
     path = Path(tempfile.mkdtemp()) / "rendering_before.py"

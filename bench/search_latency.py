@@ -12,7 +12,7 @@ new id, and gives each new passage its source passage's vector plus Gaussian noi
 renormalised) — no model run needed — recorded exactly as the worker records vectors.
 
 For each query (SciFact train claims) it times:
-* the service: `retrieval.search.search()` in hybrid mode, rerank off and learned;
+* the service: `retrieval.search.pipeline.search()` in hybrid mode, rerank off and learned;
 * the floor: the same parsed query straight to FTS5 (`floor_search`, no joins) + the query
   embedding + a raw Chroma query of 256 without a filter — the parts no search can skip.
 It prints p50/p95 in ms and service/floor ratios, and writes bench/out/search_latency.json.
@@ -59,10 +59,10 @@ def replicate(replicas: int, seed: int = 7) -> None:
     from django.core.management import call_command
 
     from notes.models import Document
-    from retrieval.embeddings import input_sha256, passage_input
+    from retrieval.index.embeddings import input_sha256, passage_input
+    from retrieval.index.sync import record_vectors
+    from retrieval.index.vectors import active_manifest_key, get_vector_store
     from retrieval.models import Passage
-    from retrieval.tasks import record_vectors
-    from retrieval.vectors import active_manifest_key, get_vector_store
 
     rng = random.Random(seed)
     noise = np.random.default_rng(seed)
@@ -129,13 +129,13 @@ def replicate(replicas: int, seed: int = 7) -> None:
 def measure(query_count: int) -> dict[str, object]:
     from django.contrib.auth import get_user_model
 
-    from retrieval import lexical
-    from retrieval.embeddings import get_embedder
-    from retrieval.evaluation import load_queries
+    from retrieval.index import lexical
+    from retrieval.index.embeddings import get_embedder
+    from retrieval.index.vectors import get_vector_store, pending_count
     from retrieval.models import Passage
     from retrieval.query import parse
-    from retrieval.search import search
-    from retrieval.vectors import get_vector_store, pending_count
+    from retrieval.search.evaluation import load_queries
+    from retrieval.search.pipeline import search
 
     user = get_user_model().objects.get(username="eval")
     queries = list(load_queries(SCIFACT / "queries.jsonl").values())[:query_count]

@@ -83,8 +83,9 @@ def child(db: str, passages: int, files: int) -> dict:
     from django.test.utils import setup_test_environment
 
     from notes.models import Document
-    from retrieval.evidence import EvidenceStatus, check_source, evidence_url, open_evidence
+    from retrieval.links import evidence_url
     from retrieval.models import Passage
+    from retrieval.search.evidence import EvidenceStatus, check_source, open_evidence
 
     setup_test_environment()  # lets the test client's "testserver" host through
     call_command("migrate", verbosity=0)

@@ -12,12 +12,12 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
-from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from externals.annotations import annotation_create
 from notes.models import Document
+from retrieval import links
 
 
 def _int(value: str | None) -> int | None:
@@ -43,9 +43,7 @@ def annotation_add(request: HttpRequest, document_id: int) -> HttpResponse:
     version = external.versions.filter(pk=version_id).first() if version_id else None
     if version is None:
         raise Http404("No such snapshot of this external.")
-    fallback = reverse(
-        "externals:snapshot", kwargs={"document_id": external.pk, "version_id": version.pk}
-    )
+    fallback = links.version_url(kind=external.kind, document_id=external.pk, version_id=version.pk)
     back = request.POST.get("next") or ""
     if not url_has_allowed_host_and_scheme(
         back, allowed_hosts={request.get_host()}, require_https=request.is_secure()

@@ -27,7 +27,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from externals.models import Annotation
+from externals.models import QUOTE_SEPARATOR, Annotation
 from notes.models import Document, TrustTier, Version
 from notes.services import validate_content, version_create
 
@@ -38,9 +38,6 @@ MAX_QUOTE_CHARS = 10_000
 MAX_TEXT_CHARS = 20_000
 ANNOTATION_EXTRACTOR = "annotation"
 ANNOTATION_EXTRACTOR_VERSION = "1"
-# Separates the annotation's own text from the quoted span in its note body; `text_of`
-# splits on it to show the text alone.
-QUOTE_SEPARATOR = "\n\n---\n\n"
 
 
 class MigrationResult(NamedTuple):
@@ -320,11 +317,3 @@ def annotations_for(user: AbstractBaseUser, version: Version) -> QuerySet[Annota
         .select_related("version", "note_document__head")
         .order_by("status", "start", "id")  # "anchored" sorts before "orphaned"
     )
-
-
-def text_of(annotation: Annotation) -> str:
-    """The annotation's own words: its note's current body up to the quoted span."""
-    head = annotation.note_document.head
-    if head is None:
-        return ""
-    return head.body.split(QUOTE_SEPARATOR, 1)[0]

@@ -114,9 +114,7 @@ def list_sources(request: HttpRequest):
     return [_source_out(source, scans.get(source.pk)) for source in sources]
 
 
-@router.post(
-    "/{id:source_id}/refresh", response={202: QueuedOut, 404: DetailOut, 409: DetailOut}
-)
+@router.post("/{id:source_id}/refresh", response={202: QueuedOut, 404: DetailOut, 409: DetailOut})
 def refresh_source(request: HttpRequest, source_id: DbId):
     try:
         source = selectors.source_get(request.auth, source_id)

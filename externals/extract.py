@@ -29,7 +29,6 @@ from pathlib import PurePosixPath
 TEXT_EXTENSIONS = frozenset({".md", ".markdown", ".mdown", ".txt", ".text"})
 HTML_EXTENSIONS = frozenset({".html", ".htm", ".xhtml"})
 PDF_EXTENSIONS = frozenset({".pdf"})
-SUPPORTED_EXTENSIONS = TEXT_EXTENSIONS | HTML_EXTENSIONS | PDF_EXTENSIONS
 
 TEXT_TYPES = frozenset({"text/plain", "text/markdown", "text/x-markdown"})
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})

@@ -12,12 +12,52 @@ only inside a successfully scanned root.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from notes.models import TrustTier
 
 DEFAULT_STALE_AFTER_DAYS = 30
+# Separates an annotation's own text from the quoted span in its note body
+# (`externals.annotations` writes it; `Annotation.text` splits on it to show the text alone).
+QUOTE_SEPARATOR = "\n\n---\n\n"
+
+
+# --- staleness: the one rule (README: a snapshot "becomes a stale external snapshot when not
+# confirmed for the source's stale age"). The pages' badge (`externals.services.is_stale`)
+# and the tier the refresh gives documents (`externals.pipeline.refresh_staleness`, one
+# query) both come from here; tests/test_externals_staleness.py holds them to each other.
+
+
+def stale_cutoff(stale_after_days: int, *, now: datetime | None = None) -> datetime:
+    """The instant before which a last confirmation is too old: a snapshot confirmed
+    strictly before it is stale, one confirmed exactly at it is still current."""
+    return (now or timezone.now()) - timedelta(days=stale_after_days)
+
+
+def confirmed_before(fetched_at: datetime, verified_at: datetime | None, cutoff: datetime) -> bool:
+    """Whether a snapshot was last confirmed before `cutoff`, i.e. is stale.
+
+    A snapshot is confirmed when it is fetched (`Version.created_at`) and again whenever a
+    scan finds its source unchanged (`SourceItem.verified_at`, which covers the head only;
+    None when never re-checked), so its last confirmation is the later of the two. The later
+    of two instants is before the cutoff exactly when both are: the form
+    `SourceItemQuerySet.confirmed_before` writes in SQL."""
+    return fetched_at < cutoff and (verified_at is None or verified_at < cutoff)
+
+
+class SourceItemQuerySet(models.QuerySet["SourceItem"]):
+    def confirmed_before(self, cutoff: datetime) -> SourceItemQuerySet:
+        """Items whose document's head snapshot was last confirmed before `cutoff`: the
+        module-level `confirmed_before` over (head fetch time, `verified_at`), in SQL. An
+        item whose document has no head has nothing to be stale."""
+        return self.filter(
+            models.Q(document__head__created_at__lt=cutoff),
+            models.Q(verified_at__isnull=True) | models.Q(verified_at__lt=cutoff),
+        )
 
 
 class Source(models.Model):
@@ -124,6 +164,8 @@ class SourceItem(models.Model):
     # snapshot stays searchable meanwhile).
     last_error = models.TextField(blank=True, default="")
 
+    objects = SourceItemQuerySet.as_manager()
+
     class Meta:
         ordering = ["source_id", "path"]
         constraints = [
@@ -225,9 +267,10 @@ class Annotation(models.Model):
     @property
     def text(self) -> str:
         """The annotation's own words (its note's head body before the quoted span)."""
-        from externals.annotations import text_of  # annotations imports this module
-
-        return text_of(self)
+        head = self.note_document.head
+        if head is None:
+            return ""
+        return head.body.split(QUOTE_SEPARATOR, 1)[0]
 
     @property
     def is_orphaned(self) -> bool:

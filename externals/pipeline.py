@@ -40,7 +40,6 @@ import fnmatch
 import hashlib
 import logging
 import os
-import stat
 import time
 from bisect import bisect_right
 from collections.abc import Iterator
@@ -57,15 +56,15 @@ from django.utils import timezone
 from externals import extract as extractors
 from externals.annotations import migrate_annotations
 from externals.fetch import FetchError, fetch_url
-from externals.models import ScanRecord, Source, SourceItem
+from externals.models import ScanRecord, Source, SourceItem, stale_cutoff
 from notes.models import Document, TrustTier, Version
 from notes.services import version_create
-from retrieval.indexing import unindex_document
+from notes.sources import SourceRefused, SourceTooLarge, read_source_file
+from retrieval.index.passages import logical_id, unindex_document
 from retrieval.models import Passage
 
 logger = logging.getLogger("lode.externals")
 
-LOGICAL_ID_SCHEME = "lode-external-passage:v1"
 CHANGED_DURING_EXTRACTION = "changed during extraction, retry later"
 # A running scan's counters are saved every this many items (progress for polling pages).
 PROGRESS_EVERY = 50
@@ -108,14 +107,6 @@ SECRET_FILE_PATTERNS = (
 )
 # Directories never descended into, listed once as rejected.
 SECRET_DIR_NAMES = frozenset({".git", ".hg", ".svn", ".ssh", ".gnupg", ".aws"})
-
-
-def logical_id(source_id: int, item_path: str, position: int, text_sha256: str) -> str:
-    """The public id of an external passage: SHA-256 over the passage's full-content hash,
-    the source, the item's path and the position (ADR 0005), so passages sharing a prefix,
-    or identical passages at two positions or in two files, never share an id."""
-    key = "\x00".join((LOGICAL_ID_SCHEME, str(source_id), item_path, str(position), text_sha256))
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
 def _inside_allowed_roots(location: str) -> bool:
@@ -286,23 +277,22 @@ class RawItem:
 def read_file(path: Path) -> tuple[bytes, Fingerprint]:
     """Bytes and fingerprint of a regular file, never following a link, at most the cap.
 
-    Raises `ItemFailed` when it is over `LODE_SOURCE_MAX_FILE_BYTES` or unreadable.
+    The reading rules are `notes.sources.read_source_file`'s (shared with the markdown import
+    and verified opening); this adds the source cap and says why as the scan records it.
+    Raises `ItemFailed` when it is over `LODE_SOURCE_MAX_FILE_BYTES`, refused or unreadable.
     """
-    limit = settings.LODE_SOURCE_MAX_FILE_BYTES
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        found = read_source_file(path, limit=settings.LODE_SOURCE_MAX_FILE_BYTES)
+    except SourceTooLarge as exc:
+        if exc.grew:
+            raise ItemFailed(f"over the {exc.limit:,}-byte cap (grew while read)") from None
+        raise ItemFailed(f"{exc.size:,} bytes is over the {exc.limit:,}-byte cap") from None
+    except SourceRefused as exc:
+        raise ItemFailed(str(exc)) from None
     except OSError as exc:
         raise ItemFailed(f"cannot open: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ItemFailed("not a regular file")
-        if info.st_size > limit:
-            raise ItemFailed(f"{info.st_size:,} bytes is over the {limit:,}-byte cap")
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise ItemFailed(f"over the {limit:,}-byte cap (grew while read)")
-    return data, Fingerprint(len(data), info.st_mtime_ns, hashlib.sha256(data).hexdigest())
+    data = found.data
+    return data, Fingerprint(len(data), found.mtime_ns, found.sha256)
 
 
 def refingerprint(path: Path) -> Fingerprint | None:
@@ -675,18 +665,7 @@ def _scan_claimed(source: Source, trigger: str, claim: ScanClaim) -> ScanRecord:
         if source.kind == Source.Kind.URL:
             _scan_url(scan, source.location)
         else:
-            if source.kind == Source.Kind.UPLOAD:
-                root = upload_folder(source)
-                if root.is_symlink() or not root.is_dir():
-                    raise ItemFailed("the uploaded file's folder is missing")
-            else:
-                root = Path(source.location)
-                # Re-checked on every scan: the folder or the allowed roots may have changed
-                # since the source was added (and non-staff owners get one message for all).
-                refusal = folder_refusal(source.owner, str(root))
-                if refusal:
-                    raise ItemFailed(refusal)
-            _walk_folder(scan, Path(os.path.realpath(root)))
+            _walk_folder(scan, Path(os.path.realpath(_folder_root(source))))
     except (ItemFailed, FetchError, OSError, ScanClaimLost) as exc:
         record.status = ScanRecord.Status.FAILED
         record.error = str(exc)
@@ -696,41 +675,69 @@ def _scan_claimed(source: Source, trigger: str, claim: ScanClaim) -> ScanRecord:
         _finish(record)
         raise
     if record.status != ScanRecord.Status.FAILED:
-        if record.items_failed == 0:
-            record.status = ScanRecord.Status.OK
-            try:
-                scan.prune()
-            except ScanClaimLost as exc:  # what was pruned before it is kept pruned
-                record.status = ScanRecord.Status.FAILED
-                record.error = str(exc)
-        elif record.items_failed >= record.items_seen:
-            record.status = ScanRecord.Status.FAILED
-            record.error = "every item failed"
-        else:
-            record.status = ScanRecord.Status.PARTIAL
+        _settle_status(record, scan)
     if record.items_new + record.items_changed:
-        problem = embedding_problem()
-        if problem:
-            # Not an item failure (nothing is lost and pruning stays allowed): the new
-            # snapshots are already searchable by keywords; their vectors wait for the worker.
-            record.failures.append(
-                {
-                    "path": "(embedding)",
-                    "reason": f"embedding unavailable: {problem}. The new snapshots are "
-                    "searchable by keywords now and by meaning once the worker can embed them.",
-                }
-            )
+        _note_embedding_problem(record)
     _finish(record)
     confirm_unchanged(scan.verified)
     refresh_staleness(source)
     return record
 
 
+def _folder_root(source: Source) -> Path:
+    """The folder a folder or upload source scans; ItemFailed when it may not be scanned."""
+    if source.kind == Source.Kind.UPLOAD:
+        root = upload_folder(source)
+        if root.is_symlink() or not root.is_dir():
+            raise ItemFailed("the uploaded file's folder is missing")
+        return root
+    root = Path(source.location)
+    # Re-checked on every scan: the folder or the allowed roots may have changed since the
+    # source was added (and non-staff owners get one message for all).
+    refusal = folder_refusal(source.owner, str(root))
+    if refusal:
+        raise ItemFailed(refusal)
+    return root
+
+
+def _settle_status(record: ScanRecord, scan: _Scan) -> None:
+    """The status of a scan that ran to the end: ok (and prune what disappeared) when no
+    item failed, failed when every item did, partial otherwise."""
+    if record.items_failed == 0:
+        record.status = ScanRecord.Status.OK
+        try:
+            scan.prune()
+        except ScanClaimLost as exc:  # what was pruned before it is kept pruned
+            record.status = ScanRecord.Status.FAILED
+            record.error = str(exc)
+    elif record.items_failed >= record.items_seen:
+        record.status = ScanRecord.Status.FAILED
+        record.error = "every item failed"
+    else:
+        record.status = ScanRecord.Status.PARTIAL
+
+
+def _note_embedding_problem(record: ScanRecord) -> None:
+    """Record on the scan why its new snapshots cannot be embedded now, if they cannot.
+
+    Not an item failure (nothing is lost and pruning stays allowed): the new snapshots are
+    already searchable by keywords; their vectors wait for the worker."""
+    problem = embedding_problem()
+    if problem:
+        record.failures.append(
+            {
+                "path": "(embedding)",
+                "reason": f"embedding unavailable: {problem}. The new snapshots are "
+                "searchable by keywords now and by meaning once the worker can embed them.",
+            }
+        )
+
+
 def embedding_problem() -> str:
     """Why the new snapshots cannot be embedded now (model or vector store unavailable), or
     "" — embedding itself runs in the background worker, so a scan can only report it."""
-    from retrieval.embeddings import EmbeddingUnavailable, get_embedder
-    from retrieval.vectors import VectorStoreUnavailable, get_vector_store
+    from retrieval.index.embeddings import EmbeddingUnavailable, get_embedder
+    from retrieval.index.vectors import VectorStoreUnavailable, get_vector_store
 
     try:
         get_embedder()
@@ -749,21 +756,19 @@ def confirm_unchanged(item_ids: list[int]) -> None:
 
 def refresh_staleness(source: Source) -> int:
     """Rank and label the source's externals by age: a document whose head snapshot was
-    last confirmed more than `stale_after_days` ago gets the trust tier "stale external
-    snapshot" (below current externals in the trust gradient); a re-confirmed one goes back
-    to "external snapshot". Only for sources of the external tier (a source set to another
-    tier keeps it). Returns how many documents changed tier."""
-    from django.db.models import Q
-
+    last confirmed more than `stale_after_days` ago (`SourceItemQuerySet.confirmed_before`,
+    the rule the pages' badge uses too) gets the trust tier "stale external snapshot"
+    (below current externals in the trust gradient); a re-confirmed one goes back to
+    "external snapshot". Only for sources of the external tier (a source set to another tier
+    keeps it). Returns how many documents changed tier."""
     current, stale = TrustTier.EXTERNAL_CURRENT, TrustTier.EXTERNAL_STALE
     if source.trust_tier != current:
         return 0
-    cutoff = timezone.now() - timedelta(days=source.stale_after_days)
-    old = Q(source_items__source=source) & (
-        Q(source_items__verified_at__lt=cutoff)
-        | Q(source_items__verified_at__isnull=True, head__created_at__lt=cutoff)
+    stale_ids = set(
+        SourceItem.objects.filter(source=source)
+        .confirmed_before(stale_cutoff(source.stale_after_days))
+        .values_list("document_id", flat=True)
     )
-    stale_ids = set(Document.objects.filter(old).values_list("pk", flat=True))
     changed = (
         Document.objects.filter(pk__in=stale_ids).exclude(trust_tier=stale).update(trust_tier=stale)
     )

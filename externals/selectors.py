@@ -12,9 +12,16 @@ from datetime import timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Q, QuerySet
-from django.utils import timezone
 
-from externals.models import DEFAULT_STALE_AFTER_DAYS, ScanRecord, Source, SourceItem
+from externals import services
+from externals.models import (
+    DEFAULT_STALE_AFTER_DAYS,
+    ScanRecord,
+    Source,
+    SourceItem,
+    confirmed_before,
+    stale_cutoff,
+)
 from notes.models import Document, Version
 
 SCAN_HISTORY = 10
@@ -89,12 +96,6 @@ def snapshots(document: Document) -> QuerySet[Version]:
     return document.versions.order_by("-number")
 
 
-def snapshot_get(user: AbstractBaseUser, document_id: int, version_id: int) -> Version:
-    """One snapshot of one of the user's externals; `DoesNotExist` otherwise."""
-    document = external_get(user, document_id)
-    return document.versions.get(pk=version_id)
-
-
 @dataclass(frozen=True)
 class SnapshotAge:
     """How old a snapshot is and whether that makes it stale for its source."""
@@ -107,16 +108,13 @@ class SnapshotAge:
 def snapshot_age(
     version: Version, source: Source | None, item: SourceItem | None = None
 ) -> SnapshotAge:
-    """Age and staleness through `externals.services` (the one rule the ranker also uses);
-    a snapshot with no source is judged by the default age limit."""
-    from externals import services
-
-    days = source.stale_after_days if source is not None else DEFAULT_STALE_AFTER_DAYS
-    if source is not None:
-        return SnapshotAge(
-            age=services.snapshot_age(version),
-            stale=services.is_stale(version, source, item),
-            stale_after_days=days,
-        )
-    age = timezone.now() - version.created_at
-    return SnapshotAge(age=age, stale=age > timedelta(days=days), stale_after_days=days)
+    """Age and staleness by the one rule the ranker also uses (`externals.models.
+    confirmed_before`); a snapshot with no source is judged by its fetch time against the
+    default age limit."""
+    if source is None:
+        days = DEFAULT_STALE_AFTER_DAYS
+        stale = confirmed_before(version.created_at, None, stale_cutoff(days))
+    else:
+        days = source.stale_after_days
+        stale = services.is_stale(version, source, item)
+    return SnapshotAge(age=services.snapshot_age(version), stale=stale, stale_after_days=days)

@@ -22,7 +22,13 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from externals.models import DEFAULT_STALE_AFTER_DAYS, Source, SourceItem
+from externals.models import (
+    DEFAULT_STALE_AFTER_DAYS,
+    Source,
+    SourceItem,
+    confirmed_before,
+    stale_cutoff,
+)
 from externals.pipeline import folder_refusal, scan_source, upload_folder
 from notes.models import TrustTier, Version
 
@@ -145,15 +151,15 @@ def snapshot_age(version: Version) -> timedelta:
 
 def is_stale(version: Version, source: Source, item: SourceItem | None = None) -> bool:
     """Whether the snapshot was last confirmed against its source more than the source's
-    `stale_after_days` ago: for the head snapshot, the last scan that found it unchanged
-    (`SourceItem.verified_at`), else its fetch time. The same rule the refresh pipeline
-    uses to give stale documents the "stale external snapshot" trust tier.
+    `stale_after_days` ago (`externals.models.confirmed_before`: the later of its fetch and,
+    for the head snapshot, the last scan that found it unchanged). The same rule the refresh
+    pipeline uses to give stale documents the "stale external snapshot" trust tier.
 
     Pass the document's `item` when the caller has it (pages listing many externals);
     otherwise it is looked up."""
     if item is None:
         item = SourceItem.objects.filter(source=source, document_id=version.document_id).first()
-    confirmed = version.created_at
-    if item is not None and item.verified_at and item.document.head_id == version.pk:
-        confirmed = max(confirmed, item.verified_at)
-    return timezone.now() - confirmed > timedelta(days=source.stale_after_days)
+    verified_at = None
+    if item is not None and item.document.head_id == version.pk:
+        verified_at = item.verified_at  # a scan confirms the head only
+    return confirmed_before(version.created_at, verified_at, stale_cutoff(source.stale_after_days))

@@ -13,17 +13,17 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.template import TemplateDoesNotExist
-from django.template.loader import get_template
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
 from externals import selectors
+from externals.annotations import annotations_for
 from externals.forms import SOURCE_FORMS, SourceBaseForm
 from externals.models import ScanRecord, Source
 from externals.pipeline import scan_running_since
+from lode_site.htmx import HtmxHttpRequest
 from notes.models import Document, Version
 
 # htmx polls the scan-status partial every 2 s while a scan is queued or running. A queue
@@ -31,7 +31,6 @@ from notes.models import Document, Version
 # probably killed (its record is never finished). Either way polling stops and says so.
 MAX_QUEUED_POLLS = 150
 MAX_RUNNING_POLLS = 1800
-ANNOTATIONS_TEMPLATE = "externals/_annotations.html"
 
 
 def _source_or_404(request: HttpRequest, source_id: int) -> Source:
@@ -178,13 +177,13 @@ def _int_param(request: HttpRequest, name: str) -> int | None:
 
 
 @require_GET
-def scan_status(request: HttpRequest, source_id: int) -> HttpResponse:
+def scan_status(request: HtmxHttpRequest, source_id: int) -> HttpResponse:
     """The polled partial: latest scan's state and counts; stops polling when it is done."""
     source = _source_or_404(request, source_id)
     context = _status_context(
         source, after=_int_param(request, "after"), polls=_int_param(request, "n") or 0
     )
-    response = render(request, "externals/_scan_status.html", context)
+    response = render(request, "externals/source_detail.html#scan_status", context)
     if request.htmx and not context["poll"] and (_int_param(request, "n") or 0) > 0:
         # The scan this page was waiting for finished: reload so the externals list and
         # history show what it changed (the reloaded page does not poll again).
@@ -235,21 +234,6 @@ def _snapshot_html(version: Version) -> SafeString:
     return mark_safe(escape(version.body).replace("\r", "&#13;"))  # escaped first
 
 
-def _annotation_context(request: HttpRequest, version: Version) -> dict:
-    """Annotations of the shown snapshot, once externals.annotations exists."""
-    try:
-        get_template(ANNOTATIONS_TEMPLATE)
-    except TemplateDoesNotExist:
-        return {"annotations_enabled": False, "annotations": []}
-    try:
-        from externals.annotations import annotations_for
-    except ImportError:
-        annotations = []
-    else:
-        annotations = annotations_for(request.user, version)
-    return {"annotations_enabled": True, "annotations": annotations}
-
-
 def _snapshot_page(request: HttpRequest, document: Document, version: Version) -> HttpResponse:
     source, item = selectors.external_source(document)
     return render(
@@ -264,7 +248,7 @@ def _snapshot_page(request: HttpRequest, document: Document, version: Version) -
             "age": selectors.snapshot_age(version, source, item),
             "snapshot_html": _snapshot_html(version),
             "history": selectors.snapshots(document),
-            **_annotation_context(request, version),
+            "annotations": annotations_for(request.user, version),
         },
     )
 

@@ -122,14 +122,14 @@ def permission_denied(request: HttpRequest, exc: PermissionDenied):
 
 
 from notes.api import router as notes_router  # noqa: E402
-from retrieval.api import evidence_router  # noqa: E402
-from retrieval.api import router as search_router  # noqa: E402
+from retrieval.web.search_api import evidence_router  # noqa: E402
+from retrieval.web.search_api import router as search_router  # noqa: E402
 
 api.add_router("/notes", notes_router)
 api.add_router("/search", search_router)
 api.add_router("/evidence", evidence_router)
 
-from retrieval.ask_api import router as ask_router  # noqa: E402
+from retrieval.web.ask_api import router as ask_router  # noqa: E402
 
 api.add_router("/ask", ask_router)
 

@@ -7,7 +7,7 @@ clear message instead of holding a worker at full CPU after the client has left.
 `time_budget(seconds)` is the one mechanism; `TimeBudgetMiddleware` applies it to requests.
 
 * **In the database**, through the lexical backend of the current vendor
-  (`retrieval.lexical.backend()`, the one place lode branches on the vendor): SQLite gets a
+  (`retrieval.index.lexical.backend()`, the one place lode branches on the vendor): SQLite gets a
   progress handler that interrupts the running statement once the deadline has passed;
   PostgreSQL gets `statement_timeout` set to the remaining time (session level, set outside
   any transaction at the start and reset at the end, so a pooled/persistent connection never
@@ -141,7 +141,7 @@ class _Enforcement:
     vendor's own mechanism. `release()` undoes both and is idempotent."""
 
     def __init__(self, budget: Budget, using: str):
-        from retrieval import lexical
+        from retrieval.index import lexical
 
         self.budget = budget
         self.connection = connections[using]

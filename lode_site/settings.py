@@ -205,21 +205,19 @@ LODE_MAX_QUERY_CHARS = env.env_int("LODE_MAX_QUERY_CHARS", 1000, minimum=16)
 # answer model's network wait does not count). Other writes and /admin/ are not budgeted.
 LODE_REQUEST_BUDGET_SECONDS = env.env_int("LODE_REQUEST_BUDGET_SECONDS", 10, minimum=0)
 LODE_ASK_BUDGET_SECONDS = env.env_int("LODE_ASK_BUDGET_SECONDS", 30, minimum=0)
-# Bounded search responses (retrieval/search.py): each hit's parent context is a window of
+# Bounded search responses (retrieval/search/pipeline.py): each hit's parent context is a window of
 # this many characters either side of the passage, and one response carries at most
 # LODE_SEARCH_RESPONSE_MAX_CHARS characters of passage text, highlights and context (hits
 # past it are trimmed and flagged; the evidence and note version endpoints give the rest).
 # A notes list (GET /api/notes/) carries at most this many characters of note bodies; notes
 # past it are listed with `body_omitted` (their own endpoint gives the body).
-LODE_API_LIST_MAX_BODY_CHARS = env.env_int(
-    "LODE_API_LIST_MAX_BODY_CHARS", 4_000_000, minimum=1000
-)
+LODE_API_LIST_MAX_BODY_CHARS = env.env_int("LODE_API_LIST_MAX_BODY_CHARS", 4_000_000, minimum=1000)
 LODE_SEARCH_CONTEXT_CHARS = env.env_int("LODE_SEARCH_CONTEXT_CHARS", 1000, minimum=0)
 LODE_SEARCH_RESPONSE_MAX_CHARS = env.env_int(
     "LODE_SEARCH_RESPONSE_MAX_CHARS", 200_000, minimum=1000
 )
 
-# Chunking (retrieval/chunking.py): passage size bound in words and overlap between windows.
+# Chunking (retrieval/index/chunking.py): passage size bound in words and overlap between windows.
 LODE_CHUNK_MAX_WORDS = env.env_int("LODE_CHUNK_MAX_WORDS", 200, minimum=20)
 LODE_CHUNK_OVERLAP_WORDS = env.env_int("LODE_CHUNK_OVERLAP_WORDS", 20, minimum=0)
 # ...and in characters (code points), so a long table line, code block or one giant "word"
@@ -237,7 +235,8 @@ TASKS = {
     }
 }
 
-# Dense retrieval (retrieval/embeddings.py, retrieval/vectors.py; see ../shared/MODELS.md).
+# Dense retrieval (retrieval/index/embeddings.py, retrieval/index/vectors.py;
+# see ../shared/MODELS.md).
 # LODE_MODEL_DIR: a ready model folder to use as-is; empty means assemble one into
 # <data>/models/ from the pinned model packages.
 LODE_MODEL_DIR = env.env_str("LODE_MODEL_DIR", "").strip()
@@ -272,7 +271,7 @@ LOGGING = {
     },
 }
 
-# Rerank stage (retrieval/rerank.py): "learned" (default, ships with lode), "cross-encoder"
+# Rerank stage (retrieval/search/rerank.py): "learned" (default, ships with lode), "cross-encoder"
 # (needs a local model folder) or "off".
 LODE_RERANK = env.env_choice("LODE_RERANK", "learned", ("learned", "cross-encoder", "off"))
 LODE_RERANK_MODEL_DIR = env.env_str("LODE_RERANK_MODEL_DIR", "")

@@ -3,9 +3,9 @@ from django.urls import include, path
 
 from lode_site import ids, views  # noqa: F401  (ids registers the `<id:...>` converter first)
 from lode_site.api import api
-from retrieval.ask_views import ask_page, ask_permalink
-from retrieval.evidence_views import evidence_page
-from retrieval.help_views import search_help
+from retrieval.web.ask_views import ask_page, ask_permalink
+from retrieval.web.evidence_views import evidence_page
+from retrieval.web.help_views import search_help
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -17,7 +17,7 @@ urlpatterns = [
     path("ask", ask_page, name="ask"),
     path("ask/<id:trace_id>", ask_permalink, name="ask-permalink"),
     path("search/help", search_help, name="search-help"),
-    path("search", include("retrieval.urls")),
+    path("search", include("retrieval.web.urls")),
     path(
         "evidence/<id:document_id>/<id:version_id>/<id:passage_id>/<str:sha256>/",
         evidence_page,

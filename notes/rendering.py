@@ -328,9 +328,7 @@ def _cut(body: str, start: int, limit: int, fences: list[tuple[int, int, str]]) 
 # `:-- | --:`), also inside a block quote or list item; a one-column table makes one cell a
 # line, which the character bound covers. Only `\n` starts a line here, as everywhere in
 # this module: a body with bare `\r` line breaks relies on the renderer's own cell bound.
-_DELIMITER_ROW = re.compile(
-    r"^[ \t>]*\|?[ \t]*:?-+:?[ \t]*\|[ \t]*:?-[|:\- \t\r]*$", re.MULTILINE
-)
+_DELIMITER_ROW = re.compile(r"^[ \t>]*\|?[ \t]*:?-+:?[ \t]*\|[ \t]*:?-[|:\- \t\r]*$", re.MULTILINE)
 # A blank line (or the end of the body): where a table ends at the latest.
 _BLANK_LINE = re.compile(r"\n[ \t\r]*(?:\n|\Z)")
 _NEWLINE = re.compile(r"\n")
@@ -363,9 +361,7 @@ def _wider_delimiter_row(columns: int) -> re.Pattern[str]:
     """A delimiter row (as markdown-it parses one) of more than `columns` columns. Each
     cell is dashes between optional colons and blanks, so nothing backtracks far."""
     cell = r"[ \t]*:?-+:?[ \t]*"
-    return re.compile(
-        rf"^[ \t>]*\|?{cell}(?:\|{cell}){{{columns},}}\|?[ \t\r]*$", re.MULTILINE
-    )
+    return re.compile(rf"^[ \t>]*\|?{cell}(?:\|{cell}){{{columns},}}\|?[ \t\r]*$", re.MULTILINE)
 
 
 def _table_spans(body: str) -> list[_Table]:

@@ -28,11 +28,6 @@ def note_versions(document: Document) -> QuerySet[Version]:
     return document.versions.order_by("-number")
 
 
-def note_version_get(user: AbstractBaseUser, note_id: int, version_id: int) -> Version:
-    document = note_get(user, note_id)
-    return document.versions.get(pk=version_id)
-
-
 def note_tags(document: Document) -> list[tuple[str, bool]]:
     """(name, from_body) pairs, manual tags first, each name once."""
     rows = document.documenttag_set.select_related("tag").order_by("from_body", "tag__name")

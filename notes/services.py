@@ -1,4 +1,5 @@
-"""Writes to notes: create, edit (with conflict detection), soft delete, restore, tags.
+"""Writes to notes: create, edit (with conflict detection), soft delete, restore, tags, and
+imports (one note at a time, or a batch in bulk for large data sets).
 
 Every write runs in one transaction that also writes the version's passages, so the
 lexical index is current when it commits. Callers pass the user; permission checks happen
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -18,7 +21,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from notes.models import Document, DocumentTag, Tag, TrustTier, Version
-from retrieval.indexing import index_new_head, unindex_document
+from retrieval.index.passages import index_new_head, index_new_heads, unindex_document
+from retrieval.models import Passage
 
 NOTE_EXTRACTOR = "markdown-note"
 NOTE_EXTRACTOR_VERSION = "1"
@@ -97,12 +101,6 @@ def _check_base(
     raise conflict(document=locked, base=base, head=head, title=title, body=body)
 
 
-@dataclass(frozen=True)
-class TagSet:
-    manual: tuple[str, ...]
-    from_body: tuple[str, ...]
-
-
 def parse_tags(raw: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
     """Tags from the tag field: comma or space separated, `#` optional, case-folded."""
     items = raw if isinstance(raw, (list, tuple)) else re.split(r"[\s,]+", raw or "")
@@ -162,6 +160,38 @@ def _set_tags(document: Document, *, manual: tuple[str, ...], body: str) -> None
     DocumentTag.objects.bulk_create(rows)
 
 
+def _new_version(
+    *,
+    document: Document,
+    parent: Version | None,
+    title: str,
+    body: str,
+    user: AbstractBaseUser | None,
+    extractor_name: str = NOTE_EXTRACTOR,
+    extractor_version: str = NOTE_EXTRACTOR_VERSION,
+    source_path: str = "",
+    source_sha256: str = "",
+) -> Version:
+    """The unsaved version row that follows `parent` (None: the first), content-addressed
+    by the SHA-256 of its UTF-8 body. `version_create` and the bulk import both build with
+    it, so a version is the same row whichever path wrote it."""
+    data = body.encode("utf-8")
+    return Version(
+        document=document,
+        number=(parent.number + 1) if parent else 1,
+        parent=parent,
+        title=title,
+        body=body,
+        sha256=hashlib.sha256(data).hexdigest(),
+        byte_size=len(data),
+        extractor_name=extractor_name,
+        extractor_version=extractor_version,
+        source_path=source_path,
+        source_sha256=source_sha256,
+        created_by=user,
+    )
+
+
 def version_create(
     *,
     document: Document,
@@ -179,22 +209,18 @@ def version_create(
     `source_path` (absolute) and `source_sha256` (of the file's raw bytes) record the file a
     version was read from, so verified opening can re-check it; blank for typed text.
     """
-    parent = document.head
-    data = body.encode("utf-8")
-    version = Version.objects.create(
+    version = _new_version(
         document=document,
-        number=(parent.number + 1) if parent else 1,
-        parent=parent,
+        parent=document.head,
         title=title,
         body=body,
-        sha256=hashlib.sha256(data).hexdigest(),
-        byte_size=len(data),
+        user=user,
         extractor_name=extractor_name,
         extractor_version=extractor_version,
         source_path=source_path,
         source_sha256=source_sha256,
-        created_by=user,
     )
+    version.save(force_insert=True)
     document.head = version
     document.title = title
     document.save(update_fields=["head", "title", "updated_at"])
@@ -321,3 +347,237 @@ def note_delete(*, document: Document, user: AbstractBaseUser) -> None:
         locked.deleted_at = timezone.now()
         locked.save(update_fields=["deleted_at", "updated_at"])
         unindex_document(locked)
+
+
+# --- imports ------------------------------------------------------------------------------
+
+ImportOutcome = Literal["created", "updated", "unchanged"]
+
+
+@dataclass(frozen=True, slots=True)
+class NoteImport:
+    """One note as an import brings it. `external_key` names it within its owner's notes
+    (a path, `beir:<id>`), so importing again updates the note instead of duplicating it;
+    `source_path`/`source_sha256` record the file it was read from (see `version_create`),
+    blank for records of a data set."""
+
+    external_key: str
+    title: str
+    body: str
+    source_path: str = ""
+    source_sha256: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Imported:
+    """What importing one note did: its outcome and the passages written, or (`outcome`
+    None) why it was skipped."""
+
+    external_key: str
+    outcome: ImportOutcome | None
+    passages: int = 0
+    reason: str = ""
+
+
+def note_import(*, owner: AbstractBaseUser, note: NoteImport, source_name: str = "") -> Imported:
+    """Create the note `note.external_key` of `owner` (`note_create`), or give it a new
+    version if its title or body changed; unchanged content writes nothing.
+
+    `source_name` (when not blank) becomes the note's source name. Content the services
+    reject, and a note deleted in lode, are skipped with the reason.
+    """
+    try:
+        title, body = validate_content(title=note.title, body=note.body)
+    except ValidationError as exc:
+        return Imported(note.external_key, None, reason=" ".join(exc.messages))
+    note = replace(note, title=title, body=body)
+    existing = Document.objects.filter(owner=owner, external_key=note.external_key).first()
+    if existing is None:
+        document = note_create(
+            owner=owner,
+            title=note.title,
+            body=note.body,
+            external_key=note.external_key,
+            source_name=source_name,
+            source_path=note.source_path,
+            source_sha256=note.source_sha256,
+        )
+        written = Passage.objects.filter(version_id=document.head_id).count()
+        return Imported(note.external_key, "created", written)
+    with transaction.atomic():
+        return _import_version(existing, owner=owner, note=note, source_name=source_name)
+
+
+def notes_import(
+    *, owner: AbstractBaseUser, notes: Sequence[NoteImport], source_name: str = ""
+) -> list[Imported]:
+    """`note_import` for a batch, in bulk and in one transaction (loaders of large data sets):
+    the notes that are new are written with a few statements for the whole batch, as the
+    same rows `note_create` writes; changed ones get a version one by one as `note_import`
+    gives them; unchanged ones cost nothing beyond the batch's one read. A non-blank
+    `source_name` is set, in one UPDATE, on the batch's notes that have another.
+
+    Returns what happened to each note, in order. `external_key`s must be unique within
+    the batch.
+    """
+    keys = [note.external_key for note in notes]
+    if len(set(keys)) != len(keys):
+        raise ValueError("notes_import: an external_key appears twice in the batch")
+    results: dict[str, Imported] = {}
+    valid = _validated(notes, rejected=results)
+    with transaction.atomic():
+        # Locked up front, as `_import_version` locks one note: no concurrent import can
+        # append a version on top of the head read here.
+        existing = {
+            document.external_key: document
+            for document in Document.objects.select_for_update(of=("self",))
+            .select_related("head")
+            .filter(owner=owner, external_key__in=[note.external_key for note in valid])
+        }
+        if source_name:
+            Document.objects.filter(
+                pk__in=[d.pk for d in existing.values() if d.source_name != source_name]
+            ).update(source_name=source_name)
+        new = [note for note in valid if note.external_key not in existing]
+        if new:
+            written = _notes_create_bulk(owner=owner, notes=new, source_name=source_name)
+            for note, passages in zip(new, written, strict=True):
+                results[note.external_key] = Imported(note.external_key, "created", passages)
+        for note in valid:
+            document = existing.get(note.external_key)
+            if document is None:
+                continue
+            if _same_content(document, note):
+                # The common re-run case: decided without another query.
+                results[note.external_key] = Imported(note.external_key, "unchanged")
+                continue
+            results[note.external_key] = _import_version(document, owner=owner, note=note)
+    return [results[key] for key in keys]
+
+
+def _validated(notes: Sequence[NoteImport], *, rejected: dict[str, Imported]) -> list[NoteImport]:
+    """The notes whose content the services accept, cleaned as `validate_content` cleans
+    it; each rejected one goes into `rejected` with the reason."""
+    valid: list[NoteImport] = []
+    for note in notes:
+        try:
+            title, body = validate_content(title=note.title, body=note.body)
+        except ValidationError as exc:
+            rejected[note.external_key] = Imported(
+                note.external_key, None, reason=" ".join(exc.messages)
+            )
+        else:
+            valid.append(replace(note, title=title, body=body))
+    return valid
+
+
+def _same_content(document: Document, note: NoteImport) -> bool:
+    """A live document whose head already holds the note's title and body."""
+    head = document.head
+    return (
+        document.deleted_at is None
+        and head is not None
+        and (head.title, head.body) == (note.title, note.body)
+    )
+
+
+def _import_version(
+    document: Document, *, owner: AbstractBaseUser, note: NoteImport, source_name: str = ""
+) -> Imported:
+    """Write a new version of `document` if its head differs from the note's content.
+
+    Runs under a row lock, as `note_update` does, so two imports cannot both append a
+    version on top of the same head; must be called inside `transaction.atomic()`. Tags
+    typed by hand are kept; `#hashtags` are re-read from the new body. A non-blank
+    `source_name` replaces the document's; the source path and hash go on the new version
+    only (unchanged content writes no version, so the head keeps its own).
+    """
+    locked = (
+        Document.objects.select_for_update(of=("self",)).select_related("head").get(pk=document.pk)
+    )
+    if locked.deleted_at is not None:
+        return Imported(
+            note.external_key,
+            None,
+            reason="the note was deleted in lode; restore it to import this file again",
+        )
+    if source_name and locked.source_name != source_name:
+        locked.source_name = source_name
+        locked.save(update_fields=["source_name"])
+    head = locked.head
+    if head is not None and head.title == note.title and head.body == note.body:
+        return Imported(note.external_key, "unchanged")
+    version = version_create(
+        document=locked,
+        title=note.title,
+        body=note.body,
+        user=owner,
+        source_path=note.source_path,
+        source_sha256=note.source_sha256,
+    )
+    manual = tuple(
+        locked.documenttag_set.filter(from_body=False).values_list("tag__name", flat=True)
+    )
+    _set_tags(locked, manual=manual, body=note.body)
+    return Imported(note.external_key, "updated", Passage.objects.filter(version=version).count())
+
+
+def _notes_create_bulk(
+    *, owner: AbstractBaseUser, notes: Sequence[NoteImport], source_name: str
+) -> list[int]:
+    """`note_create` for notes none of which exists yet, in bulk: the same document rows,
+    first versions (`_new_version`), head passages (`index_new_heads`) and `#hashtag` tags.
+    Must run inside a transaction; returns the passages written per note, in order."""
+    documents = Document.objects.bulk_create(
+        [
+            Document(
+                owner=owner,
+                kind=Document.Kind.NOTE,
+                title=note.title,
+                trust_tier=TrustTier.NOTE,
+                external_key=note.external_key,
+                source_name=source_name,
+            )
+            for note in notes
+        ]
+    )
+    versions = Version.objects.bulk_create(
+        [
+            _new_version(
+                document=document,
+                parent=None,
+                title=note.title,
+                body=note.body,
+                user=owner,
+                source_path=note.source_path,
+                source_sha256=note.source_sha256,
+            )
+            for document, note in zip(documents, notes, strict=True)
+        ]
+    )
+    for document, version in zip(documents, versions, strict=True):
+        document.head = version
+    Document.objects.bulk_update(documents, ["head"])
+    written = index_new_heads(versions)
+    DocumentTag.objects.bulk_create(_body_tag_rows(owner, documents, [note.body for note in notes]))
+    return written
+
+
+def _body_tag_rows(
+    owner: AbstractBaseUser, documents: Sequence[Document], bodies: Sequence[str]
+) -> list[DocumentTag]:
+    """The `#hashtag` tag rows `_set_tags` would write for new documents (no manual tags),
+    creating the owner's missing tags in one statement."""
+    wanted = {doc.pk: hashtags(body) for doc, body in zip(documents, bodies, strict=True)}
+    names = {name for found in wanted.values() for name in found}
+    if not names:
+        return []
+    tags = {tag.name: tag for tag in Tag.objects.filter(owner=owner, name__in=names)}
+    missing = [Tag(owner=owner, name=name) for name in sorted(names - tags.keys())]
+    for tag in Tag.objects.bulk_create(missing):
+        tags[tag.name] = tag
+    return [
+        DocumentTag(document_id=pk, tag=tags[name], from_body=True)
+        for pk, found in wanted.items()
+        for name in found
+    ]

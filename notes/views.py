@@ -6,13 +6,14 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from lode_site.htmx import HtmxHttpRequest
 from notes import selectors, services
 from notes.forms import NoteForm, RestoreForm
 from notes.models import Document, Version
 from notes.rendering import NoSuchPart, RenderedPart, rendered_part
+from retrieval import links
 
 
 def _note_or_404(request: HttpRequest, note_id: int) -> Document:
@@ -33,6 +34,10 @@ def note_list(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _note_url(note: Document) -> str:
+    return links.document_url(kind=note.kind, document_id=note.pk)
+
+
 def _text_response(message: str, status: int) -> HttpResponse:
     return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
 
@@ -50,7 +55,7 @@ def _part_or_error(request: HttpRequest, version: Version) -> RenderedPart | Htt
 
 
 def _rendered_page(
-    request: HttpRequest, template: str, version: Version, part_url: str, context: dict
+    request: HtmxHttpRequest, template: str, version: Version, part_url: str, context: dict
 ) -> HttpResponse:
     """A page showing one part of `version`; htmx's "Show more" gets that part alone."""
     part = _part_or_error(request, version)
@@ -58,18 +63,18 @@ def _rendered_page(
         return part
     context = {**context, "version": version, "part": part, "part_url": part_url}
     if request.htmx and "part" in request.GET:
-        return render(request, "notes/_rendered_part.html", context)
+        return render(request, "partials.html#rendered_part", context)
     return render(request, template, context)
 
 
 @require_GET
-def note_detail(request: HttpRequest, note_id: int) -> HttpResponse:
+def note_detail(request: HtmxHttpRequest, note_id: int) -> HttpResponse:
     note = _note_or_404(request, note_id)
     return _rendered_page(
         request,
         "notes/detail.html",
         note.head,
-        reverse("notes:detail", args=[note.pk]),
+        _note_url(note),
         {"note": note, "tags": selectors.note_tags(note)},
     )
 
@@ -94,7 +99,7 @@ def note_create(request: HttpRequest) -> HttpResponse:
             _form_errors(form, exc)
         else:
             messages.success(request, "Note saved.")
-            return redirect("notes:detail", note_id=note.pk)
+            return redirect(_note_url(note))
     return render(request, "notes/form.html", {"form": form, "creating": True})
 
 
@@ -136,7 +141,7 @@ def note_edit(request: HttpRequest, note_id: int) -> HttpResponse:
                 _form_errors(form, exc)
             else:
                 messages.success(request, "Note saved.")
-                return redirect("notes:detail", note_id=note.pk)
+                return redirect(_note_url(note))
     else:
         form = NoteForm(
             initial={
@@ -184,7 +189,7 @@ def _history(request: HttpRequest, note: Document, *, status: int = 200) -> Http
 
 
 @require_GET
-def version_detail(request: HttpRequest, note_id: int, version_id: int) -> HttpResponse:
+def version_detail(request: HtmxHttpRequest, note_id: int, version_id: int) -> HttpResponse:
     note = _note_or_404(request, note_id)
     try:
         version = note.versions.get(pk=version_id)
@@ -194,7 +199,7 @@ def version_detail(request: HttpRequest, note_id: int, version_id: int) -> HttpR
         request,
         "notes/version.html",
         version,
-        reverse("notes:version", args=[note.pk, version.pk]),
+        links.version_url(kind=note.kind, document_id=note.pk, version_id=version.pk),
         {"note": note},
     )
 
@@ -227,4 +232,4 @@ def version_restore(request: HttpRequest, note_id: int, version_id: int) -> Http
         messages.error(request, " ".join(exc.messages))
         return _history(request, note, status=400)
     messages.success(request, f"Restored as version {version.number}.")
-    return redirect("notes:detail", note_id=note.pk)
+    return redirect(_note_url(note))

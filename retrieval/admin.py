@@ -10,7 +10,7 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_GET
 
 from notes.admin import ReadOnlyAdmin
-from retrieval.health import index_health
+from retrieval.index.health import index_health
 from retrieval.models import AskTrace, EgressLog, Passage
 
 

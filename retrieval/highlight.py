@@ -32,11 +32,11 @@ segments still concatenate to exactly the passage text.
 from __future__ import annotations
 
 import logging
-import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+
+from retrieval.text import LINE_BREAK_RE, TOKEN_RE, fold
 
 logger = logging.getLogger("lode.highlight")
 
@@ -54,8 +54,29 @@ class MarkupError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Segment:
+    """One piece of highlighted text: the shape every page renders highlights from
+    (templates/partials.html#segments)."""
+
     text: str
     highlighted: bool
+
+
+def as_segments(
+    pieces: Iterable[Segment | tuple[str, bool] | Mapping[str, object]],
+) -> list[Segment]:
+    """Segments from the shapes stored answers keep them in — `(text, highlighted)` pairs
+    (ShownSupport) and `{"text", "highlighted"}` dicts (JSON) — so a page converts once, at
+    its boundary, and its template renders one shape."""
+    out: list[Segment] = []
+    for piece in pieces:
+        if isinstance(piece, Segment):
+            out.append(piece)
+        elif isinstance(piece, Mapping):
+            out.append(Segment(str(piece["text"]), bool(piece["highlighted"])))
+        else:
+            text, highlighted = piece
+            out.append(Segment(text, bool(highlighted)))
+    return out
 
 
 def collision_free_markers(passage: str) -> tuple[str, str]:
@@ -187,8 +208,6 @@ def highlights(text: str, segments: list[Segment]) -> list[Highlight]:
     ]
 
 
-# What chunking counts as a line break (retrieval/chunking.py, _LINE_BREAK_RE).
-LINE_BREAK_RE = re.compile(r"\r\n?|\n")
 ANCHOR_NOTE = "may contain unmatched text between hits"
 
 
@@ -241,35 +260,6 @@ def evidence_anchor(
 # ---------------------------------------------------------------------------------------
 # Term highlights computed in Python, for hits the lexical engine did not match.
 # ---------------------------------------------------------------------------------------
-
-# A token as FTS5's unicode61 tokenizer sees one: a run of letters and digits (not "_"),
-# private-use characters (category Co) and the combining marks that remove_diacritics drops.
-TOKEN_RE = re.compile(
-    r"(?:[^\W_]|[\ue000-\uf8ff])"
-    r"(?:[^\W_]|[\ue000-\uf8ff\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f])*"
-)
-
-
-@lru_cache(maxsize=1)
-def _stemmer():
-    # The Snowball English stemmer (PostgreSQL's english_stem; close to FTS5's porter),
-    # shipped with fastembed. Without it terms still match word for word.
-    try:
-        from py_rust_stemmers import SnowballStemmer
-    except ImportError:  # pragma: no cover - fastembed is a dependency
-        return None
-    return SnowballStemmer("english")
-
-
-@lru_cache(maxsize=1 << 16)
-def fold(token: str) -> str:
-    """A token's index form: NFKC, diacritics removed (like remove_diacritics 2), case folded,
-    stemmed. Applied alike to passage tokens and query tokens, so they compare equal
-    exactly when the index would match them (up to the stemmer's small differences)."""
-    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", token))
-    plain = "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
-    stemmer = _stemmer()
-    return stemmer.stem_word(plain) if stemmer is not None else plain
 
 
 def contains_group(text: str, group: Sequence[str]) -> bool:
@@ -329,6 +319,11 @@ def term_segments(text: str, groups: Iterable[Sequence[str]]) -> list[Segment]:
     wanted = [g for g in wanted if all(g)]
     if not text or not wanted:
         return [Segment(text, False)] if text else []
+    return _split_at(text, _merge_spans(_group_spans(text, wanted)))
+
+
+def _group_spans(text: str, wanted: list[tuple[str, ...]]) -> list[tuple[int, int]]:
+    """(start, end) of every occurrence in `text` of each folded token group, in order."""
     words = [(m.start(), m.end()) for m in TOKEN_RE.finditer(text)]
     stems = [fold(text[a:b]) for a, b in words]
     where: dict[str, list[int]] = {}
@@ -341,15 +336,26 @@ def term_segments(text: str, groups: Iterable[Sequence[str]]) -> list[Segment]:
             if size == 1 or tuple(stems[i : i + size]) == group:
                 found.append((words[i][0], words[i + size - 1][1]))
     found.sort()
+    return found
+
+
+def _merge_spans(ordered: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted spans with every overlapping or touching pair merged into one."""
     merged: list[list[int]] = []
-    for start, end in found:
+    for start, end in ordered:
         if merged and start <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([start, end])
+    return [(start, end) for start, end in merged]
+
+
+def _split_at(text: str, highlighted: list[tuple[int, int]]) -> list[Segment]:
+    """`text` as segments: the disjoint, ordered `highlighted` spans and the plain text
+    around them."""
     segments: list[Segment] = []
     position = 0
-    for start, end in merged:
+    for start, end in highlighted:
         if start > position:
             segments.append(Segment(text[position:start], False))
         segments.append(Segment(text[start:end], True))

@@ -3,7 +3,7 @@
 Passages are canonical rows (the lexical and vector indexes are derived from them). Only
 passages of head versions carry `is_head=True`; the lexical index covers exactly those,
 maintained by database triggers (SQLite) or a generated column + partial index (PostgreSQL),
-see `retrieval/lexical/`.
+see `retrieval/index/lexical/`.
 """
 
 from __future__ import annotations

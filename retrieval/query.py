@@ -37,14 +37,14 @@ before their limit.
 from __future__ import annotations
 
 import re
-import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 
 from django.conf import settings
 
-# Letters and digits, as SQLite's unicode61 tokenizer sees them (underscore separates).
-WORD_RE = re.compile(r"[^\W_]+")
+from retrieval.text import QUERY_STOPWORDS, tokens
+
 # An identifier: word characters joined by - _ . / : (nginx.conf, allkeys-lru,
 # ERR_SSL_PROTOCOL_ERROR). Such a term is also matched verbatim for the exact-match boost.
 IDENTIFIER_RE = re.compile(r"^\w+(?:[-_./:]+\w+)+$")
@@ -75,47 +75,6 @@ PIECE_RE = re.compile(
     r'|(?P<neg>-?)"(?P<quoted>[^"]*)"?|(?P<bare>\S+)'
 )
 DATE_RE = re.compile(r"^([0-9]{4})(?:-([0-9]{1,2})(?:-([0-9]{1,2}))?)?$")
-
-# Dropped from the optional (OR-ed) terms when the query has other words: they match
-# nearly every passage and only cost time. Kept when they are all the query has.
-STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "for",
-        "from",
-        "has",
-        "have",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "that",
-        "the",
-        "their",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "was",
-        "were",
-        "will",
-        "with",
-    ]
-)
 
 
 class QueryError(ValueError):
@@ -172,13 +131,6 @@ class ParsedQuery:
         return [token for group in (*self.terms, *self.phrases) for token in group]
 
 
-def tokens(text: str) -> tuple[str, ...]:
-    """Case-folded letter/digit runs after NFKC, the way the index tokenises text."""
-    return tuple(
-        m.group(0).casefold() for m in WORD_RE.finditer(unicodedata.normalize("NFKC", text))
-    )
-
-
 def clean(raw: str) -> str:
     """Replace control characters (NUL and friends), lone surrogates and other unprintable
     code points with spaces: no passage can match them and models choke on some."""
@@ -189,43 +141,154 @@ def _allowed(values: tuple[str, ...]) -> str:
     return ", ".join(values)
 
 
+def _kind_value(key: str, value: str, typed: str) -> str:
+    value = value.lower()
+    if value not in KIND_VALUES:
+        raise QueryError(f"Unknown type in {typed!r}; type: takes one of: {_allowed(KIND_VALUES)}.")
+    return value
+
+
+def _trust_value(key: str, value: str, typed: str) -> str:
+    value = value.lower()
+    allowed = trust_values()
+    if value not in allowed:
+        raise QueryError(
+            f"Unknown trust tier in {typed!r}; trust: takes one of: {_allowed(allowed)}."
+        )
+    return value
+
+
+def _tag_value(key: str, value: str, typed: str) -> str:
+    value = value.lstrip("#").casefold()
+    if not value:
+        raise QueryError(f"The filter tag: needs a tag name, e.g. {FILTER_EXAMPLES['tag']}.")
+    return value
+
+
+def _date_value(key: str, value: str, typed: str) -> str:
+    """The ISO date of the first day `value` (YYYY-MM-DD, YYYY-MM or YYYY) stands for."""
+    match = DATE_RE.match(value)
+    try:
+        if match is None:
+            raise ValueError(value)
+        year, month, day = match.groups()
+        return date(int(year), int(month or 1), int(day or 1)).isoformat()
+    except ValueError:
+        raise QueryError(
+            f"Not a date in {typed!r}; {key}: takes YYYY-MM-DD, YYYY-MM or YYYY, "
+            f"e.g. {FILTER_EXAMPLES[key]}."
+        ) from None
+
+
+# How each filter key validates and normalises its (stripped, non-empty) value; `source` and
+# `path` are kept as typed. Each takes (key, value, the filter as typed for messages).
+_VALUE_RULES: dict[str, Callable[[str, str, str], str]] = {
+    "type": _kind_value,
+    "trust": _trust_value,
+    "tag": _tag_value,
+    **dict.fromkeys(DATE_KEYS, _date_value),
+}
+
+
 def make_filter(key: str, raw_value: str, *, negated: bool = False) -> Filter:
     """Validate and normalise one filter; raises `QueryError` naming it and what it takes."""
     key = key.lower()
     value = raw_value.strip()
-    typed = f"{key}:{raw_value}"
     if not value:
         raise QueryError(f"The filter {key}: needs a value, e.g. {FILTER_EXAMPLES[key]}.")
-    if key == "type":
-        value = value.lower()
-        if value not in KIND_VALUES:
-            raise QueryError(
-                f"Unknown type in {typed!r}; type: takes one of: {_allowed(KIND_VALUES)}."
-            )
-    elif key == "trust":
-        value = value.lower()
-        allowed = trust_values()
-        if value not in allowed:
-            raise QueryError(
-                f"Unknown trust tier in {typed!r}; trust: takes one of: {_allowed(allowed)}."
-            )
-    elif key == "tag":
-        value = value.lstrip("#").casefold()
-        if not value:
-            raise QueryError(f"The filter tag: needs a tag name, e.g. {FILTER_EXAMPLES['tag']}.")
-    elif key in DATE_KEYS:
-        match = DATE_RE.match(value)
-        try:
-            if match is None:
-                raise ValueError(value)
-            year, month, day = match.groups()
-            value = date(int(year), int(month or 1), int(day or 1)).isoformat()
-        except ValueError:
-            raise QueryError(
-                f"Not a date in {typed!r}; {key}: takes YYYY-MM-DD, YYYY-MM or YYYY, "
-                f"e.g. {FILTER_EXAMPLES[key]}."
-            ) from None
+    rule = _VALUE_RULES.get(key)
+    if rule is not None:
+        value = rule(key, value, f"{key}:{raw_value}")
     return Filter(key=key, value=value, negated=negated)
+
+
+def _add_new[T](items: list[T], item: T) -> None:
+    """Append `item` unless it is already there: parsed parts keep their first position."""
+    if item not in items:
+        items.append(item)
+
+
+@dataclass
+class _Pieces:
+    """What the pieces of one query add up to, collected in the order typed."""
+
+    terms: list[tuple[str, ...]] = field(default_factory=list)
+    phrases: list[tuple[str, ...]] = field(default_factory=list)
+    excluded: list[tuple[str, ...]] = field(default_factory=list)
+    needles: list[str] = field(default_factory=list)
+    # Hyphenated identifiers: needles only in a short query (see the module docstring).
+    hyphen_needles: list[str] = field(default_factory=list)
+    filters: list[Filter] = field(default_factory=list)
+    filter_spans: list[tuple[int, int]] = field(default_factory=list)
+    count: int = 0  # words and phrases typed, not counting exclusions
+
+    def add(self, match: re.Match[str]) -> None:
+        """Add one PIECE_RE match: a filter, an exclusion, a phrase or a word."""
+        if match.group("key") is not None:
+            self._add_filter(match)
+            return
+        negated, quoted, bare = match.group("neg"), match.group("quoted"), match.group("bare")
+        if bare is not None:
+            negated = "-" if bare.startswith("-") and len(bare) > 1 else ""
+        group = tokens(quoted if bare is None else bare)
+        if not group:
+            return
+        if negated:
+            _add_new(self.excluded, group)
+            return
+        self.count += 1
+        if bare is None:
+            self._add_phrase(quoted, group)
+        else:
+            self._add_word(bare, group)
+
+    def _add_filter(self, match: re.Match[str]) -> None:
+        quoted_value = match.group("fquoted")
+        item = make_filter(
+            match.group("key"),
+            quoted_value if quoted_value is not None else match.group("fbare"),
+            negated=bool(match.group("fneg")),
+        )
+        _add_new(self.filters, item)
+        self.filter_spans.append(match.span())
+
+    def _add_phrase(self, quoted: str, group: tuple[str, ...]) -> None:
+        _add_new(self.phrases, group)
+        _add_new(self.needles, " ".join(quoted.split()))
+
+    def _add_word(self, bare: str, group: tuple[str, ...]) -> None:
+        word = bare.strip(".,;:!?()[]{}'")
+        if IDENTIFIER_RE.match(word) and any(ch.isalpha() for ch in word):
+            _add_new(self.needles if CODE_CHAR_RE.search(word) else self.hyphen_needles, word)
+        for token in group:
+            _add_new(self.terms, (token,))
+
+
+def _content_terms(terms: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """`terms` without stop words, unless that would leave none."""
+    content = [t for t in terms if not (len(t) == 1 and t[0] in QUERY_STOPWORDS)]
+    return content or terms
+
+
+def _check_searchable(found: _Pieces, terms: list[tuple[str, ...]]) -> None:
+    """Raise `QueryError` when the query has nothing to search for, saying why."""
+    if terms or found.phrases:
+        return
+    if found.filters:
+        raise QueryError(
+            "Add at least one search word: filters only narrow a search "
+            f"(e.g. certbot {found.filters[0]})."
+        )
+    if found.excluded:
+        raise QueryError("Add at least one word to search for; exclusions alone match nothing.")
+    raise QueryError("The query has no letters or digits to search for.")
+
+
+def _without_spans(text: str, spans: list[tuple[int, int]]) -> str:
+    """`text` with each span replaced by a space, whitespace then collapsed."""
+    for start, end in reversed(spans):
+        text = text[:start] + " " + text[end:]
+    return " ".join(text.split())
 
 
 def parse(raw: str) -> ParsedQuery:
@@ -236,82 +299,31 @@ def parse(raw: str) -> ParsedQuery:
     text = clean(raw).strip()
     if not text:
         return ParsedQuery(raw=raw, text=text)
-    terms: list[tuple[str, ...]] = []
-    phrases: list[tuple[str, ...]] = []
-    excluded: list[tuple[str, ...]] = []
-    needles: list[str] = []
-    hyphen_needles: list[str] = []
-    filters: list[Filter] = []
-    filter_spans: list[tuple[int, int]] = []
-    pieces = 0  # words and phrases typed, not counting exclusions
+    found = _Pieces()
     for match in PIECE_RE.finditer(text):
-        if match.group("key") is not None:
-            quoted_value = match.group("fquoted")
-            item = make_filter(
-                match.group("key"),
-                quoted_value if quoted_value is not None else match.group("fbare"),
-                negated=bool(match.group("fneg")),
-            )
-            if item not in filters:
-                filters.append(item)
-            filter_spans.append(match.span())
-            continue
-        negated, quoted, bare = match.group("neg"), match.group("quoted"), match.group("bare")
-        if bare is not None:
-            negated = "-" if bare.startswith("-") and len(bare) > 1 else ""
-        group = tokens(quoted if bare is None else bare)
-        if not group:
-            continue
-        if negated:
-            if group not in excluded:
-                excluded.append(group)
-            continue
-        pieces += 1
-        if bare is None:
-            phrase = " ".join(quoted.split())
-            if group not in phrases:
-                phrases.append(group)
-            if phrase not in needles:
-                needles.append(phrase)
-            continue
-        word = bare.strip(".,;:!?()[]{}'")
-        if IDENTIFIER_RE.match(word) and any(ch.isalpha() for ch in word):
-            kind = needles if CODE_CHAR_RE.search(word) else hyphen_needles
-            if word not in kind:
-                kind.append(word)
-        for token in group:
-            if (token,) not in terms:
-                terms.append((token,))
+        found.add(match)
     notes: list[str] = []
-    content = [t for t in terms if not (len(t) == 1 and t[0] in STOPWORDS)]
-    if content and len(content) < len(terms):
+    terms = _content_terms(found.terms)
+    if len(terms) < len(found.terms):
         notes.append("Common words were ignored.")
-        terms = content
-    if filters and not terms and not phrases:
-        raise QueryError(
-            "Add at least one search word: filters only narrow a search "
-            f"(e.g. certbot {filters[0]})."
-        )
-    if excluded and not terms and not phrases:
-        raise QueryError("Add at least one word to search for; exclusions alone match nothing.")
-    if not terms and not phrases:
-        raise QueryError("The query has no letters or digits to search for.")
-    if pieces <= SHORT_QUERY_TERMS:
-        needles.extend(n for n in hyphen_needles if n not in needles)
-    if filters:
+    _check_searchable(found, terms)
+    needles = found.needles
+    if found.count <= SHORT_QUERY_TERMS:
+        needles.extend(n for n in found.hyphen_needles if n not in needles)
+    if found.filters:
         # Models see the words only, not `tag:ops`; a query without filters keeps its text
         # exactly as before.
-        for start, end in reversed(filter_spans):
-            text = text[:start] + " " + text[end:]
-        text = " ".join(text.split())
-        notes.append("Filtered before ranking: " + " ".join(str(item) for item in filters) + ".")
+        text = _without_spans(text, found.filter_spans)
+        notes.append(
+            "Filtered before ranking: " + " ".join(str(item) for item in found.filters) + "."
+        )
     return ParsedQuery(
         raw=raw,
         text=text,
         terms=tuple(terms),
-        phrases=tuple(phrases),
-        excluded=tuple(excluded),
+        phrases=tuple(found.phrases),
+        excluded=tuple(found.excluded),
         needles=tuple(needles),
         notes=tuple(notes),
-        filters=tuple(filters),
+        filters=tuple(found.filters),
     )

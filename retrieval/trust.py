@@ -29,6 +29,18 @@ PENALTY: dict[str, float] = {
 }
 
 
+# The trust gradient, most trusted first: the tiers in order of their penalty. The same order
+# as `TrustTier`'s declaration (tests/test_trust.py holds the two together).
+TIER_ORDER: tuple[str, ...] = tuple(sorted(PENALTY, key=PENALTY.__getitem__))
+
+
+def tier_order(tier: str) -> int:
+    """A tier's position in the trust gradient: 0 for your note, higher for less trusted
+    tiers. An unknown tier sorts after every known one (where `trust_key` penalises it like
+    an inferred edge: ranking needs a number, ordering only needs it last)."""
+    return TIER_ORDER.index(tier) if tier in TIER_ORDER else len(TIER_ORDER)
+
+
 def trust_key(relevance_position: int, tier: str) -> float:
     return relevance_position * (1.0 + PENALTY.get(tier, PENALTY[TrustTier.INFERRED]))
 

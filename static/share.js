@@ -1,4 +1,4 @@
-// The "copy link" control of the search page (templates/search/_share_link.html).
+// The "copy link" control of the search and answer pages (templates/partials.html#share_link).
 // The link itself is rendered server-side into a read-only field, so this script only adds
 // a button: navigator.clipboard where the page is a secure context, otherwise the field is
 // selected (and execCommand("copy") tried) so the user can copy it themselves.

@@ -13,6 +13,7 @@ from django.test import Client
 
 from notes import services
 from notes.models import Document
+from tests import factories
 
 PASSWORD = "correct horse battery staple"
 
@@ -56,6 +57,12 @@ def bob_client(bob) -> Client:
 
 
 @pytest.fixture
+def staff_client(db) -> Client:
+    """A client logged in as a new superuser "root", for the admin pages."""
+    return factories.staff_client()
+
+
+@pytest.fixture
 def alice_note(alice) -> Document:
     return services.note_create(
         owner=alice,
@@ -71,7 +78,7 @@ def alice_note(alice) -> Document:
 @pytest.fixture
 def private_vectors(settings, tmp_path) -> Iterator[Path]:
     """A private embedded Chroma folder and collection prefix for one test."""
-    from retrieval import vectors
+    from retrieval.index import vectors
 
     settings.CHROMA_URL = ""
     settings.LODE_CHROMA_PATH = tmp_path / "chroma"

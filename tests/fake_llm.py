@@ -203,7 +203,7 @@ class FakeLLM:
 def running_fake_llm(settings: Any, monkeypatch: Any) -> Iterator[FakeLLM]:
     """A started FakeLLM wired into settings (base URL, model, no key, 5 s timeout, 2 retries)
     with a near-zero retry backoff; stopped afterwards."""
-    from retrieval.llm import ChatClient
+    from retrieval.answer.llm import ChatClient
 
     fake = FakeLLM().start()
     settings.LODE_LLM_BASE_URL = fake.base_url

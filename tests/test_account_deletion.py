@@ -20,7 +20,7 @@ def test_deleting_a_user_removes_what_they_own_and_nothing_else(alice, bob, tmp_
     from externals.models import Annotation, Source
     from externals.pipeline import scan_source
     from externals.services import source_create
-    from retrieval.ask import ask
+    from retrieval.answer.ask import ask
 
     note = services.note_create(owner=alice, title="Runbook", body="Rotate certs on Friday.")
     services.note_update(

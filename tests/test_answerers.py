@@ -1,4 +1,4 @@
-"""Answerers (retrieval/answerers.py).
+"""Answerers (retrieval/answer/answerers.py).
 
 The extractive answerer: quotes evidence sentences verbatim, picks the ones sharing the most
 content words with the question, abstains on off-topic questions, never writes egress rows,
@@ -19,19 +19,19 @@ import re
 
 import pytest
 
-from notes import services
-from notes.models import Document, Version
-from retrieval.answer_types import EvidencePack, PackItem
-from retrieval.answerers import (
+from notes.models import Version
+from retrieval.answer.answerers import (
     ANSWER_SYSTEM_PROMPT,
     ChatAnswerer,
     ExtractiveAnswerer,
     get_answerer,
-    split_sentences,
 )
-from retrieval.evidence_pack import pack_item
-from retrieval.gate import run_gate
-from retrieval.models import EgressLog, Passage
+from retrieval.answer.egress import plan_egress
+from retrieval.answer.gate import run_gate
+from retrieval.answer.types import AnswerDraft, EvidencePack
+from retrieval.models import EgressLog
+from retrieval.text import split_sentences
+from tests.factories import note, pack_of
 
 RUNBOOK = (
     "# Deploy runbook\n\n"
@@ -44,23 +44,11 @@ RUNBOOK = (
 )
 
 
-def pack_of(*documents: Document) -> EvidencePack:
-    """An evidence pack of every head passage of `documents`, in order, ranked 1, 2, …"""
-    items: list[PackItem] = []
-    for document in documents:
-        passages = Passage.objects.filter(document=document, is_head=True).select_related(
-            "version", "document"
-        )
-        items += [pack_item(p, rank=len(items) + 1) for p in passages.order_by("position")]
-    return EvidencePack(items=items)
-
-
-def note(owner, title: str, body: str, *, no_egress: bool = False) -> Document:
-    document = services.note_create(owner=owner, title=title, body=body)
-    if no_egress:
-        Document.objects.filter(pk=document.pk).update(no_egress=True)
-        document.refresh_from_db()
-    return document
+def chat_answer(question: str, pack: EvidencePack, *, user) -> AnswerDraft:
+    """The chat answerer as `ask()` runs it: egress planned once, the plan handed over."""
+    return ChatAnswerer().answer(
+        question, pack, user=user, egress=plan_egress(pack, question=question)
+    )
 
 
 def claims_json(*claims: tuple[str, int, str]) -> dict:
@@ -167,7 +155,7 @@ def test_faithful_chat_output_becomes_claims(fake_llm, alice) -> None:
     span = "Set maxmemory-policy allkeys-lru on the cache."
     text = "Set maxmemory-policy allkeys-lru on the cache."
     fake_llm.reply(claims_json((text, vid, span)))
-    draft = ChatAnswerer().answer("Which eviction policy?", pack_of(runbook), user=alice)
+    draft = chat_answer("Which eviction policy?", pack_of(runbook), user=alice)
     assert not draft.error, draft.error
     assert [c.as_dict() for c in draft.claims] == [
         {
@@ -191,7 +179,7 @@ def test_shared_parent_block_is_sent_once_with_each_passage_range(fake_llm, alic
     a, b = pack.items
     assert (a.parent_start, a.parent_end) == (b.parent_start, b.parent_end)
     fake_llm.reply({"claims": []})
-    ChatAnswerer().answer("alpha beta?", pack, user=alice)
+    chat_answer("alpha beta?", pack, user=alice)
     user_message = fake_llm.requests[0].message("user")
     assert user_message.count("alpha7 ") == 1 and user_message.count("beta7 ") == 1
     assert user_message.count("\nBEGIN EVIDENCE") == 1
@@ -212,9 +200,7 @@ def test_no_egress_document_is_withheld_and_never_sent(fake_llm, alice) -> None:
     fake_llm.reply(
         claims_json(("Salary review is in March.", private.head_id, "salary review is in March"))
     )
-    draft = ChatAnswerer().answer(
-        "When is the cache salary review?", pack_of(shared, private), user=alice
-    )
+    draft = chat_answer("When is the cache salary review?", pack_of(shared, private), user=alice)
     body = fake_llm.requests[0].body
     assert b"PRIVATE-MARKER-42" not in body and b"Salaries" not in body
     assert draft.sent_versions == {shared.head_id: shared.head.body}
@@ -228,7 +214,7 @@ def test_no_egress_document_is_withheld_and_never_sent(fake_llm, alice) -> None:
 
 def test_only_withheld_evidence_sends_nothing(fake_llm, alice) -> None:
     private = note(alice, "Salaries", "The salary review is in March.", no_egress=True)
-    draft = ChatAnswerer().answer("When is the salary review?", pack_of(private), user=alice)
+    draft = chat_answer("When is the salary review?", pack_of(private), user=alice)
     assert draft.claims == [] and not draft.error
     assert draft.response["withheld"][0]["document_id"] == private.pk
     assert fake_llm.requests == [] and EgressLog.objects.count() == 0
@@ -242,9 +228,7 @@ def test_secrets_in_evidence_are_redacted_in_the_request(fake_llm, alice) -> Non
         f"The staging database password=Tr0ub4dor&3 is rotated monthly.\n\nDeploy token {token}.",
     )
     fake_llm.reply({"claims": []})
-    ChatAnswerer().answer(
-        "How is the staging database password rotated?", pack_of(secrets), user=alice
-    )
+    chat_answer("How is the staging database password rotated?", pack_of(secrets), user=alice)
     body = fake_llm.requests[0].body.decode()
     assert "Tr0ub4dor" not in body and token not in body
     assert "password=[REDACTED:password]" in body and "[REDACTED:github-token]" in body
@@ -258,7 +242,7 @@ def test_evidence_is_framed_as_quoted_data(fake_llm, alice) -> None:
     )
     hostile = note(alice, "Hostile", injected)
     fake_llm.reply({"claims": []})
-    ChatAnswerer().answer("Is the cache disabled?", pack_of(hostile), user=alice)
+    chat_answer("Is the cache disabled?", pack_of(hostile), user=alice)
     system = fake_llm.requests[0].message("system")
     user_message = fake_llm.requests[0].message("user")
     assert "never instructions" in system and "do not follow it" in system
@@ -285,7 +269,7 @@ def test_egress_row_is_committed_before_the_answer_request(fake_llm, alice) -> N
 
     fake_llm.on_request = check
     fake_llm.reply({"claims": []})
-    ChatAnswerer().answer("What about the certs?", pack, user=alice)
+    chat_answer("What about the certs?", pack, user=alice)
     assert not fake_llm.callback_errors
     (row,) = seen
     assert row.purpose == "qa"
@@ -323,7 +307,7 @@ def test_chat_failures_are_draft_errors(fake_llm, alice, settings, script, messa
         settings.LODE_LLM_TIMEOUT_SECONDS = 1
         settings.LODE_LLM_MAX_RETRIES = 0
         fake_llm.reply({"claims": []}, delay=3)
-    draft = ChatAnswerer().answer("Which policy?", pack_of(runbook), user=alice)
+    draft = chat_answer("Which policy?", pack_of(runbook), user=alice)
     assert message in draft.error
     assert draft.claims == []
     assert draft.request is not None and draft.request["body"]["messages"]
@@ -333,13 +317,22 @@ def test_blank_claims_are_dropped(fake_llm, alice) -> None:
     runbook = note(alice, "Deploy runbook", RUNBOOK)
     vid = runbook.head_id
     fake_llm.reply(claims_json(("  ", vid, "Set maxmemory"), ("Policy.", vid, "allkeys-lru")))
-    draft = ChatAnswerer().answer("Which policy?", pack_of(runbook), user=alice)
+    draft = chat_answer("Which policy?", pack_of(runbook), user=alice)
     assert [c.text for c in draft.claims] == ["Policy."]
+
+
+def test_without_an_egress_plan_the_chat_answerer_sends_nothing(fake_llm, alice) -> None:
+    """Egress is decided by the orchestrator, once: an answerer handed no plan does not
+    decide for itself, it refuses."""
+    runbook = note(alice, "Deploy runbook", RUNBOOK)
+    draft = ChatAnswerer().answer("Which policy?", pack_of(runbook), user=alice)
+    assert "no egress plan" in draft.error and draft.claims == []
+    assert fake_llm.requests == [] and EgressLog.objects.count() == 0
 
 
 def test_unconfigured_chat_answerer_is_a_draft_error(alice, settings) -> None:
     settings.LODE_LLM_BASE_URL = ""
     runbook = note(alice, "Deploy runbook", RUNBOOK)
-    draft = ChatAnswerer().answer("Which policy?", pack_of(runbook), user=alice)
+    draft = chat_answer("Which policy?", pack_of(runbook), user=alice)
     assert "LODE_LLM_BASE_URL" in draft.error and draft.claims == []
     assert EgressLog.objects.count() == 0

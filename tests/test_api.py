@@ -9,22 +9,11 @@ from django.test import Client
 from lode_site.models import ApiToken, token_digest
 from notes import services
 from notes.models import Document, Version
-from retrieval.models import Passage
+from tests.factories import HOSTILE_HTTP_QUERIES, note_state
 
 pytestmark = pytest.mark.django_db
 
 RAW_TOKEN = "lode-test-token-0123456789abcdefghijklmnopqrstuvwxyz"
-
-
-def state(note: Document) -> tuple:
-    note.refresh_from_db()
-    return (
-        note.head_id,
-        note.title,
-        note.deleted_at,
-        note.versions.count(),
-        Passage.objects.filter(document=note, is_head=True).count(),
-    )
 
 
 def put(client: Client, url: str, data: dict, **kwargs):
@@ -177,7 +166,7 @@ def test_update_with_stale_base_is_409_with_both_versions(alice_client, alice, a
     v2 = services.note_update(
         document=alice_note, user=alice, base_version_id=v1.pk, title="T2", body="other tab"
     )
-    before = state(alice_note)
+    before = note_state(alice_note)
     response = put(
         alice_client,
         f"/api/notes/{alice_note.pk}",
@@ -192,7 +181,7 @@ def test_update_with_stale_base_is_409_with_both_versions(alice_client, alice, a
     assert data["head_version"]["number"] == 2
     assert data["head_title"] == "T2"
     assert data["head_body"] == "other tab"
-    assert state(alice_note) == before
+    assert note_state(alice_note) == before
 
 
 @pytest.mark.parametrize("whose", ["other note", "bob's note", "missing"])
@@ -206,7 +195,7 @@ def test_update_naming_a_base_that_is_no_version_of_the_note_is_400(
         "bob's note": services.note_create(owner=bob, title="B", body="b").head_id,
         "missing": alice_note.head_id + 1000,
     }[whose]
-    before = state(alice_note)
+    before = note_state(alice_note)
     response = put(
         alice_client,
         f"/api/notes/{alice_note.pk}",
@@ -217,7 +206,7 @@ def test_update_naming_a_base_that_is_no_version_of_the_note_is_400(
     assert f"Version id {base_id} is not a version of this note" in detail
     assert f"current version is id {alice_note.head_id} (version 1)" in detail
     assert "after you started editing" not in detail
-    assert state(alice_note) == before
+    assert note_state(alice_note) == before
 
 
 def test_restore_needs_the_base_version(alice_client, alice, alice_note):
@@ -225,11 +214,11 @@ def test_restore_needs_the_base_version(alice_client, alice, alice_note):
     services.note_update(
         document=alice_note, user=alice, base_version_id=v1.pk, title="T2", body="second"
     )
-    before = state(alice_note)
+    before = note_state(alice_note)
     response = post(alice_client, f"/api/notes/{alice_note.pk}/versions/{v1.pk}/restore")
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"][-1] == "base_version_id"
-    assert state(alice_note) == before
+    assert note_state(alice_note) == before
 
 
 def test_restore_from_a_stale_head_is_409(alice_client, alice, alice_note):
@@ -241,7 +230,7 @@ def test_restore_from_a_stale_head_is_409(alice_client, alice, alice_note):
     response = post(alice_client, url, {"base_version_id": v2.pk})
     assert response.status_code == 200
     restored = response.json()["version"]
-    before = state(alice_note)
+    before = note_state(alice_note)
     response = post(alice_client, url, {"base_version_id": v2.pk})  # the same page, again
     assert response.status_code == 409
     data = response.json()
@@ -249,7 +238,7 @@ def test_restore_from_a_stale_head_is_409(alice_client, alice, alice_note):
     assert data["base_version"]["id"] == v2.pk
     assert data["head_version"]["id"] == restored["id"]
     assert data["head_body"] == v1.body
-    assert state(alice_note) == before
+    assert note_state(alice_note) == before
 
 
 def test_restore_naming_a_base_of_another_note_is_400(alice_client, alice, alice_note):
@@ -258,7 +247,7 @@ def test_restore_naming_a_base_of_another_note_is_400(alice_client, alice, alice
         document=alice_note, user=alice, base_version_id=v1.pk, title="T2", body="second"
     )
     other = services.note_create(owner=alice, title="O", body="o")
-    before = state(alice_note)
+    before = note_state(alice_note)
     response = post(
         alice_client,
         f"/api/notes/{alice_note.pk}/versions/{v1.pk}/restore",
@@ -266,7 +255,7 @@ def test_restore_naming_a_base_of_another_note_is_400(alice_client, alice, alice
     )
     assert response.status_code == 400
     assert f"current version is id {v2.pk} (version 2)" in response.json()["detail"]
-    assert state(alice_note) == before
+    assert note_state(alice_note) == before
 
 
 def test_update_identical_content_writes_no_version(alice_client, alice_note):
@@ -286,14 +275,14 @@ def test_update_identical_content_writes_no_version(alice_client, alice_note):
 
 
 def test_update_invalid_is_400_and_saves_nothing(alice_client, alice_note):
-    before = state(alice_note)
+    before = note_state(alice_note)
     response = put(
         alice_client,
         f"/api/notes/{alice_note.pk}",
         {"title": "", "body": "x", "base_version_id": alice_note.head_id},
     )
     assert response.status_code == 400
-    assert state(alice_note) == before
+    assert note_state(alice_note) == before
 
 
 def test_delete_note(alice_client, alice_note):
@@ -343,10 +332,10 @@ def test_unknown_version_is_404(alice_client, alice, alice_note):
     other = services.note_create(owner=alice, title="Other", body="other")
     url = f"/api/notes/{alice_note.pk}/versions/{other.head_id}"
     assert alice_client.get(url).status_code == 404
-    before = state(alice_note)
+    before = note_state(alice_note)
     response = post(alice_client, url + "/restore", {"base_version_id": alice_note.head_id})
     assert response.status_code == 404
-    assert state(alice_note) == before
+    assert note_state(alice_note) == before
 
 
 # --------------------------------------------------------------------------
@@ -377,19 +366,19 @@ def _call(client: Client, method: str, template: str, note: Document, **kwargs):
 
 @pytest.mark.parametrize(("method", "template"), ANON_REQUESTS)
 def test_anonymous_is_401(client, alice_note, method, template):
-    before = state(alice_note)
+    before = note_state(alice_note)
     response = _call(client, method, template, alice_note)
     assert response.status_code == 401
-    assert state(alice_note) == before
+    assert note_state(alice_note) == before
     assert Document.objects.count() == 1
 
 
 @pytest.mark.parametrize(("method", "template"), ANON_REQUESTS)
 def test_wrong_token_is_401(client, token, alice_note, method, template):
-    before = state(alice_note)
+    before = note_state(alice_note)
     response = _call(client, method, template, alice_note, headers=bearer("not-the-token"))
     assert response.status_code == 401
-    assert state(alice_note) == before
+    assert note_state(alice_note) == before
 
 
 def test_token_auth_reads_and_writes(token, alice, alice_note):
@@ -439,10 +428,10 @@ def test_session_post_without_csrf_is_403(alice, alice_note):
 def test_session_writes_without_csrf_are_403(alice, alice_note, method, template):
     client = Client(enforce_csrf_checks=True)
     client.force_login(alice)
-    before = state(alice_note)
+    before = note_state(alice_note)
     response = _call(client, method, template, alice_note)
     assert response.status_code == 403
-    assert state(alice_note) == before
+    assert note_state(alice_note) == before
 
 
 def test_session_post_with_csrf_token_works(alice):
@@ -463,12 +452,12 @@ def test_session_post_with_csrf_token_works(alice):
 
 @pytest.mark.parametrize(("method", "template"), [r for r in ANON_REQUESTS if "{id}" in r[1]])
 def test_bob_gets_404_for_alices_note_endpoints(bob_client, alice_note, method, template):
-    before = state(alice_note)
+    before = note_state(alice_note)
     versions = Version.objects.count()
     response = _call(bob_client, method, template, alice_note)
     assert response.status_code == 404
     assert "Deploy runbook" not in response.content.decode()
-    assert state(alice_note) == before
+    assert note_state(alice_note) == before
     assert Version.objects.count() == versions
 
 
@@ -548,28 +537,7 @@ def test_search_deleted_note_not_returned(alice_client, alice_note):
     assert alice_client.get("/api/search/", {"q": "certbot"}).json()["hits"] == []
 
 
-HOSTILE_QUERIES = [
-    "x" * 10_000,
-    "!@#$%^&*()+=[]{}|;:',.<>/?`~\\",
-    "NEAR(",
-    "NEAR(a b)",
-    '"foo',
-    "*",
-    "-",
-    "-foo",
-    "AND OR NOT",
-    "foo AND",
-    "a\x00b",
-    "col:foo",
-    "^foo",
-    "{a b}",
-    "😀🔥",
-    "שלום עולם",
-    "'; DROP TABLE notes_document; --",
-]
-
-
-@pytest.mark.parametrize("query", HOSTILE_QUERIES)
+@pytest.mark.parametrize("query", HOSTILE_HTTP_QUERIES)
 def test_search_hostile_queries(alice_client, alice_note, query):
     response = alice_client.get("/api/search/", {"q": query})
     assert response.status_code in (200, 400)

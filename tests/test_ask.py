@@ -14,7 +14,17 @@ from django.db import transaction
 
 from notes import services
 from notes.models import Document, TrustTier
-from retrieval.answer_types import (
+from retrieval.answer.ask import (
+    PINNED_UNAVAILABLE,
+    WITHHELD_FROM_JUDGE,
+    ask,
+    pinnable,
+    pinnable_documents,
+)
+from retrieval.answer.display import context_segments, locate_span, outcome_from_trace
+from retrieval.answer.egress import EgressPlan
+from retrieval.answer.trace import code_version
+from retrieval.answer.types import (
     ABSTAIN_MESSAGE,
     AnswerDraft,
     Claim,
@@ -22,15 +32,8 @@ from retrieval.answer_types import (
     EvidencePack,
     Support,
 )
-from retrieval.ask import (
-    PINNED_UNAVAILABLE,
-    ask,
-    code_version,
-    context_segments,
-    locate_span,
-    outcome_from_trace,
-)
 from retrieval.models import AskTrace, EgressLog, Passage
+from tests.factories import make_external
 
 pytestmark = pytest.mark.django_db
 
@@ -53,7 +56,9 @@ class Scripted:
     remote: bool = False
     calls: list[EvidencePack] = field(default_factory=list)
 
-    def answer(self, question: str, pack: EvidencePack, *, user: Any) -> AnswerDraft:
+    def answer(
+        self, question: str, pack: EvidencePack, *, user: Any, egress: EgressPlan | None = None
+    ) -> AnswerDraft:
         from notes.models import Version
 
         self.calls.append(pack)
@@ -77,15 +82,6 @@ class Scripted:
 
 def claim(version_id: int, text: str, span: str | None = None) -> Claim:
     return Claim(text=text, support=(Support(version_id=version_id, quoted_span=span or text),))
-
-
-def make_external(owner, title: str, body: str, *, tier=TrustTier.EXTERNAL_CURRENT, **extra):
-    document = services.note_create(owner=owner, title=title, body=body)
-    Document.objects.filter(pk=document.pk).update(
-        kind=Document.Kind.EXTERNAL, trust_tier=tier, **extra
-    )
-    document.refresh_from_db()
-    return document
 
 
 @pytest.fixture
@@ -356,6 +352,22 @@ def test_pinning_a_note_that_is_not_yours_or_live_is_a_clean_error(alice, bob, r
     assert trace.pinned_document is None and "search" not in trace.trace
 
 
+def test_the_form_and_ask_pin_by_one_rule(alice, bob, runbook):
+    """ "Can this note be pinned" has one home (`pinnable_documents`): the form, the page and
+    `ask()` accept exactly the user's live documents with a head version."""
+    from retrieval.web.forms import AskForm
+
+    headless = Document.objects.create(owner=alice, title="Being written")
+    gone = services.note_create(owner=alice, title="Gone", body="Deleted note.")
+    services.note_delete(document=gone, user=alice)
+    bobs = services.note_create(owner=bob, title="Bob", body="Bob's note.")
+    assert list(pinnable_documents(alice)) == [runbook]
+    for document in (runbook, headless, gone, bobs):
+        form = AskForm({"question": "certs", "pinned_document_id": document.pk}, user=alice)
+        assert form.is_valid() == (document == runbook)
+        assert (pinnable(alice, document.pk) is not None) == (document == runbook)
+
+
 # --- permalinks ----------------------------------------------------------------------------------
 
 
@@ -396,7 +408,7 @@ def test_outcome_from_trace_does_not_read_the_notes_again(alice, runbook):
 
 
 def test_with_the_extractive_answerer(alice, runbook):
-    from retrieval.answerers import ExtractiveAnswerer
+    from retrieval.answer.answerers import ExtractiveAnswerer
 
     outcome = lexical_ask(
         user=alice,
@@ -418,7 +430,7 @@ def test_the_default_answerer_is_extractive_without_an_endpoint(alice, runbook, 
 
 
 def test_with_the_chat_answerer_no_egress_content_is_withheld_and_listed(alice, runbook, fake_llm):
-    from retrieval.answerers import ChatAnswerer
+    from retrieval.answer.answerers import ChatAnswerer
 
     secret = make_external(alice, "Private vendor notes", VENDOR, no_egress=True)
     fake_llm.reply(
@@ -451,7 +463,7 @@ def test_with_the_chat_answerer_no_egress_content_is_withheld_and_listed(alice, 
 
 
 def test_a_remote_answer_citing_a_withheld_version_fails_closed(alice, runbook, fake_llm):
-    from retrieval.answerers import ChatAnswerer
+    from retrieval.answer.answerers import ChatAnswerer
 
     secret = make_external(alice, "Private vendor notes", VENDOR, no_egress=True)
     fake_llm.reply(
@@ -474,6 +486,85 @@ def test_a_remote_answer_citing_a_withheld_version_fails_closed(alice, runbook, 
     )
     assert outcome.claims == [] and outcome.decision == Decision.ABSTAIN_NO_EVIDENCE
     assert outcome.dropped[0].step == "verbatim"
+
+
+@pytest.fixture
+def egress_plans(monkeypatch) -> list[EgressPlan]:
+    """Every egress plan `ask()` makes, in order (the real planner, counted)."""
+    from retrieval.answer import ask as ask_module
+
+    plans: list[EgressPlan] = []
+    real = ask_module.plan_egress
+
+    def counted(pack: EvidencePack, *, question: str = "") -> EgressPlan:
+        plans.append(real(pack, question=question))
+        return plans[-1]
+
+    monkeypatch.setattr(ask_module, "plan_egress", counted)
+    return plans
+
+
+def test_egress_is_planned_once_and_the_answerer_sends_that_plan(
+    alice, runbook, fake_llm, egress_plans
+):
+    from retrieval.answer.answerers import ChatAnswerer
+
+    secret = make_external(alice, "Private vendor notes", VENDOR, no_egress=True)
+    fake_llm.reply({"claims": []})
+    outcome = lexical_ask(
+        user=alice, question="What is the staging timeout?", answerer=ChatAnswerer()
+    )
+    (plan,) = egress_plans
+    assert [i.document_id for i in plan.withheld] == [secret.pk]
+    assert outcome.withheld == plan.withheld
+    user_message = fake_llm.requests[0].message("user")
+    assert plan.question in user_message and all(b.text in user_message for b in plan.blocks)
+    assert "60 seconds" not in user_message
+    row = EgressLog.objects.get()
+    assert row.withheld_count == len(plan.withheld) == 1
+    assert row.redaction_count == plan.redaction_count
+
+
+def test_a_local_answer_plans_no_egress(alice, runbook, egress_plans):
+    span = "Rotate the staging certs with certbot before Friday."
+    lexical_ask(
+        user=alice,
+        question="When do I rotate the staging certs?",
+        answerer=Scripted([claim(runbook.head_id, span)]),
+    )
+    assert egress_plans == [] and EgressLog.objects.count() == 0
+
+
+def test_a_remote_judge_is_only_asked_about_versions_cleared_for_egress(
+    alice, runbook, fake_llm, settings, egress_plans
+):
+    """A local answerer may cite a no-egress document (nothing left the machine); the LLM
+    judge may not be shown it. The ask plans egress once, at the gate, and the judge only
+    hears about claims whose versions that plan cleared; the other is dropped, fail closed."""
+    settings.LODE_ENTAILMENT = "llm-judge"
+    secret = make_external(alice, "Private vendor notes", VENDOR, no_egress=True)
+    cleared = claim(
+        runbook.head_id,
+        "Staging gives up after half a minute.",
+        "The staging timeout is 30 seconds.",
+    )
+    withheld = claim(
+        secret.head_id,
+        "Staging gives up after a whole minute.",
+        "The staging timeout is 60 seconds.",
+    )
+    fake_llm.reply('{"entailed": true}')
+    outcome = lexical_ask(
+        user=alice, question="What is the staging timeout?", answerer=Scripted([cleared, withheld])
+    )
+    assert len(egress_plans) == 1
+    (request,) = fake_llm.requests
+    assert "60 seconds" not in request.body.decode() and "30 seconds" in request.body.decode()
+    assert [c.text for c in outcome.claims] == [cleared.text]
+    (dropped,) = outcome.dropped
+    assert dropped.claim == withheld and dropped.step == "entailment"
+    assert WITHHELD_FROM_JUDGE in dropped.reason
+    assert EgressLog.objects.get().purpose == "judge"
 
 
 # --- helpers -------------------------------------------------------------------------------------

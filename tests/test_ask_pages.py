@@ -22,8 +22,7 @@ from django.utils.html import escape
 from lode_site.models import ApiToken, token_digest
 from notes import services
 from notes.models import Document, TrustTier
-from retrieval import ask_api, ask_views
-from retrieval.answer_types import (
+from retrieval.answer.types import (
     ABSTAIN_MESSAGE,
     AskOutcome,
     Claim,
@@ -35,6 +34,7 @@ from retrieval.answer_types import (
     Support,
 )
 from retrieval.models import AskTrace
+from retrieval.web import ask_api, ask_views
 
 pytestmark = pytest.mark.django_db
 
@@ -496,7 +496,9 @@ def test_conflicts_show_both_values_higher_tier_first(alice_client, alice_note, 
     assert html.index("14 days</strong>") < html.index("30 days</strong>")
     assert "External snapshot" in html and "Your note" in html
     assert "snapshot 3\xa0days old" in html
-    assert '<span class="support-title">Vendor page</span>' in html  # externals: no note link
+    # An external support links to its snapshot page, never to the note view (issue 11).
+    snapshot = f"/externals/{alice_note.pk}/snapshots/{alice_note.head_id}/"
+    assert f'<a class="support-title" href="{snapshot}">Vendor page</a>' in html
 
 
 def test_answerer_failure_says_nothing_is_verified(alice_client, stored):

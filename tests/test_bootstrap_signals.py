@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from lode_site import bootstrap
+from tests.factories import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -37,12 +38,6 @@ STOP_TIMEOUT = bootstrap.STOP_GRACE_SECONDS + 20.0
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("lode-data")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def child_env(data_dir: Path) -> dict[str, str]:

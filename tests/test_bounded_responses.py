@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 
 from notes import services
-from retrieval.search import HIGHLIGHT_COST, MAX_PAGE_SIZE, SEGMENT_COST
+from retrieval.search.pipeline import HIGHLIGHT_COST, MAX_PAGE_SIZE, SEGMENT_COST
 
 # One heading section of ~1 MB: every passage's parent is the whole section.
 SENTENCE = "The otter {i} swam past the mill and ate a trout near stone {i}. "

@@ -24,7 +24,7 @@ from lode_site import budget
 from lode_site.budget import Budget, BudgetExceeded, time_budget
 from notes import services
 from notes.models import Document
-from retrieval import lexical
+from retrieval.index import lexical
 
 TINY = 1e-9  # seconds: no request can do anything in time
 

@@ -1,4 +1,4 @@
-"""Tests for retrieval.chunking: hypothesis properties plus worked examples.
+"""Tests for retrieval.index.chunking: hypothesis properties plus worked examples.
 
 Pure-Python tests: no Django settings, no database.
 """
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval.chunking import (
+from retrieval.index.chunking import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_WORDS,
     DEFAULT_OVERLAP_WORDS,
@@ -202,6 +202,7 @@ def check_invariants(
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(body=any_body)
 def test_properties_default_limits(body: str) -> None:
@@ -214,6 +215,7 @@ def test_properties_default_limits(body: str) -> None:
         assert chunks == []
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(body=any_body, max_words=st.integers(1, 25), overlap=st.integers(0, 12))
 def test_properties_small_limits(body: str, max_words: int, overlap: int) -> None:
@@ -236,6 +238,7 @@ dense_bodies = st.lists(
 ).map("".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     body=st.one_of(any_body, dense_bodies),
@@ -247,15 +250,15 @@ def test_properties_character_bound(
     body: str, max_words: int, overlap: int, max_chars: int
 ) -> None:
     # Small character bounds force character cuts inside blocks, words and emoji.
-    chunks = chunk_markdown(
-        body, max_words=max_words, overlap_words=overlap, max_chars=max_chars
-    )
+    chunks = chunk_markdown(body, max_words=max_words, overlap_words=overlap, max_chars=max_chars)
     check_invariants(body, chunks, max_words, overlap, max_chars)
-    assert chunk_markdown(
-        body, max_words=max_words, overlap_words=overlap, max_chars=max_chars
-    ) == chunks
+    assert (
+        chunk_markdown(body, max_words=max_words, overlap_words=overlap, max_chars=max_chars)
+        == chunks
+    )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(body=markdown_bodies())
 def test_properties_markdown_heading_paths(body: str) -> None:

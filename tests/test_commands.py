@@ -13,10 +13,10 @@ from django.core.management import CommandError, call_command
 
 from notes import services
 from notes.models import Document, Version
-from retrieval import evaluation
-from retrieval.indexing import passages_for_version
+from retrieval.index.passages import passages_for_version
 from retrieval.models import Passage
-from retrieval.search import search
+from retrieval.search import evaluation
+from retrieval.search.pipeline import search
 
 FIXTURE = Path(__file__).parent / "fixtures" / "beir-mini"
 FIXTURE_DOCS = 20

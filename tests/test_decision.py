@@ -6,15 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.answer_types import (
-    ABSTAIN_MESSAGE,
-    Decision,
-    EvidencePack,
-    PackItem,
-    ShownClaim,
-    ShownSupport,
-)
-from retrieval.decision import (
+from retrieval.answer.decision import (
     MAX_CLARIFYING,
     Statement,
     claim_statements,
@@ -25,10 +17,18 @@ from retrieval.decision import (
     evidence_statements,
     facts,
     find_conflicts,
-    sentences,
-    tier_order,
+)
+from retrieval.answer.types import (
+    ABSTAIN_MESSAGE,
+    Decision,
+    EvidencePack,
+    PackItem,
+    ShownClaim,
+    ShownSupport,
 )
 from retrieval.query import parse
+from retrieval.text import sentence_spans
+from retrieval.trust import tier_order
 
 
 def item(
@@ -324,7 +324,7 @@ def test_a_claim_paraphrasing_its_span_contributes_both_statements():
 
 def test_decimals_do_not_end_sentences_and_statistics_are_not_values():
     text = "The hazard ratio was 1.29, 95% confidence interval 1.02 to 1.63. Next one."
-    assert [text[a:b] for a, b in sentences(text)] == [
+    assert [text[a:b] for a, b in sentence_spans(text)] == [
         "The hazard ratio was 1.29, 95% confidence interval 1.02 to 1.63.",
         "Next one.",
     ]
@@ -343,7 +343,7 @@ def test_other_values_inside_a_claimed_document_are_not_a_second_source():
 
 def test_sentences_and_facts_helpers():
     text = "  First one.  Second: 42\nThird "
-    assert [text[a:b] for a, b in sentences(text)] == ["First one.", "Second: 42", "Third"]
+    assert [text[a:b] for a, b in sentence_spans(text)] == ["First one.", "Second: 42", "Third"]
     kv = [f for f in facts("The staging timeout is 30 seconds.") if f.subject_key.startswith("kv:")]
     assert kv and kv[0].value == "30 seconds"
 
@@ -358,7 +358,7 @@ def test_statement_offsets_are_carried_into_conflicts():
 
 def test_how_long_questions_do_not_need_the_word_long() -> None:
     """ "How long are backups kept?" asks about backups; "long" only completes "how"."""
-    from retrieval.decision import content_words
+    from retrieval.answer.decision import content_words
 
     assert content_words("How long are the nightly backups kept?") == ["nightly", "backups", "kept"]
     assert "long" in content_words("symptoms of long covid")

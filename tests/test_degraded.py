@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import http.server
 import shutil
-import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,11 +30,13 @@ from django.utils.html import escape
 
 from notes import services
 from notes.models import Document
-from retrieval import embeddings, rerank, vectors
-from retrieval.embeddings import MODEL_FILE
+from retrieval.index import embeddings, vectors
+from retrieval.index.embeddings import MODEL_FILE
+from retrieval.index.sync import sync_vectors
 from retrieval.models import Passage
-from retrieval.search import SearchResult, search
-from retrieval.tasks import sync_vectors
+from retrieval.search import rerank
+from retrieval.search.pipeline import SearchResult, search
+from tests.factories import free_port
 
 pytestmark = pytest.mark.django_db
 
@@ -102,13 +103,6 @@ def notes(alice, bob) -> dict[str, Document]:
             body="Bob keeps his own certbot staging certificates notes.\n\n# More\n\nAnd more.",
         ),
     }
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on (bound, then closed at once)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def head_count(user: User) -> int:

@@ -1,4 +1,4 @@
-"""Egress control (retrieval/egress.py): no-egress documents withheld (by the database flag,
+"""Egress control (retrieval/answer/egress.py): no-egress documents withheld (by the database flag,
 not only the pack's copy of it), the log row's fields, the refusal to log inside an open
 transaction, and the read-only admin list with its filters."""
 
@@ -7,33 +7,21 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from django.contrib.auth.models import User
 from django.db import transaction
 from django.urls import reverse
 
 from notes import services
 from notes.models import Document
-from retrieval.answer_types import EvidencePack, PackItem
-from retrieval.egress import (
+from retrieval.answer.egress import (
     WITHHELD_LABEL,
     EgressLogError,
     destination_host,
     log_egress,
     plan_egress,
 )
-from retrieval.evidence_pack import pack_item
-from retrieval.models import EgressLog, Passage
-
-
-def pack_of(*documents: Document) -> EvidencePack:
-    """An evidence pack of every head passage of `documents`, in order."""
-    items: list[PackItem] = []
-    for document in documents:
-        passages = Passage.objects.filter(document=document, is_head=True).select_related(
-            "version", "document"
-        )
-        items += [pack_item(p, rank=len(items) + 1) for p in passages.order_by("position")]
-    return EvidencePack(items=items)
+from retrieval.answer.types import PackItem
+from retrieval.models import EgressLog
+from tests.factories import pack_of
 
 
 @pytest.fixture
@@ -164,15 +152,6 @@ def test_log_egress_rejects_unknown_purpose(db) -> None:
 
 
 # --- admin -----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def staff_client(client, db):
-    staff = User.objects.create_user("root", "root@example.com", "pw", is_staff=True)
-    staff.is_superuser = True
-    staff.save()
-    client.force_login(staff)
-    return client
 
 
 def _row(user, host: str, purpose: str) -> EgressLog:

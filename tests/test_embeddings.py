@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrieval import embeddings
-from retrieval.embeddings import (
+from retrieval.index import embeddings
+from retrieval.index.embeddings import (
     DIMENSION,
     MODEL_FILE,
     TOKENIZER_FILES,

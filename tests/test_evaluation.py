@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from notes import services
-from retrieval import evaluation
-from retrieval.evaluation import (
+from retrieval.search import evaluation
+from retrieval.search.evaluation import (
     beir_ids,
     docs_from_hits,
     load_qrels,
@@ -20,7 +20,7 @@ from retrieval.evaluation import (
     percentile,
     recall_at_k,
 )
-from retrieval.search import search
+from retrieval.search.pipeline import search
 
 FIXTURE = Path(__file__).parent / "fixtures" / "beir-mini"
 

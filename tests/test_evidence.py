@@ -18,14 +18,14 @@ from django.utils.html import escape
 from lode_site.models import ApiToken, token_digest
 from notes import services, sources
 from notes.models import Document, Version
-from retrieval.evidence import (
+from retrieval.links import evidence_url
+from retrieval.models import Passage
+from retrieval.search.evidence import (
     EvidenceStatus,
     Unavailable,
-    evidence_url,
     open_evidence,
     passage_context,
 )
-from retrieval.models import Passage
 
 pytestmark = pytest.mark.django_db
 
@@ -433,16 +433,16 @@ def test_database_is_rechecked_after_the_file_read(alice, vault, monkeypatch):
     import_vault(vault)
     note = imported("runbook.md")
     passage = passage_with(note, CERTS)
-    real_read = sources.read_source_bytes
+    real_read = sources.read_source_file
     calls = []
 
-    def read_while_someone_edits(path: Path) -> bytes:
+    def read_while_someone_edits(path: Path, *, limit: int | None = None) -> sources.SourceFile:
         calls.append(path)
-        data = real_read(path)  # the file still matches...
+        found = real_read(path, limit=limit)  # the file still matches...
         edit(note, alice, note.head.body + "\nEdited during the read.\n")  # ...the DB moves on
-        return data
+        return found
 
-    monkeypatch.setattr(sources, "read_source_bytes", read_while_someone_edits)
+    monkeypatch.setattr(sources, "read_source_file", read_while_someone_edits)
     outcome = open_evidence(alice, *ids(passage))
     assert calls == [Path(passage.version.source_path)]
     assert outcome.status == SUPERSEDED
@@ -453,15 +453,18 @@ def test_delete_during_the_file_read_is_unavailable(alice, vault, monkeypatch):
     import_vault(vault)
     note = imported("runbook.md")
     passage = passage_with(note, CERTS)
-    real_read = sources.read_source_bytes
+    real_read = sources.read_source_file
+    calls = []
 
-    def read_while_someone_deletes(path: Path) -> bytes:
-        data = real_read(path)
+    def read_while_someone_deletes(path: Path, *, limit: int | None = None) -> sources.SourceFile:
+        calls.append(path)
+        found = real_read(path, limit=limit)
         services.note_delete(document=note, user=alice)
-        return data
+        return found
 
-    monkeypatch.setattr(sources, "read_source_bytes", read_while_someone_deletes)
+    monkeypatch.setattr(sources, "read_source_file", read_while_someone_deletes)
     outcome = open_evidence(alice, *ids(passage))
+    assert calls == [Path(passage.version.source_path)]
     assert outcome.status == UNAVAILABLE and outcome.reason == Unavailable.DELETED
 
 
@@ -471,10 +474,10 @@ def test_superseded_imported_version_does_not_read_the_file(alice, vault, monkey
     (vault / "runbook.md").write_text(f"# Runbook\n\n{CERTS}\n\nAdded.\n")
     import_vault(vault)
 
-    def must_not_read(path: Path) -> bytes:
+    def must_not_read(path: Path, *, limit: int | None = None) -> sources.SourceFile:
         raise AssertionError("a superseded version's file is not re-read")
 
-    monkeypatch.setattr(sources, "read_source_bytes", must_not_read)
+    monkeypatch.setattr(sources, "read_source_file", must_not_read)
     outcome = open_evidence(alice, *ids(passage))
     assert outcome.status == SUPERSEDED and outcome.text_in_current is True
 
@@ -490,13 +493,13 @@ def test_file_is_read_outside_any_transaction(monkeypatch, tmp_path):
     import_vault(root)
     passage = passage_with(imported("a.md"), CERTS)
     seen = []
-    real_read = sources.read_source_bytes
+    real_read = sources.read_source_file
 
-    def spy(path: Path) -> bytes:
+    def spy(path: Path, *, limit: int | None = None) -> sources.SourceFile:
         seen.append(connection.in_atomic_block)
-        return real_read(path)
+        return real_read(path, limit=limit)
 
-    monkeypatch.setattr(sources, "read_source_bytes", spy)
+    monkeypatch.setattr(sources, "read_source_file", spy)
     client = Client()
     client.force_login(alice)
     assert client.get(evidence_url(passage)).status_code == 200

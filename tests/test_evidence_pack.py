@@ -11,17 +11,17 @@ import pytest
 
 from notes import services
 from notes.models import Document, TrustTier
-from retrieval.answer_types import PackItem
-from retrieval.evidence_pack import (
+from retrieval.answer.pack import (
     JACCARD_THRESHOLD,
     assemble,
     build_pack,
     egress_blocks,
-    normalised_text,
     token_set,
 )
+from retrieval.answer.types import PackItem
 from retrieval.models import Passage
-from retrieval.search import search
+from retrieval.search.pipeline import search
+from retrieval.text import nfkc_folded
 
 
 def item(pid: int, text: str, *, rank: int = 0, pinned: bool = False, start: int = 0) -> PackItem:
@@ -107,7 +107,7 @@ def test_same_normalised_text_is_a_duplicate():
     )
     assert ids(pack) == [1]
     assert pack.dropped[0]["rule"] == "same normalised text"
-    assert normalised_text("A\u00a0B  c") == "a b c"
+    assert nfkc_folded("A\u00a0B  c") == "a b c"
 
 
 def test_near_identical_text_by_token_jaccard_is_a_duplicate():

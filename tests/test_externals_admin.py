@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 
 from externals.models import ScanRecord, Source, SourceItem, WebhookDelivery
@@ -17,13 +16,6 @@ from notes.models import Document, TrustTier
 pytestmark = pytest.mark.django_db
 
 SECRET = "top-secret-webhook-key-do-not-render"
-
-
-@pytest.fixture
-def staff_client() -> Client:
-    client = Client()
-    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
-    return client
 
 
 @pytest.fixture

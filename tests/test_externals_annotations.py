@@ -19,36 +19,11 @@ from externals.annotations import (
 from externals.models import Annotation
 from notes.models import Document, TrustTier, Version
 from notes.services import version_create
-from retrieval.search import search
+from retrieval.search.pipeline import search
+from tests.factories import EXTERNAL_BODY, EXTERNAL_QUOTE, make_external
 
-BODY = (
-    "Runbook for the cache.\n\n"
-    "Set maxmemory-policy allkeys-lru on the cache before the launch.\n\n"
-    "Rotate the staging certs with certbot every quarter.\n"
-)
-QUOTE = "maxmemory-policy allkeys-lru"
-
-
-def make_external(owner, body: str = BODY, title: str = "Cache runbook") -> Document:
-    """An external with one snapshot, written the way the refresh pipeline writes them."""
-    with transaction.atomic():
-        document = Document.objects.create(
-            owner=owner,
-            kind=Document.Kind.EXTERNAL,
-            title=title,
-            trust_tier=TrustTier.EXTERNAL_CURRENT,
-            source_name="docs",
-        )
-        version_create(
-            document=document,
-            title=title,
-            body=body,
-            user=None,
-            extractor_name="text",
-            extractor_version="1",
-        )
-    document.refresh_from_db()
-    return document
+BODY = EXTERNAL_BODY
+QUOTE = EXTERNAL_QUOTE
 
 
 def new_snapshot(document: Document, body: str) -> Version:

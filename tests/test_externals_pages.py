@@ -14,64 +14,17 @@ from html.parser import HTMLParser
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import transaction
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from externals.models import ScanRecord, Source, SourceItem
+from externals.models import ScanRecord, Source
 from notes.models import Document
-from notes.services import version_create
-from retrieval.evidence import evidence_url
+from retrieval.links import evidence_url
 from retrieval.models import Passage
+from tests.factories import make_source, make_source_external
 
 XSS = "<script>alert('x')</script>"
-
-
-def make_source(owner, name: str = "Docs", **fields) -> Source:
-    fields.setdefault("kind", Source.Kind.FOLDER)
-    fields.setdefault("location", "/srv/docs")
-    return Source.objects.create(owner=owner, name=name, **fields)
-
-
-def make_external(
-    source: Source,
-    *,
-    path: str = "guide.md",
-    title: str = "Guide",
-    bodies: tuple[str, ...] = ("Rotate the certs before Friday.\n",),
-    age: timedelta = timedelta(0),
-) -> Document:
-    """An external with one snapshot per body (the last is head), fetched `age` ago."""
-    with transaction.atomic():
-        document = Document.objects.create(
-            owner=source.owner,
-            kind=Document.Kind.EXTERNAL,
-            title=title,
-            trust_tier=source.trust_tier,
-            source_name=source.name,
-            no_egress=source.no_egress,
-            external_key=f"source:{source.pk}:{path}",
-        )
-        for body in bodies:
-            version_create(
-                document=document,
-                title=title,
-                body=body,
-                user=None,
-                extractor_name="trafilatura",
-                extractor_version="2.0.0",
-            )
-    document.versions.update(created_at=timezone.now() - age)
-    SourceItem.objects.create(
-        source=source,
-        path=path,
-        document=document,
-        sha256=document.head.sha256,
-        byte_size=document.head.byte_size,
-    )
-    document.refresh_from_db()
-    return document
 
 
 class TextCollector(HTMLParser):
@@ -114,7 +67,7 @@ def source(alice) -> Source:
 
 @pytest.fixture
 def external(source) -> Document:
-    return make_external(
+    return make_source_external(
         source,
         bodies=("First snapshot: rotate certs.\n", "Second snapshot: rotate certs weekly.\n"),
         age=timedelta(days=3),
@@ -162,7 +115,7 @@ def test_bob_gets_404_on_alices_pages(bob_client, source, external):
 
 def test_bob_cannot_open_alices_snapshot_through_his_own_external(bob, alice_client, external):
     bob_source = make_source(bob, name="Bob docs")
-    bob_external = make_external(bob_source)
+    bob_external = make_source_external(bob_source)
     url = reverse("externals:snapshot", args=[bob_external.pk, external.head_id])
     assert alice_client.get(url).status_code == 404  # alice: not her external
     mixed = reverse("externals:snapshot", args=[external.pk, bob_external.head_id])
@@ -331,8 +284,8 @@ def test_scan_history_shows_last_ten(alice_client, source):
 
 def test_stale_external_has_badge(alice_client, alice):
     source = make_source(alice, stale_after_days=2)
-    fresh = make_external(source, path="fresh.md", title="Fresh")
-    old = make_external(source, path="old.md", title="Old", age=timedelta(days=5))
+    fresh = make_source_external(source, path="fresh.md", title="Fresh")
+    old = make_source_external(source, path="old.md", title="Old", age=timedelta(days=5))
     page = alice_client.get(reverse("externals:source", args=[source.pk])).content.decode()
     assert page.count('class="badge stale"') == 1
     assert (
@@ -472,7 +425,7 @@ def test_old_snapshot_page_shows_old_text_and_points_to_head(alice_client, exter
 
 def test_snapshot_text_is_one_escaped_text_node_with_exact_code_points(alice_client, source):
     body = "\nLeading newline, CRLF\r\nline & <b>tag</b> 🙂 " + XSS + "\n"
-    external = make_external(source, path="x.html", title="Tricky", bodies=(body,))
+    external = make_source_external(source, path="x.html", title="Tricky", bodies=(body,))
     page = alice_client.get(reverse("externals:external", args=[external.pk])).content.decode()
     collected = snapshot_text(page)
     assert collected.child_tags == 0
@@ -483,7 +436,7 @@ def test_snapshot_text_is_one_escaped_text_node_with_exact_code_points(alice_cli
 
 def test_xss_in_title_and_source_name_is_escaped(alice_client, alice):
     source = make_source(alice, name=f"src {XSS}", location=f"/srv/{XSS}")
-    external = make_external(source, title=f"title {XSS}", bodies=(f"body {XSS}",))
+    external = make_source_external(source, title=f"title {XSS}", bodies=(f"body {XSS}",))
     ScanRecord.objects.create(
         source=source,
         status=ScanRecord.Status.FAILED,
@@ -518,7 +471,7 @@ def test_evidence_page_links_to_the_external_pages(alice_client, external):
 
 
 def test_evidence_outcome_urls_for_externals(external):
-    from retrieval.evidence import EvidenceOutcome, EvidenceStatus
+    from retrieval.search.evidence import EvidenceOutcome, EvidenceStatus
 
     old = external.versions.get(number=1)
     outcome = EvidenceOutcome(
@@ -643,8 +596,75 @@ def test_search_and_evidence_show_the_age_of_an_external_snapshot(alice, alice_c
     )
     page = alice_client.get("/search", {"q": "wombats", "mode": "lexical"}).content.decode()
     assert "(snapshot fetched 3\xa0days ago)" in page
-    from retrieval.evidence import evidence_url
+    from retrieval.links import evidence_url
 
     passage.refresh_from_db()
     evidence = alice_client.get(evidence_url(passage)).content.decode()
     assert "snapshot fetched" in evidence and "3\xa0days ago" in evidence
+
+
+@pytest.fixture
+def scanned_external(alice, tmp_path) -> Document:
+    """An external mirrored from a folder source by a real scan, next to one of alice's
+    notes on the same subject (so a search finds a hit of each kind)."""
+    from externals.pipeline import scan_source
+    from externals.services import source_create
+    from notes.services import note_create
+
+    root = tmp_path / "site"
+    root.mkdir()
+    (root / "wombats.md").write_text(
+        "# Wombats\n\nWombats produce cube-shaped droppings every night.\n"
+    )
+    source = source_create(owner=alice, name="zoo", kind="folder", location=str(root))
+    scan_source(source)
+    note_create(owner=alice, title="Wombat notes", body="Wombats dig burrows with their claws.\n")
+    return Document.objects.get(owner=alice, kind=Document.Kind.EXTERNAL)
+
+
+def links_of(html: str, css_class: str) -> dict[str, str]:
+    """Title → href of every `<a class="{css_class}">` of a page (hrefs unescaped)."""
+    found = re.findall(rf'<a class="{css_class}" href="([^"]*)">([^<]*)</a>', html)
+    return {title: href.replace("&amp;", "&") for href, title in found}
+
+
+def test_search_hit_titles_open_the_page_of_each_kind_of_document(alice_client, scanned_external):
+    """Issue 11, item 5: an external hit's title linked to the note view (404)."""
+    page = alice_client.get("/search", {"q": "wombats", "mode": "lexical"}).content.decode()
+    titles = links_of(page, "hit-title")
+    assert set(titles) == {"wombats.md", "Wombat notes"}  # an external is titled by its path
+    snapshot = alice_client.get(titles["wombats.md"])
+    assert snapshot.status_code == 200
+    assert snapshot.templates[0].name == "externals/external_detail.html"
+    text = "".join(snapshot_text(snapshot.content.decode()).chunks)
+    assert "cube-shaped droppings" in text
+    assert f'data-version-id="{scanned_external.head_id}"' in snapshot.content.decode()
+    note_page = alice_client.get(titles["Wombat notes"])
+    assert note_page.status_code == 200
+    assert "dig burrows" in note_page.content.decode()
+
+
+def test_ask_page_links_an_external_claim_and_pinned_external_to_its_pages(
+    alice_client, scanned_external
+):
+    """The answer page showed a claim's external source without a link, and linked a
+    pinned external to the note view."""
+    response = alice_client.post(
+        "/ask",
+        {"question": "What do wombats produce?", "pinned_document_id": scanned_external.pk},
+    )
+    assert response.status_code == 303
+    page = alice_client.get(response["Location"]).content.decode()
+    assert 'data-decision="ANSWER"' in page
+    supports = links_of(page, "support-title")
+    assert "wombats.md" in supports
+    snapshot = alice_client.get(supports["wombats.md"])
+    assert snapshot.status_code == 200
+    assert "cube-shaped droppings" in "".join(snapshot_text(snapshot.content.decode()).chunks)
+    pinned = re.search(r'About the note <a href="([^"]+)">wombats.md</a>', page)
+    assert pinned is not None
+    assert alice_client.get(pinned.group(1)).status_code == 200
+    form = alice_client.get("/ask", {"pinned": scanned_external.pk}).content.decode()
+    pinned = re.search(r'Asking about <a href="([^"]+)">wombats.md</a>', form)
+    assert pinned is not None
+    assert alice_client.get(pinned.group(1)).status_code == 200

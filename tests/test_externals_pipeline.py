@@ -18,9 +18,9 @@ from externals import extract as extractors
 from externals import pipeline, services, tasks
 from externals.models import ScanRecord, Source, SourceItem
 from notes.models import Document, TrustTier, Version
-from retrieval.evidence import EvidenceStatus, open_evidence
 from retrieval.models import Passage
-from retrieval.search import search
+from retrieval.search.evidence import EvidenceStatus, open_evidence
+from retrieval.search.pipeline import search
 from tests.local_http import local_server, minimal_pdf
 
 OK = ScanRecord.Status.OK
@@ -506,7 +506,7 @@ def test_staleness_counts_from_the_last_confirmation_and_sets_the_trust_tier(ali
     from externals.pipeline import refresh_staleness, scan_source
     from externals.services import is_stale, source_create
     from notes.models import Document, TrustTier
-    from retrieval.search import search
+    from retrieval.search.pipeline import search
 
     root = tmp_path / "docs"
     root.mkdir()
@@ -541,8 +541,8 @@ def test_an_embedding_failure_is_recorded_and_keeps_the_content_searchable(
     unavailable says so on its scan record, and the new text is searchable by keywords."""
     from externals.pipeline import scan_source
     from externals.services import source_create
-    from retrieval import embeddings
-    from retrieval.search import search
+    from retrieval.index import embeddings
+    from retrieval.search.pipeline import search
 
     def unavailable():
         raise embeddings.EmbeddingUnavailable("model folder is corrupt")
@@ -595,3 +595,53 @@ def test_folder_sources_only_inside_allowed_roots_unless_staff(alice, tmp_path, 
     alice.save()
     assert source_create(owner=alice, name="staff", kind="folder", location=str(outside))
     assert scan_source(ok).status == "ok"
+
+
+@pytest.mark.django_db
+def test_a_mirrored_file_over_the_note_limit_verifies_under_the_source_limit(
+    alice, tmp_path, settings
+):
+    """Verified opening re-reads an external's file under the cap it was mirrored with
+    (`LODE_SOURCE_MAX_FILE_BYTES`), not a note's: a file the scan accepted must verify."""
+    from retrieval.search.evidence import EvidenceStatus, open_evidence
+
+    settings.LODE_MAX_NOTE_BYTES = 2_000
+    settings.LODE_SOURCE_MAX_FILE_BYTES = 50_000
+    root = tmp_path / "docs"
+    root.mkdir()
+    body = "# Big runbook\n\n" + "\n\n".join(
+        f"Step {i}: rotate the replica certificate number {i}." for i in range(200)
+    )
+    (root / "big.md").write_text(body, "utf-8")
+    assert len(body.encode()) > settings.LODE_MAX_NOTE_BYTES
+    source = folder_source(alice, root)
+    pipeline.scan_source(source)
+    passage = head_passages(source)[0]
+    outcome = open_evidence(
+        alice, passage.document_id, passage.version_id, passage.pk, passage.version.sha256
+    )
+    assert outcome.status == EvidenceStatus.VERIFIED_CURRENT, outcome
+
+
+@pytest.mark.django_db
+def test_a_mirrored_file_grown_over_the_source_cap_says_which_cap(alice, tmp_path, settings):
+    """When the re-read refuses an external's file for its size, the reason names the cap
+    it was read under (the source file cap), not the note limit it was not held to."""
+    from retrieval.search.evidence import EvidenceStatus, open_evidence
+
+    settings.LODE_MAX_NOTE_BYTES = 2_000
+    settings.LODE_SOURCE_MAX_FILE_BYTES = 4_096
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "guide.md").write_text("# Guide\n\nRotate the replica certificate.\n", "utf-8")
+    source = folder_source(alice, root)
+    pipeline.scan_source(source)
+    passage = head_passages(source)[0]
+    with (root / "guide.md").open("a", encoding="utf-8") as handle:
+        handle.write("x" * 5_000)
+    outcome = open_evidence(
+        alice, passage.document_id, passage.version_id, passage.pk, passage.version.sha256
+    )
+    assert outcome.status == EvidenceStatus.SOURCE_CHANGED, outcome
+    assert "over the 4,096-byte source file cap" in outcome.source_detail
+    assert "note limit" not in outcome.source_detail

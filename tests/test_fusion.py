@@ -1,4 +1,4 @@
-"""Reciprocal rank fusion with exact-match boosts (retrieval/fusion.py). Pure: no database.
+"""Reciprocal rank fusion with exact-match boosts (retrieval/search/fusion.py). Pure: no database.
 
 The documented order: an exact match of a quoted phrase or identifier first, then the RRF sum
 (k = 60, each leg contributes 1 / (k + rank)), then lexical rank, dense rank, passage id.
@@ -14,16 +14,16 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from retrieval.fusion import (
+from retrieval.query import parse
+from retrieval.search.fusion import (
     EXACT_MATCH_BOOST,
     RRF_K,
     FusedHit,
     LegHit,
     exact_matches,
     fuse,
-    normalise,
 )
-from retrieval.query import parse
+from retrieval.text import nfkc_folded
 
 
 def lex(passage_id: int, rank: int, score: float | None = None) -> LegHit:
@@ -311,9 +311,10 @@ def test_exact_matches_requires_the_whole_needle():
     assert exact_matches(["certbot renew"], "certbot will renew") == ()
 
 
-def test_normalise_folds_case_width_and_whitespace():
-    assert normalise("  Ａｂｃ \u00a0 DEF\n\tghi ") == "abc def ghi"
-    assert normalise("Straße") == "strasse"
+def test_needles_are_compared_folded_in_case_width_and_whitespace():
+    assert nfkc_folded("  Ａｂｃ \u00a0 DEF\n\tghi ") == "abc def ghi"
+    assert nfkc_folded("Straße") == "strasse"
+    assert exact_matches(["ＡＢＣ  def"], "x abc\u00a0DEF y") == ("ＡＢＣ  def",)
 
 
 # --- explanations -----------------------------------------------------------------------------

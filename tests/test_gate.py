@@ -1,4 +1,5 @@
-"""The faithfulness gate (retrieval/gate.py) and its entailment seam (retrieval/entailment.py):
+"""The faithfulness gate (retrieval/answer/gate.py) and its entailment seam
+(retrieval/answer/entailment.py):
 one regression test per case seeds/lode-retrieval.md names, the helpers, and the local
 cross-encoder folder proved with a tiny ONNX model built by the test (the helper in
 tests/test_rerank.py). Pure: no database, no network.
@@ -12,32 +13,29 @@ from pathlib import Path
 
 import pytest
 
-from retrieval import entailment as entailment_module
-from retrieval.answer_types import Claim, ClaimVerdict, Support
-from retrieval.entailment import (
+from retrieval.answer import entailment as entailment_module
+from retrieval.answer.entailment import (
     ENTAILMENT_THRESHOLD,
     CrossEncoderEntailment,
     EntailmentUnavailable,
     get_entailment_scorer,
     sigmoid,
 )
-from retrieval.gate import (
-    GLUE_WORDS,
-    NEGATION_WORDS,
+from retrieval.answer.gate import (
     NO_ENTAILMENT_REASON,
     STEP_COUPLING,
     STEP_ENTAILMENT,
     STEP_VERBATIM,
     compound_words,
     in_order,
-    negation_cues,
-    normalise,
     numbers,
     payload_tokens,
     run_gate,
     span_occurs,
     span_tokens,
 )
+from retrieval.answer.types import Claim, ClaimVerdict, Support
+from retrieval.text import GLUE_WORDS, NEGATION_WORDS, negation_cues, nfc_collapsed
 from tests.test_rerank import BOOSTED_WORD, DEFAULT_MODEL_NAME, _build_tiny_cross_encoder
 
 V1, V2, V_WITHHELD = 11, 22, 33
@@ -135,8 +133,8 @@ def test_negation_cues_words_and_contractions():
 
 def test_normalise_is_nfc_and_whitespace():
     decomposed = unicodedata.normalize("NFD", "café  au\n\tlait ")
-    assert normalise(decomposed) == "café au lait"
-    assert normalise(decomposed) == unicodedata.normalize("NFC", "café au lait")
+    assert nfc_collapsed(decomposed) == "café au lait"
+    assert nfc_collapsed(decomposed) == unicodedata.normalize("NFC", "café au lait")
 
 
 def test_span_occurs():
@@ -553,8 +551,8 @@ def test_unconfigured_cross_encoder_drops_with_a_clear_reason(settings):
 
 
 def test_llm_judge_is_the_chat_endpoints_judge():
-    llm = pytest.importorskip("retrieval.llm")
-    assert isinstance(get_entailment_scorer("llm-judge"), llm.LLMJudge)
+    scorer = get_entailment_scorer("llm-judge")
+    assert isinstance(scorer, entailment_module.LLMJudge) and scorer.remote
 
 
 @pytest.fixture

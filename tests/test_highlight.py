@@ -131,7 +131,7 @@ def test_anchor_of_one_highlight_and_of_none():
 def test_anchor_lines_agree_with_chunking(pieces, first_line):
     from bisect import bisect_right
 
-    from retrieval.chunking import _line_bounds
+    from retrieval.index.chunking import _line_bounds
 
     text = "".join(pieces)
     segments = term_segments(text, [("ab",)])
@@ -211,8 +211,12 @@ def test_cap_marks_turns_later_marks_into_plain_text():
     segments = [Segment(t, t == "x") for t in ["x", " a ", "x", " b ", "x", " c"]]
     capped, truncated = cap_marks(segments, 2)
     assert truncated
-    assert capped == [Segment("x", True), Segment(" a ", False), Segment("x", True),
-                      Segment(" b x c", False)]
+    assert capped == [
+        Segment("x", True),
+        Segment(" a ", False),
+        Segment("x", True),
+        Segment(" b x c", False),
+    ]
     assert "".join(s.text for s in capped) == "".join(s.text for s in segments)
     assert cap_marks(segments, 3) == (segments, False)
     assert cap_marks([Segment("x", True), Segment("x", True)], 1) == (

@@ -20,16 +20,16 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from notes import services
 from notes.models import Document
 from retrieval import highlight as highlight_module
-from retrieval import lexical
-from retrieval.evidence import evidence_url
 from retrieval.highlight import ANCHOR_NOTE, Segment, collision_free_markers
+from retrieval.index import lexical
+from retrieval.index.sync import sync_vectors
+from retrieval.links import evidence_url
 from retrieval.models import Passage
 from retrieval.query import parse
-from retrieval.search import Hit, search
-from retrieval.tasks import sync_vectors
+from retrieval.search.pipeline import Hit, search
+from tests.factories import note
 
 pytestmark = pytest.mark.django_db
 
@@ -61,10 +61,6 @@ def assert_exact(hit: Hit) -> None:
 
 def marked(hit: Hit) -> list[str]:
     return [s.text for s in hit.segments if s.highlighted]
-
-
-def note(user, title: str, body: str) -> Document:
-    return services.note_create(owner=user, title=title, body=body)
 
 
 # --- the index marks the matches ---------------------------------------------------------
@@ -490,7 +486,7 @@ def test_openapi_says_which_unit_each_offset_uses(alice_client):
     ],
 )
 def test_ts_headline_options_carry_any_marker(start, stop):
-    from retrieval.lexical import postgresql
+    from retrieval.index.lexical import postgresql
 
     options = postgresql.headline_options(start, stop)
     with connection.cursor() as cursor:

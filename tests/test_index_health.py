@@ -25,12 +25,13 @@ from django.urls import reverse
 
 from notes import services
 from notes.models import Document
-from retrieval import health, vectors
-from retrieval.embeddings import get_embedder
-from retrieval.health import index_health, repair_indexes
+from retrieval.index import health, vectors
+from retrieval.index.embeddings import get_embedder
+from retrieval.index.health import index_health, repair_indexes
+from retrieval.index.sync import sync_vectors
 from retrieval.models import Passage, PassageVector, VectorIndexState
-from retrieval.search import search
-from retrieval.tasks import sync_vectors
+from retrieval.search.pipeline import search
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -432,9 +433,7 @@ def test_an_unreachable_vector_index_is_reported_not_raised(settings, alice, cor
 
 
 def test_staff_see_the_index_health_page(alice, corpus, private_vectors) -> None:
-    staff = User.objects.create_user("root", "root@example.com", "pw", is_staff=True)
-    client = Client()
-    client.force_login(staff)
+    client = factories.staff_client(superuser=False)  # staff is enough, no superuser needed
     url = reverse("admin:retrieval_index_health")
     assert url in client.get(reverse("admin:index")).content.decode()
     page = client.get(url)
@@ -484,7 +483,7 @@ def _legacy_note(user: User, settings, title: str = "Wide table") -> Document:
 
 
 def test_oversized_head_passages_are_reported_and_rechunked_by_repair(alice, settings) -> None:
-    from retrieval.evidence import EvidenceStatus, open_evidence
+    from retrieval.search.evidence import EvidenceStatus, open_evidence
 
     settings.LODE_CHUNK_MAX_CHARS = 2000
     document = _legacy_note(alice, settings)
@@ -544,7 +543,7 @@ def test_the_worker_rechunks_over_long_passages_when_it_starts(alice, settings) 
 
 
 def test_rechunk_leaves_old_versions_and_current_passages_alone(alice, settings) -> None:
-    from retrieval.indexing import rechunk_head
+    from retrieval.index.passages import rechunk_head
 
     settings.LODE_CHUNK_MAX_CHARS = 2000
     document = _legacy_note(alice, settings)

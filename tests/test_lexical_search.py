@@ -1,4 +1,4 @@
-"""Lexical search through `retrieval.search.search`: index freshness, head-only indexing,
+"""Lexical search through `retrieval.search.pipeline.search`: index freshness, head-only indexing,
 per-user isolation, stemming, diacritics, phrases, exclusions, and hostile query text."""
 
 from __future__ import annotations
@@ -12,64 +12,14 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from notes import services
-from retrieval import lexical
+from retrieval.index import lexical
 from retrieval.query import QueryError, parse
-from retrieval.search import search
+from retrieval.search.pipeline import search
+from tests.factories import HOSTILE_QUERIES, note
 
 pytestmark = pytest.mark.django_db
 
 LEXICAL = "lexical"
-
-HOSTILE_QUERIES = [
-    "x" * 10_000,
-    "!@#$%^&*()_+=[]{}|;:',.<>/?`~\\",
-    "NEAR(",
-    "NEAR(a b)",
-    "NEAR(rotate certs, 2)",
-    '"foo',
-    'foo"',
-    '""',
-    "*",
-    "foo*",
-    "-",
-    "--",
-    "-foo",
-    '-"foo bar"',
-    "AND OR NOT",
-    "foo AND",
-    "OR foo",
-    "NOT",
-    "a\x00b",
-    "\x00",
-    "col:foo",
-    "title_text:rotate",
-    "text:rotate",
-    "^foo",
-    "{a b}",
-    "{title_text text}: rotate",
-    "rotate + certs",
-    "(rotate",
-    "rotate)",
-    "😀🔥",
-    "emoji 👍🏽 rotate",
-    "שלום עולם",
-    "مرحبا بالعالم",
-    "\u202erotate\u202c",
-    "\ud800",
-    "rotate \udfff certs",
-    "'; DROP TABLE notes_document; --",
-    "rotate' OR '1'='1",
-    "%_%",
-    "\\",
-    "$1",
-    "%s",
-    "!!rotate",
-    "rotate & certs | redis",
-    "rotate <-> certs",
-    "rotate:*",
-    "   ",
-    "\t\n",
-]
 
 
 def find(user, query: str, **kwargs):
@@ -80,10 +30,6 @@ def find(user, query: str, **kwargs):
 def doc_ids(result) -> set[int]:
     assert result.error == "", result.error
     return {hit.passage.document_id for hit in result.hits}
-
-
-def note(owner, title: str, body: str):
-    return services.note_create(owner=owner, title=title, body=body)
 
 
 # --------------------------------------------------------------------------
@@ -335,6 +281,7 @@ QUERY_TEXT = st.one_of(
 )
 
 
+@pytest.mark.slow
 @hypothesis_settings(
     max_examples=150,
     deadline=None,

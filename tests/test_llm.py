@@ -1,4 +1,4 @@
-"""The OpenAI-compatible chat client (retrieval/llm.py) against a real HTTP fake on 127.0.0.1
+"""The OpenAI-compatible chat client (retrieval/answer/llm.py) against a real HTTP fake on 127.0.0.1
 (tests/fake_llm.py): JSON-schema requests, defensive parsing (fences, raw newlines, truncation,
 malformed JSON, schema mismatch), retries with backoff on 5xx/429/timeouts but not other 4xx,
 an egress row committed before every attempt, the API key never stored, and the LLM judge.
@@ -13,17 +13,21 @@ import time
 import pytest
 from django.db import transaction
 
-from retrieval.entailment import EntailmentUnavailable, get_entailment_scorer
-from retrieval.llm import (
+from retrieval.answer.entailment import (
+    EntailmentUnavailable,
+    LLMJudge,
+    get_entailment_scorer,
+    judge_verdict,
+)
+from retrieval.answer.llm import (
     ChatClient,
     LLMError,
-    LLMJudge,
-    judge_verdict,
     parse_json_content,
     quote_tag,
     schema_errors,
 )
 from retrieval.models import EgressLog
+from tests.factories import free_port
 from tests.fake_llm import Scripted
 
 SCHEMA = {
@@ -241,11 +245,7 @@ def test_timeout_then_success_is_retried(fake_llm, db, settings) -> None:
 
 
 def test_connection_refused_is_an_error(db, settings, monkeypatch) -> None:
-    import socket
-
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # a port nobody listens on
     monkeypatch.setattr(ChatClient, "backoff_seconds", 0.01)
     client = ChatClient(base_url=f"http://127.0.0.1:{port}/v1", max_retries=1, timeout=2)
     with pytest.raises(LLMError, match=r"failed after 2 attempts: connection failed"):

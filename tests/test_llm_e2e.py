@@ -51,12 +51,10 @@ import hashlib
 import http.server
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
 import time
-import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -69,8 +67,10 @@ import pytest
 
 from notes import services
 from notes.models import Document, Version
-from retrieval.answer_types import Decision
+from retrieval.answer.types import Decision
 from retrieval.models import AskTrace, EgressLog
+from retrieval.text import nfc_collapsed
+from tests.factories import free_port
 
 ENABLED = os.environ.get("LODE_E2E_LLM") == "1"
 LLM_PYTHON = os.environ.get("LODE_E2E_LLM_PYTHON", "/work/llm-venv/bin/python")
@@ -138,18 +138,7 @@ QUESTIONS: list[tuple[str, str | None]] = [
 ]
 
 
-def normalise(text: str) -> str:
-    """The gate's comparison form (DESIGN.md invariant 7): NFC, whitespace runs collapsed."""
-    return " ".join(unicodedata.normalize("NFC", text).split())
-
-
 # --- the server --------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _discover_model(python: str) -> Path:
@@ -202,7 +191,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServ
     }
     last_error = ""
     for _attempt in range(3):  # the free port can be taken between probe and bind
-        port = _free_port()
+        port = free_port()
         command = [
             LLM_PYTHON,
             "-m",
@@ -417,7 +406,7 @@ def _sent_text(exchanges: list[Exchange]) -> str:
                 content = message.get("content")
                 if isinstance(content, str):
                     parts.append(content)
-    return normalise("\n".join(parts))
+    return nfc_collapsed("\n".join(parts))
 
 
 def _qa(exchanges: list[Exchange]) -> list[Exchange]:
@@ -464,8 +453,8 @@ def _create_notes(user) -> dict[str, Document]:
 def test_real_local_llm_answers_pass_through_the_gate_safely(
     settings, llm_settings, alice, recorder: Recorder, llama_server: LocalServer
 ) -> None:
-    from retrieval.answerers import ChatAnswerer
-    from retrieval.ask import ask
+    from retrieval.answer.answerers import ChatAnswerer
+    from retrieval.answer.ask import ask
 
     settings.LODE_ENTAILMENT = os.environ.get("LODE_E2E_LLM_ENTAILMENT", "none")
     documents = _create_notes(alice)
@@ -536,9 +525,9 @@ def test_real_local_llm_as_the_entailment_judge(
     """The `llm-judge` backend at the gate's step 3, over the real server. With SmolLM2 no
     answer claim gets that far (they fail the verbatim step), so the step is driven with
     hand-made claims that are verbatim-quoted but not extractively coupled."""
-    from retrieval.answer_types import Claim, Support
-    from retrieval.entailment import ENTAILMENT_THRESHOLD, get_entailment_scorer
-    from retrieval.gate import run_gate
+    from retrieval.answer.entailment import ENTAILMENT_THRESHOLD, get_entailment_scorer
+    from retrieval.answer.gate import run_gate
+    from retrieval.answer.types import Claim, Support
 
     documents = _create_notes(alice)
     versions = {title: doc.head for title, doc in documents.items()}
@@ -603,7 +592,7 @@ def _check(outcome, exchanges, egress_rows, user) -> list[str]:
         if not claim.support:
             problems.append(f"claim {claim.text!r} shown without support")
         for support in claim.support:
-            span = normalise(support.quoted_span)
+            span = nfc_collapsed(support.quoted_span)
             version = (
                 Version.objects.filter(pk=support.version_id).select_related("document").first()
             )
@@ -611,7 +600,7 @@ def _check(outcome, exchanges, egress_rows, user) -> list[str]:
                 problems.append(f"claim {claim.text!r} shown with an empty span")
             elif version is None:
                 problems.append(f"claim cites missing version {support.version_id}")
-            elif span not in normalise(version.body):
+            elif span not in nfc_collapsed(version.body):
                 problems.append(f"span {support.quoted_span!r} not in version {version.pk}")
             elif version.document.owner_id != user.pk:
                 problems.append(f"span cites another user's version {version.pk}")
@@ -723,7 +712,9 @@ def _record(question, pinned_title, outcome, exchanges, egress_rows, elapsed) ->
                 "spans": [(s.version_id, s.quoted_span) for s in c.support],
                 # Informational: B's gate accepts a verbatim quote from anywhere in a sent
                 # version, not only from the blocks the model saw.
-                "spans_in_sent_text": [normalise(s.quoted_span) in sent_text for s in c.support],
+                "spans_in_sent_text": [
+                    nfc_collapsed(s.quoted_span) in sent_text for s in c.support
+                ],
             }
             for c in outcome.claims
         ],

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from retrieval import entailment as entailment_module
+from retrieval.answer import entailment as entailment_module
 from tests.test_gate import tiny_entailment_dir  # noqa: F401  (fixture)
 from tests.test_rerank import DEFAULT_MODEL_NAME
 
@@ -135,7 +135,7 @@ def test_bad_arguments_are_command_errors(tmp_path, no_models):
 def test_a_backend_that_fails_on_every_claim_is_reported_not_hidden(
     tmp_path, no_models, monkeypatch
 ):
-    from retrieval import gate_eval
+    from retrieval.answer import gate_eval
     from tests.test_gate import UnavailableScorer
 
     monkeypatch.setattr(gate_eval, "backend_unavailable", lambda name: "")

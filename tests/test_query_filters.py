@@ -31,13 +31,13 @@ from hypothesis import strategies as st
 
 from notes import services
 from notes.models import Document, TrustTier, Version
-from retrieval import lexical
-from retrieval import search as search_module
 from retrieval.eligibility import eligible_documents
+from retrieval.index import lexical
+from retrieval.index.sync import sync_vectors
 from retrieval.models import Passage
 from retrieval.query import FILTER_KEYS, Filter, ParsedQuery, QueryError, parse
-from retrieval.search import MODES, search
-from retrieval.tasks import sync_vectors
+from retrieval.search import pipeline as search_module
+from retrieval.search.pipeline import MODES, search
 
 pytestmark = pytest.mark.django_db
 
@@ -428,6 +428,7 @@ def test_extreme_dates_do_not_overflow(alice, settings, zone) -> None:
 CROWD_QUERY = "Rotate the staging certificates with certbot before Friday"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", DENSE_STRATEGIES)
 def test_300_ineligible_passages_never_hide_an_eligible_one(
     alice, alice_client, monkeypatch, strategy
@@ -510,7 +511,7 @@ def test_300_ineligible_passages_never_hide_an_eligible_one(
     if strategy == "post-filter":
         # With room for only 2 dense candidates, post-filtering must search deeper, past
         # the whole crowd (36, 144, then 576 nearest asked for), to reach the target.
-        from retrieval.vectors import VectorStore
+        from retrieval.index.vectors import VectorStore
 
         calls: list[int] = []
         original = VectorStore.query

@@ -1,4 +1,4 @@
-"""Secret redaction at egress (retrieval/redaction.py): each pattern redacts what it should,
+"""Secret redaction at egress (retrieval/answer/redaction.py): each pattern redacts what it should,
 keeps the key name of a pair, counts once, is idempotent, and leaves ordinary notes alone —
 prose, URLs, and the 64-hex SHA-256 digests lode prints everywhere.
 
@@ -11,7 +11,7 @@ import hashlib
 
 import pytest
 
-from retrieval.redaction import MARKER_PREFIX, redact
+from retrieval.answer.redaction import MARKER_PREFIX, redact
 
 OPENAI = "sk-" + "proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
 GITHUB = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"

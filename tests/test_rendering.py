@@ -113,7 +113,7 @@ def test_scripts_handlers_and_javascript_links_do_not_survive():
     html = render_markdown(
         "<script>alert(1)</script>\n\n<img src=x onerror=alert(1)>\n\n"
         "[x](javascript:alert(1)) [y](JaVaScRiPt:alert(2)) ![i](data:text/html,hi)\n\n"
-        "<a href=\"javascript:alert(1)\">click</a> <iframe src=x></iframe>\n"
+        '<a href="javascript:alert(1)">click</a> <iframe src=x></iframe>\n'
     )
     tags = tags_of(html)
     assert {tag for tag, _ in tags} <= {"p", "a"}  # raw HTML is text; no <img>, <script>
@@ -146,7 +146,11 @@ def test_sanitiser_strips_markup_that_reaches_it():
 )
 def test_code_is_shown_exactly_as_written(markdown):
     """Issue 13 item 1: bleach's linkify escaped code a second time (`&quot;` on screen)."""
-    source = 'psql -c "SELECT 1 & 2 < 3"' if "psql" in markdown else 'curl "https://example.com/?a=1&b=2"'
+    source = (
+        'psql -c "SELECT 1 & 2 < 3"'
+        if "psql" in markdown
+        else 'curl "https://example.com/?a=1&b=2"'
+    )
     (code,) = texts_of(render_markdown(markdown), "code")
     assert source in code
     assert "&quot;" not in code and "&amp;" not in code
@@ -269,7 +273,9 @@ def visible_text(html: str) -> str:
     return "".join(parser.texts)
 
 
-@pytest.mark.parametrize("name", ["table-bomb", "wide-header"])
+@pytest.mark.parametrize(
+    "name", [pytest.param("table-bomb", marks=pytest.mark.slow), "wide-header"]
+)
 def test_every_part_of_a_table_bomb_renders_a_bounded_number_of_cells(name):
     """Issue 10 review: the part bound counted characters, not the empty cells markdown-it
     adds to short rows, so one 19 KB part rendered 851,786 cells. Now every part renders at
@@ -285,6 +291,7 @@ def test_every_part_of_a_table_bomb_renders_a_bounded_number_of_cells(name):
     assert rendering.PART_MAX_CELLS <= MAX_PART_CELLS
 
 
+@pytest.mark.slow
 def test_a_wide_table_is_cut_into_parts_that_fit_the_cell_budget():
     """The cut, not the renderer's last-resort bound, does the work for a table whose rows
     are short but not absurd: 20 columns, rows of one cell; every part is a whole table
@@ -484,8 +491,13 @@ def test_page_renders_from_cache_the_second_time(alice, alice_client, render_cal
 @pytestmark_db
 @pytest.mark.parametrize(
     ("part", "status", "message"),
-    [("abc", 400, "whole number"), ("-1", 400, "whole number"), ("0", 404, "no part 0"),
-     ("99", 404, "no part 99"), ("9" * 30, 400, "whole number")],
+    [
+        ("abc", 400, "whole number"),
+        ("-1", 400, "whole number"),
+        ("0", 404, "no part 0"),
+        ("99", 404, "no part 99"),
+        ("9" * 30, 400, "whole number"),
+    ],
 )
 def test_bad_part_numbers_say_what_is_wrong(alice_client, alice_note, part, status, message):
     for url in (

@@ -1,4 +1,4 @@
-"""The rerank stage (retrieval/rerank.py): features, the learned linear reranker, the
+"""The rerank stage (retrieval/search/rerank.py): features, the learned linear reranker, the
 cross-encoder seam through fastembed's `TextCrossEncoder` from a local folder, and how the
 search service uses them.
 
@@ -19,10 +19,11 @@ import numpy as np
 import pytest
 
 from notes import services
-from retrieval import rerank as rerank_module
-from retrieval.fusion import FusedHit, LegHit
 from retrieval.query import parse
-from retrieval.rerank import (
+from retrieval.search import rerank as rerank_module
+from retrieval.search.fusion import FusedHit, LegHit
+from retrieval.search.pipeline import search
+from retrieval.search.rerank import (
     FEATURE_NAMES,
     LEARNED_MODEL_FILE,
     Candidate,
@@ -33,7 +34,6 @@ from retrieval.rerank import (
     features,
     get_reranker,
 )
-from retrieval.search import search
 
 DEFAULT_MODEL_NAME = "Xenova/ms-marco-MiniLM-L-6-v2"
 BOOSTED_WORD = "certificate"

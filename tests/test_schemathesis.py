@@ -10,7 +10,7 @@ Bounded so it stays a test: at most `MAX_EXAMPLES` generated cases per operation
 schemathesis's coverage cases), a fixed seed, no shrinking. The count of calls, server
 errors and conformance failures is printed at the end (`-s` shows it):
 
-    .venv/bin/python -m pytest tests/test_schemathesis.py -q -s
+    python -m pytest tests/test_schemathesis.py -q -s
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from schemathesis.schemas import BaseSchema
 from lode_site.models import ApiToken, token_digest
 from notes import services
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.slow, pytest.mark.django_db]  # ~1 min: every operation, fuzzed
 
 MAX_EXAMPLES = 15
 SEED = 20261201

@@ -24,10 +24,10 @@ from django.utils.html import escape
 
 from notes import services
 from notes.models import Document, Version
-from retrieval.fusion import RRF_K
+from retrieval.index.sync import sync_vectors
 from retrieval.models import Passage
-from retrieval.search import MODES, search
-from retrieval.tasks import sync_vectors
+from retrieval.search.fusion import RRF_K
+from retrieval.search.pipeline import MODES, search
 
 pytestmark = pytest.mark.django_db
 
@@ -379,6 +379,7 @@ def test_bob_never_sees_alices_passages_in_any_leg(alice, bob, bob_client, alice
             assert "Deploy runbook" not in page and "Alice&#x27;s diary" not in page
 
 
+@pytest.mark.slow
 def test_a_crowd_of_near_duplicates_never_displaces_ones_own_passage(
     alice, bob, alice_client
 ) -> None:

@@ -28,15 +28,15 @@ from django.urls import reverse
 
 from externals.annotations import annotation_create
 from lode_site.models import ApiToken, token_digest
-from retrieval.ask import ask
+from retrieval.answer.ask import ask
 from retrieval.models import AskTrace
+from tests import factories
 from tests.conftest import PASSWORD
-from tests.test_externals_annotations import QUOTE, make_external
+from tests.factories import EXTERNAL_QUOTE, make_external
 
 pytestmark = pytest.mark.django_db
 
 ROOT = Path(__file__).resolve().parent.parent
-VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 LONG_SECRET = "s" * 10 + "ecret-" + "0123456789abcdefghijklmnopqrstuvwxyz" * 2
 
 
@@ -116,25 +116,21 @@ def inline_code(html: str) -> tuple[list[str], list[str]]:
 
 @pytest.fixture
 def staff_client(alice) -> Client:
-    alice.is_staff = True
-    alice.is_superuser = True
-    alice.save()
-    client = Client()
-    client.force_login(alice)
-    return client
+    """Alice as a superuser: the admin pages and her own pages, filled with her data."""
+    return factories.staff_client(alice)
 
 
 def test_no_page_needs_inline_code(staff_client, alice, alice_note):
     """Every kind of page lode serves, filled with data, passes the CSP as it stands."""
     external = make_external(alice)
-    start = external.head.body.index(QUOTE)
+    start = external.head.body.index(EXTERNAL_QUOTE)
     annotation_create(
         owner=alice,
         document=external,
         version=external.head,
         start=start,
-        end=start + len(QUOTE),
-        quote=QUOTE,
+        end=start + len(EXTERNAL_QUOTE),
+        quote=EXTERNAL_QUOTE,
         text="why this matters",
     )
     outcome = ask(user=alice, question="When do I rotate the staging certs?", mode="lexical")
@@ -291,17 +287,16 @@ def test_lode_https_rejects_a_bad_value(monkeypatch, tmp_path):
         settings_from_env(monkeypatch, tmp_path, LODE_HTTPS="sometimes")
 
 
+@pytest.mark.slow
 def test_manage_check_deploy_is_clean_with_lode_https(tmp_path):
     """The operator's own command, in a fresh process with the production settings."""
     child_env = dict(os.environ)
     for name in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL"):
         child_env.pop(name, None)
-    child_env.update(
-        LODE_DATA_DIR=str(tmp_path), LODE_HTTPS="1", DEBUG="0", SECRET_KEY=LONG_SECRET
-    )
-    python = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
+    child_env.update(LODE_DATA_DIR=str(tmp_path), LODE_HTTPS="1", DEBUG="0", SECRET_KEY=LONG_SECRET)
     result = subprocess.run(
-        [python, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        # The interpreter running pytest, wherever its environment lives.
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=ROOT,
         env=child_env,
         capture_output=True,

@@ -15,7 +15,6 @@ from django.core.exceptions import ImproperlyConfigured
 from lode_site import env
 
 ROOT = Path(__file__).resolve().parent.parent
-VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 
 
 # --------------------------------------------------------------------------
@@ -267,9 +266,9 @@ def _manage_check(tmp_path: Path, **overrides: str) -> subprocess.CompletedProce
         child_env.pop(name, None)
     child_env["LODE_DATA_DIR"] = str(tmp_path)
     child_env.update(overrides)
-    python = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
     return subprocess.run(
-        [python, "manage.py", "check"],
+        # The interpreter running pytest, wherever its environment lives.
+        [sys.executable, "manage.py", "check"],
         cwd=ROOT,
         env=child_env,
         capture_output=True,

@@ -13,27 +13,17 @@ from django.conf import settings
 from django.test import Client
 
 from notes import services
-from retrieval.search import DEFAULT_MODE
+from retrieval.search.pipeline import DEFAULT_MODE
+from tests.factories import CACHE_NOTES
 
 pytestmark = pytest.mark.django_db
-
-# Several notes sharing words at different densities, so the order is a real ranking and
-# not one lone hit.
-NOTES = [
-    ("Cache runbook", "Redis cache eviction: set maxmemory-policy allkeys-lru on the cache."),
-    ("Cache sizing", "Size the cache for the working set. The cache hit ratio should stay high."),
-    ("Deploy", "Rotate certs with certbot, then warm the cache after deploy."),
-    ("Incident 42", "The cache stampede took the API down; add request coalescing."),
-    ("Unrelated", "Bake sourdough at 250 degrees for forty minutes."),
-    ("Cache glossary", "cache: a store that keeps results close. eviction: removing entries."),
-]
 
 
 @pytest.fixture
 def alice_notes(alice):
     return [
         services.note_create(owner=alice, title=title, body=body, tags="ops")
-        for title, body in NOTES
+        for title, body in CACHE_NOTES
     ]
 
 

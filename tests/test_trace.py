@@ -8,13 +8,12 @@ import json
 from io import StringIO
 
 import pytest
-from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
-from django.test import Client
 
 from notes import services
-from retrieval.answer_types import Decision
-from retrieval.ask import RecordedScorer, ask, replay
+from retrieval.answer.ask import ask
+from retrieval.answer.replay import RecordedScorer, replay
+from retrieval.answer.types import Decision
 from retrieval.models import AskTrace, EgressLog
 from tests.test_ask import RUNBOOK, Scripted, claim
 
@@ -55,7 +54,7 @@ def test_replay_of_an_unchanged_world_reports_nothing(answered):
 
 
 def test_replay_in_hybrid_mode_with_vectors_reports_nothing(alice, runbook, private_vectors):
-    from retrieval.tasks import sync_vectors
+    from retrieval.index.sync import sync_vectors
 
     services.note_create(owner=alice, title="Car", body="The automobile would not start.")
     sync_vectors()
@@ -72,6 +71,38 @@ def test_replay_of_a_clarifying_and_an_abstaining_ask_reports_nothing(alice, run
         outcome = ask(user=alice, question=question, mode="lexical", answerer=Scripted())
         assert outcome.decision != Decision.ANSWER
         assert replay(AskTrace.objects.get(pk=outcome.trace_id)) == []
+
+
+def test_the_trace_keeps_the_pack_as_built_when_the_answerer_changes_it(alice, runbook):
+    """The flight recorder stores the evidence pack the answerer was handed, as it was then:
+    an answerer that changes the pack in place (the Answerer protocol does not forbid it)
+    changes neither the stored pack, nor what replay compares, nor the withheld documents the
+    permalink lists."""
+    from retrieval.answer.display import outcome_from_trace
+    from tests.factories import make_external
+
+    secret = make_external(
+        alice, "Private cert notes", "Rotate the staging certs by hand.", no_egress=True
+    )
+
+    def tampering(pack):
+        pack.items.clear()
+        pack.dropped.append({"passage_id": 0, "reason": "tampered"})
+        return []
+
+    outcome = ask(
+        user=alice,
+        question=QUESTION,
+        mode="lexical",
+        answerer=Scripted(tampering, name="tampering", remote=True),
+    )
+    assert [w.document_id for w in outcome.withheld] == [secret.pk]
+    row = AskTrace.objects.get(pk=outcome.trace_id)
+    stored = row.trace["pack"]
+    assert {i["document_id"] for i in stored["items"]} == {runbook.pk, secret.pk}
+    assert all(d["reason"] != "tampered" for d in stored["dropped"])
+    assert [w.document_id for w in outcome_from_trace(row).withheld] == [secret.pk]
+    assert replay(row) == []
 
 
 def test_editing_a_note_then_replaying_reports_the_difference(alice, runbook, answered):
@@ -137,7 +168,7 @@ def test_replay_never_calls_the_answerer_and_reuses_llm_judge_scores(alice, runb
 
 
 def test_recorded_scorer_answers_by_claim_text_and_fails_closed_otherwise():
-    from retrieval.entailment import EntailmentUnavailable
+    from retrieval.answer.entailment import EntailmentUnavailable
 
     scorer = RecordedScorer("llm-judge", {"The  claim.": 0.8})
     assert scorer.score("premise", "The claim.") == 0.8
@@ -208,27 +239,23 @@ def test_command_show_prints_the_trace(answered):
 # --- admin ---------------------------------------------------------------------------------------
 
 
-def test_admin_lists_and_shows_traces_read_only(answered):
-    User.objects.create_superuser("root", "root@example.com", "pw")
-    client = Client()
-    client.login(username="root", password="pw")
-    listing = client.get("/admin/retrieval/asktrace/")
+def test_admin_lists_and_shows_traces_read_only(answered, staff_client):
+    listing = staff_client.get("/admin/retrieval/asktrace/")
     assert listing.status_code == 200
     assert QUESTION in listing.content.decode()
-    detail = client.get(f"/admin/retrieval/asktrace/{answered.pk}/change/")
+    detail = staff_client.get(f"/admin/retrieval/asktrace/{answered.pk}/change/")
     assert detail.status_code == 200
     page = detail.content.decode()
     assert "&quot;pre_decision&quot;" in page  # the JSON, escaped
     assert 'name="_save"' not in page
-    assert client.get("/admin/retrieval/asktrace/add/").status_code == 403
+    assert staff_client.get("/admin/retrieval/asktrace/add/").status_code == 403
 
 
-def test_admin_escapes_stored_text(alice, runbook):
+def test_admin_escapes_stored_text(alice, runbook, staff_client):
     outcome = ask(
         user=alice, question="<script>alert(1)</script> certs", mode="lexical", answerer=Scripted()
     )
-    User.objects.create_superuser("root", "root@example.com", "pw")
-    client = Client()
-    client.login(username="root", password="pw")
-    page = client.get(f"/admin/retrieval/asktrace/{outcome.trace_id}/change/").content.decode()
+    page = staff_client.get(
+        f"/admin/retrieval/asktrace/{outcome.trace_id}/change/"
+    ).content.decode()
     assert "<script>alert(1)</script>" not in page

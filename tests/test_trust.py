@@ -11,7 +11,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from notes.models import TrustTier
-from retrieval.trust import PENALTY, trust_key, trust_rank
+from retrieval.trust import PENALTY, TIER_ORDER, tier_order, trust_key, trust_rank
 
 NOTE = TrustTier.NOTE
 ANNOTATION = TrustTier.ANNOTATION
@@ -183,3 +183,12 @@ def test_property_ordered_by_key_then_r_then_passage_id(tiers, ids):
         for b in items:
             if a.tier == NOTE and r[a] < r[b]:
                 assert order.index(a) < order.index(b)
+
+
+def test_the_tier_order_is_the_penalty_order_and_the_declared_gradient():
+    """One trust order: conflicts and claims (answer/decision.py) order tiers by the same
+    penalties search ranks with, and that order is `TrustTier`'s declared gradient."""
+    assert tuple(TrustTier.values) == TIER_ORDER
+    assert [PENALTY[t] for t in TIER_ORDER] == sorted(PENALTY.values())
+    assert [tier_order(t) for t in TIER_ORDER] == list(range(len(TIER_ORDER)))
+    assert tier_order("bogus") == len(TIER_ORDER)  # unknown: after every known tier

@@ -26,25 +26,22 @@ from django.contrib.auth.models import User
 
 from notes import services
 from notes.models import Document
-from retrieval import vectors
-from retrieval.embeddings import DIMENSION
-from retrieval.models import Passage, VectorIndexState
-from retrieval.vectors import (
+from retrieval.index import vectors
+from retrieval.index.embeddings import DIMENSION
+from retrieval.index.vectors import (
     VectorHit,
     VectorStoreUnavailable,
     eligibility_where,
     get_vector_store,
     hits_from_result,
 )
+from retrieval.models import Passage, VectorIndexState
+from tests.factories import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMA = ROOT / ".venv" / "bin" / "chroma"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+# The `chroma` console script installed with the chromadb package: next to the interpreter
+# running pytest, wherever its environment lives.
+CHROMA = Path(sys.executable).parent / "chroma"
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +87,8 @@ def chroma_server(tmp_path_factory) -> Iterator[str]:
         log.close()
 
 
-@pytest.fixture(params=["embedded", "server"])
+# The server mode starts a real Chroma server (~10 s, once per module): slow.
+@pytest.fixture(params=["embedded", pytest.param("server", marks=pytest.mark.slow)])
 def store_mode(request, settings, tmp_path) -> Iterator[str]:
     """Point the vector store at a fresh embedded folder or at the module's server."""
     settings.LODE_CHROMA_COLLECTION_PREFIX = f"t{uuid.uuid4().hex[:10]}"
@@ -339,7 +337,7 @@ SCRIPT = textwrap.dedent(
     django.setup()
     from pathlib import Path
     import numpy as np
-    from retrieval.vectors import _Connection
+    from retrieval.index.vectors import _Connection
 
     path, name, action = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
     connection = _Connection(path=path, url=None)
@@ -357,6 +355,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_embedded_mode_stays_consistent_across_processes(settings, tmp_path) -> None:
     """The web process sees what `db_worker` wrote without a restart, and a write from a

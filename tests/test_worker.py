@@ -30,11 +30,12 @@ from django_tasks_db.models import DBTaskResult
 
 from notes import services
 from notes.models import Document
-from retrieval import embeddings, tasks, vectors
-from retrieval.embeddings import EmbeddingUnavailable, Manifest, get_embedder
+from retrieval.index import embeddings, vectors
+from retrieval.index import sync as tasks
+from retrieval.index.embeddings import EmbeddingUnavailable, Manifest, get_embedder
+from retrieval.index.sync import reindex_vectors, sync_vectors
+from retrieval.index.vectors import get_vector_store, open_vector_store, pending_count
 from retrieval.models import Passage, PassageVector, VectorIndexState
-from retrieval.tasks import reindex_vectors, sync_vectors
-from retrieval.vectors import get_vector_store, open_vector_store, pending_count
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -357,7 +358,7 @@ def test_saving_a_version_queues_its_sync_after_commit(
     for callback in callbacks:
         callback()
     (row,) = DBTaskResult.objects.all()
-    assert row.task_path == "retrieval.tasks.embed_document"
+    assert row.task_path == "retrieval.index.sync.embed_document"
     assert row.args_kwargs == {"args": [note.pk], "kwargs": {}}
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -438,7 +439,7 @@ CHECK = textwrap.dedent(
     import json
     import numpy as np
     from retrieval.models import PassageVector
-    from retrieval.vectors import get_vector_store, head_passages
+    from retrieval.index.vectors import get_vector_store, head_passages
 
     store = get_vector_store()
     ids = store.ids()
@@ -455,6 +456,7 @@ CHECK = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_killed_worker_loses_nothing_and_duplicates_nothing(real_embedder, tmp_path) -> None:
     env = {
         key: value

@@ -6,9 +6,9 @@ from django.db import migrations
 def _module(schema_editor):
     vendor = schema_editor.connection.vendor
     if vendor == "sqlite":
-        from retrieval.lexical import sqlite as module
+        from retrieval.index.lexical import sqlite as module
     elif vendor == "postgresql":
-        from retrieval.lexical import postgresql as module
+        from retrieval.index.lexical import postgresql as module
     else:
         raise RuntimeError(f"lode has no lexical backend for {vendor}")
     return module

@@ -7,37 +7,15 @@ external."""
 from __future__ import annotations
 
 import pytest
-from django.db import transaction
 from playwright.sync_api import expect
 
 from externals.models import Annotation
-from notes.models import Document, TrustTier
-from notes.services import version_create
+from tests.factories import make_external
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 BODY = "Otters 🦦🦦 and 𝔣𝔯𝔞𝔨𝔱𝔲𝔯 letters.\nThe cache needs allkeys-lru <b>now</b>.\n"
 QUOTE = "allkeys-lru <b>now</b>"
-
-
-def make_external(owner) -> Document:
-    with transaction.atomic():
-        document = Document.objects.create(
-            owner=owner,
-            kind=Document.Kind.EXTERNAL,
-            title="Cache page",
-            trust_tier=TrustTier.EXTERNAL_CURRENT,
-        )
-        version_create(
-            document=document,
-            title="Cache page",
-            body=BODY,
-            user=None,
-            extractor_name="text",
-            extractor_version="1",
-        )
-    document.refresh_from_db()
-    return document
 
 
 def select_units(page, start: int, end: int) -> None:
@@ -59,7 +37,7 @@ def select_units(page, start: int, end: int) -> None:
 
 
 def test_select_and_annotate_with_astral_characters(alice, bob, open_session):
-    external = make_external(alice)
+    external = make_external(alice, "Cache page", BODY)
     session = open_session(alice)
     page = session.page
     page.goto(f"/externals/{external.pk}/")

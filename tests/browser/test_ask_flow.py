@@ -19,7 +19,7 @@ import pytest
 from playwright.sync_api import expect
 
 from notes import services
-from retrieval.answer_types import ABSTAIN_MESSAGE
+from retrieval.answer.types import ABSTAIN_MESSAGE
 from retrieval.models import AskTrace
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -12,9 +12,7 @@ from notes import services
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-def test_a_stopped_search_shows_its_message_in_the_results(
-    alice, open_session, settings
-) -> None:
+def test_a_stopped_search_shows_its_message_in_the_results(alice, open_session, settings) -> None:
     services.note_create(owner=alice, title="Otters", body="# Otters\n\nOtters hold hands.\n")
     session = open_session(user=alice)
     page = session.page

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from notes import services
-from tests.browser.test_annotate_flow import make_external
+from tests.factories import make_external
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -24,9 +24,10 @@ from playwright.sync_api import expect
 
 from notes import services
 from notes.models import Document
+from retrieval.index.sync import sync_vectors
 from retrieval.models import Passage
-from retrieval.tasks import sync_vectors
 from tests.conftest import PASSWORD
+from tests.factories import CACHE_NOTES
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -222,15 +223,6 @@ def test_hostile_note_text_is_displayed_literally(open_session, alice):
 # --------------------------------------------------------------------------
 # (c) the copy-link URL reproduces the results in another browser session
 # --------------------------------------------------------------------------
-
-CACHE_NOTES = [
-    ("Cache runbook", "Redis cache eviction: set maxmemory-policy allkeys-lru on the cache."),
-    ("Cache sizing", "Size the cache for the working set. The cache hit ratio should stay high."),
-    ("Deploy", "Rotate certs with certbot, then warm the cache after deploy."),
-    ("Incident 42", "The cache stampede took the API down; add request coalescing."),
-    ("Unrelated", "Bake sourdough at 250 degrees for forty minutes."),
-    ("Cache glossary", "cache: a store that keeps results close. eviction: removing entries."),
-]
 
 
 def test_copy_link_reproduces_results_in_a_new_session(

@@ -9,8 +9,10 @@ goes on. Every version written records the file's absolute path and the SHA-256 
 bytes (verified opening re-reads the file and compares); every note records the source name
 (DIR's folder name unless `--source` names it), for the `source:` search filter.
 
-The pieces both import commands share (the user, the per-note upsert, the report) live here
-as plain functions; `lode_load_beir` adds a batched path on top of them.
+Notes are written by `notes.services.note_import` (one transaction per file, like a note
+saved on its page). The command-line pieces both import commands share (the user, the
+`--source` option, the tally and its report) live here as plain functions; `lode_load_beir`
+writes through the batched `notes.services.notes_import` instead.
 """
 
 from __future__ import annotations
@@ -20,20 +22,15 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
 from markdown_it import MarkdownIt
 from tqdm import tqdm
 
 from notes import services
-from notes.models import Document
 from notes.sources import SourceRefused, read_source_bytes, sha256_bytes
-from retrieval.models import Passage
 
 DEFAULT_USER = "eval"
 MAX_KEY_CHARS = 500  # Document.external_key max_length
@@ -41,9 +38,8 @@ MAX_SOURCE_CHARS = 200  # Document.source_name max_length
 MAX_SOURCE_PATH_CHARS = 1000  # Version.source_path max_length
 MARKDOWN_SUFFIX = ".md"
 
-Outcome = Literal["created", "updated", "unchanged"]
-
-# Block structure only (the inline pass is not needed to find headings); see retrieval/chunking.py.
+# Block structure only (the inline pass is not needed to find headings);
+# see retrieval/index/chunking.py.
 _BLOCK_MD = MarkdownIt("commonmark").disable("inline")
 _INLINE_MD = MarkdownIt("commonmark")
 
@@ -68,9 +64,13 @@ class ImportStats:
         """Notes looked at and kept (created, updated or found unchanged)."""
         return self.created + self.updated + self.unchanged
 
-    def count(self, outcome: Outcome, passages: int) -> None:
-        setattr(self, outcome, getattr(self, outcome) + 1)
-        self.passages += passages
+    def add(self, imported: services.Imported) -> None:
+        """Count one note's outcome (or keep its skip reason) and its passages."""
+        if imported.outcome is None:
+            self.skipped.append((imported.external_key, imported.reason))
+            return
+        setattr(self, imported.outcome, getattr(self, imported.outcome) + 1)
+        self.passages += imported.passages
 
     def summary(self) -> str:
         seconds = max(self.seconds, 1e-9)
@@ -125,92 +125,6 @@ def first_heading(text: str) -> str:
     return ""
 
 
-def _passage_count(document: Document) -> int:
-    return Passage.objects.filter(version_id=document.head_id).count()
-
-
-def _manual_tags(document: Document) -> tuple[str, ...]:
-    return tuple(
-        document.documenttag_set.filter(from_body=False).values_list("tag__name", flat=True)
-    )
-
-
-def update_existing(
-    document: Document,
-    *,
-    owner: AbstractBaseUser,
-    title: str,
-    body: str,
-    source_name: str = "",
-    source_path: str = "",
-    source_sha256: str = "",
-) -> tuple[Outcome, int]:
-    """Write a new version of `document` if its head differs from (title, body).
-
-    Runs under a row lock, as `services.note_update` does, so two imports cannot both append
-    a version on top of the same head. Must be called inside `transaction.atomic()`.
-    Tags typed by hand are kept; `#hashtags` are re-read from the new body. A non-blank
-    `source_name` replaces the document's; `source_path`/`source_sha256` go on the new
-    version only (unchanged content writes no version, so the head keeps its own).
-    """
-    locked = (
-        Document.objects.select_for_update(of=("self",)).select_related("head").get(pk=document.pk)
-    )
-    if locked.deleted_at is not None:
-        raise Skip("the note was deleted in lode; restore it to import this file again")
-    if source_name and locked.source_name != source_name:
-        locked.source_name = source_name
-        locked.save(update_fields=["source_name"])
-    head = locked.head
-    if head is not None and head.title == title and head.body == body:
-        return "unchanged", 0
-    version = services.version_create(
-        document=locked,
-        title=title,
-        body=body,
-        user=owner,
-        source_path=source_path,
-        source_sha256=source_sha256,
-    )
-    # `_set_tags` is the service's own tag writer; reusing it keeps imports and edits alike.
-    services._set_tags(locked, manual=_manual_tags(locked), body=body)
-    return "updated", Passage.objects.filter(version=version).count()
-
-
-def upsert_note(
-    *,
-    owner: AbstractBaseUser,
-    external_key: str,
-    title: str,
-    body: str,
-    source_name: str = "",
-    source_path: str = "",
-    source_sha256: str = "",
-) -> tuple[Outcome, int]:
-    """Create the note `external_key` of `owner`, or update it if its content changed.
-
-    Returns the outcome and the number of passages written. Raises `Skip` for content the
-    note services reject. The `source_*` provenance is passed through to the services.
-    """
-    source = {
-        "source_name": source_name,
-        "source_path": source_path,
-        "source_sha256": source_sha256,
-    }
-    try:
-        title, body = services.validate_content(title=title, body=body)
-    except ValidationError as exc:
-        raise Skip(" ".join(exc.messages)) from None
-    existing = Document.objects.filter(owner=owner, external_key=external_key).first()
-    if existing is None:
-        document = services.note_create(
-            owner=owner, title=title, body=body, external_key=external_key, **source
-        )
-        return "created", _passage_count(document)
-    with transaction.atomic():
-        return update_existing(existing, owner=owner, title=title, body=body, **source)
-
-
 def markdown_files(root: Path) -> list[Path]:
     """Every `.md` file under `root`, sorted, without following symlinked directories."""
     found: list[Path] = []
@@ -245,11 +159,6 @@ def decode_markdown(data: bytes) -> str:
     return text.removeprefix("\ufeff")  # a BOM is an encoding marker, not content
 
 
-def read_markdown(path: Path) -> str:
-    """The text of one markdown file, or `Skip` saying why lode will not store it."""
-    return decode_markdown(read_markdown_bytes(path))
-
-
 def import_markdown(
     root: Path,
     *,
@@ -278,23 +187,46 @@ def import_markdown(
             data = read_markdown_bytes(path)
             body = decode_markdown(data)
             title = clip_title(first_heading(body) or path.stem)
-            outcome, passages = upsert_note(
-                owner=owner,
+            note = services.NoteImport(
                 external_key=key,
                 title=title,
                 body=body,
-                source_name=source_name,
                 source_path=str(path),
                 source_sha256=sha256_bytes(data),
             )
+            imported = services.note_import(owner=owner, note=note, source_name=source_name)
         except Skip as exc:
             stats.skipped.append((key, str(exc)))
         except OSError as exc:
             stats.skipped.append((key, f"cannot read: {exc.strerror or exc}"))
         else:
-            stats.count(outcome, passages)
+            stats.add(imported)
     stats.seconds = time.perf_counter() - started
     return stats
+
+
+def add_import_arguments(parser: CommandParser) -> None:
+    """The options both import commands take: `--user`, `--source`, `--no-progress`."""
+    parser.add_argument(
+        "--user", default=DEFAULT_USER, help=f"owner of the notes (default {DEFAULT_USER})"
+    )
+    parser.add_argument(
+        "--source",
+        default=None,
+        help="source name for the `source:` search filter (default: DIR's folder name)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def source_option(value: object) -> str | None:
+    """The `--source` option checked: None when not given, else 1 to `MAX_SOURCE_CHARS`
+    characters once stripped (a `CommandError` otherwise)."""
+    if value is None:
+        return None
+    source = str(value).strip()
+    if not source or len(source) > MAX_SOURCE_CHARS:
+        raise CommandError(f"--source needs 1 to {MAX_SOURCE_CHARS} characters")
+    return source
 
 
 def report(command: BaseCommand, stats: ImportStats) -> None:
@@ -309,25 +241,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("dir", type=Path, help="folder of markdown files")
-        parser.add_argument(
-            "--user", default=DEFAULT_USER, help=f"owner of the notes (default {DEFAULT_USER})"
-        )
-        parser.add_argument(
-            "--source",
-            default=None,
-            help="source name for the `source:` search filter (default: DIR's folder name)",
-        )
-        parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+        add_import_arguments(parser)
 
     def handle(self, *args: object, **options: object) -> None:
         root = Path(options["dir"])
         if not root.is_dir():
             raise CommandError(f"{root} is not a folder")
-        source = options["source"]
-        if source is not None:
-            source = str(source).strip()
-            if not source or len(source) > MAX_SOURCE_CHARS:
-                raise CommandError(f"--source needs 1 to {MAX_SOURCE_CHARS} characters")
+        source = source_option(options["source"])
         owner = ensure_user(str(options["user"]))
         stats = import_markdown(
             root.resolve(),

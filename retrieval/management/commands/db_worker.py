@@ -18,8 +18,8 @@ from typing import Any
 
 from django_tasks_db.management.commands.db_worker import Command as StockWorkerCommand
 
-from retrieval.indexing import oversized_head_passages, rechunk_oversized
-from retrieval.tasks import enqueue_pending_sweep
+from retrieval.index.passages import oversized_head_passages, rechunk_oversized
+from retrieval.index.sync import enqueue_pending_sweep
 
 logger = logging.getLogger("lode.tasks")
 

@@ -14,9 +14,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from retrieval.embeddings import BATCH_SIZE, EmbeddingUnavailable, current_manifest
-from retrieval.tasks import reconcile_vectors, sync_vectors
-from retrieval.vectors import VectorStoreUnavailable, index_state, pending_count
+from retrieval.index.embeddings import BATCH_SIZE, EmbeddingUnavailable, current_manifest
+from retrieval.index.sync import reconcile_vectors, sync_vectors
+from retrieval.index.vectors import VectorStoreUnavailable, index_state, pending_count
 
 
 class Command(BaseCommand):

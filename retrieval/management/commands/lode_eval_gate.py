@@ -1,6 +1,6 @@
 """`manage.py lode_eval_gate`: accept rates of the faithfulness gate, step by step and per
 entailment backend, on SciFact claims quoting their own rationale sentences (the logic lives
-in retrieval/gate_eval.py; this command only parses arguments and prints)."""
+in retrieval/answer/gate_eval.py; this command only parses arguments and prints)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from retrieval.entailment import ENTAILMENT_CHOICES
-from retrieval.gate_eval import evaluate, format_report
+from retrieval.answer.entailment import ENTAILMENT_CHOICES
+from retrieval.answer.gate_eval import evaluate, format_report
 
 
 class Command(BaseCommand):

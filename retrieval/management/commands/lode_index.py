@@ -4,7 +4,7 @@
     lode_index repair [--json] [--skip-vectors]
 
 `health` compares the lexical and vector indexes with the canonical passages
-(`retrieval.health.index_health`) and exits 1 when anything is unhealthy, so schedulers and
+(`retrieval.index.health.index_health`) and exits 1 when anything is unhealthy, so schedulers and
 CI can act on it. `repair` re-chunks head versions holding a passage longer than
 `LODE_CHUNK_MAX_CHARS` (old passages retired, not deleted), rebuilds the lexical index in
 one transaction, re-embeds wrong or missing vectors and deletes orphans, and prints health
@@ -20,7 +20,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from retrieval.health import (
+from retrieval.index.health import (
     CanonicalChanged,
     HealthReport,
     RepairReport,

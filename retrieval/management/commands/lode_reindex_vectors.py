@@ -14,9 +14,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from retrieval.embeddings import BATCH_SIZE, EmbeddingUnavailable, get_embedder
-from retrieval.tasks import reindex_vectors
-from retrieval.vectors import VectorStoreUnavailable, pending_count
+from retrieval.index.embeddings import BATCH_SIZE, EmbeddingUnavailable, get_embedder
+from retrieval.index.sync import reindex_vectors
+from retrieval.index.vectors import VectorStoreUnavailable, pending_count
 
 
 class Command(BaseCommand):

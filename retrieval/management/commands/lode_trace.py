@@ -3,7 +3,7 @@
     lode_trace show ID [--json]     the stored trace (question, decision, the trace JSON)
     lode_trace replay ID [--json]   re-run the deterministic stages and list differences
 
-`replay` (`retrieval.ask.replay`) re-runs parse, search with the stored mode and reranker,
+`replay` (`retrieval.answer.replay.replay`) re-runs parse, search with the stored mode and reranker,
 the evidence pack with the stored budgets, the decision before answering, the gate over the
 stored draft claims (the answerer is never called again) and the final decision, and prints
 each difference against the stored trace. Exit status: 0 when nothing differs, 1 when
@@ -17,7 +17,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from retrieval.ask import code_version, replay
+from retrieval.answer.replay import replay
+from retrieval.answer.trace import code_version
 from retrieval.models import AskTrace
 
 DIFFERS = 1

@@ -1,0 +1,389 @@
+"""The ask pipeline, orchestrated (DESIGN.md "The two pipelines"; issue 5 items 1, 5, 7, 9):
+
+    search → EvidencePack (pack.py) → decision before answering (decision.py)
+    → egress plan, once (egress.py: what may leave, redacted) → answerer (answerers.py)
+    → faithfulness gate (gate.py, entailment.py) → verified spans shown in context
+    (display.py) → decision after the gate (abstain / conflicts / answer)
+    → trace stored (trace.py, an AskTrace row)
+
+`ask()` always stores an AskTrace and returns its id in `outcome.trace_id`: the trace is the
+flight recorder (seeds/lighthouse-spec.md "Trace"), the permalink, and what
+`replay.replay()` re-runs. `display.outcome_from_trace()` rebuilds the stored outcome for a
+permalink without running anything.
+
+Egress is decided here, once per ask: when the answerer is remote, `plan_egress` splits the
+pack (no-egress documents withheld and listed on the answer) and redacts what may be sent;
+the answerer gets that plan and sends only it. A remote entailment judge gets the same plan
+(made at the gate if the answerer was local): it is only asked about claims whose cited
+versions the plan cleared; any other claim needing entailment is dropped, fail closed.
+
+Failure states, all stored like any other answer:
+* the pinned note is not the user's live note → ABSTAIN_NO_EVIDENCE with `error` set; the
+  wording is the same for someone else's note and a missing one (ids leak nothing);
+* the question cannot be searched (a bad filter) → ASK_CLARIFYING with the parser's message;
+* the answerer failed (timeout, HTTP error, malformed JSON, or it raised) →
+  ABSTAIN_NO_EVIDENCE with `error` set and a message saying so: nothing is shown as verified.
+  The decision stays ABSTAIN_NO_EVIDENCE (no claim survived), and `error` tells the page it
+  was a failure, not an honest "your notes don't answer this".
+
+With ANSWER_WITH_CONFLICTS the claims are ordered by trust tier (your notes first; stable
+otherwise; `retrieval.trust.tier_order`) and each conflict lists its values the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import QuerySet
+
+from notes.models import Document
+from retrieval.answer.answerers import Answerer, get_answerer
+from retrieval.answer.decision import (
+    ANSWERER_FAILED,
+    PreDecision,
+    decide_after_gate,
+    decide_before_answer,
+)
+from retrieval.answer.display import conflicts_for, show_claims
+from retrieval.answer.egress import EgressPlan, plan_egress
+from retrieval.answer.entailment import (
+    EntailmentScorer,
+    EntailmentUnavailable,
+    get_entailment_scorer,
+)
+from retrieval.answer.gate import check_claim
+from retrieval.answer.pack import build_pack
+from retrieval.answer.trace import (
+    Trace,
+    TraceDecision,
+    TraceDraft,
+    TraceManifests,
+    TraceModel,
+    TraceSearch,
+    TraceSettings,
+    code_version,
+)
+from retrieval.answer.types import (
+    AnswerDraft,
+    AskOutcome,
+    Claim,
+    ClaimVerdict,
+    Decision,
+    EvidencePack,
+)
+from retrieval.models import AskTrace, Passage
+from retrieval.search.pipeline import SearchResult, search
+from retrieval.trust import tier_order
+
+logger = logging.getLogger("lode.ask")
+
+PINNED_UNAVAILABLE = (
+    "That note cannot be asked about: it does not exist, is not yours, or was deleted."
+)
+SEARCH_FAILED = "The question could not be searched: {error}"
+WITHHELD_FROM_JUDGE = "the claim cites a document withheld from cloud synthesis"
+
+
+# --- the deterministic front half ---------------------------------------------------------------
+
+
+@dataclass
+class Front:
+    """What parse → search → pack → decision produced, the part `replay` re-runs."""
+
+    result: SearchResult
+    pack: EvidencePack
+    pre: PreDecision
+    search_limit: int
+
+
+def search_limit(max_items: int) -> int:
+    """How many hits to ask search for: twice the pack's item budget (room for dedup), ≥ 20."""
+    return max(2 * max_items, 20)
+
+
+def pinned_passages(document: Document) -> list[Passage]:
+    """Every head passage of `document`, in document order (pinned, uncapped). The version
+    body is not loaded with each passage (a 1 MB note has ~1,000 passages: that was a copy
+    of the body per passage); answerers read bodies once per version."""
+    return list(
+        Passage.objects.filter(version_id=document.head_id, is_head=True)
+        .select_related("document", "version")
+        .defer("version__body")
+        .order_by("position", "pk")
+    )
+
+
+def pinnable_documents(user: AbstractBaseUser) -> QuerySet[Document]:
+    """The documents `user` may pin for "ask about this note": their own live documents with
+    a head version (the head's passages are what gets pinned). The one rule, used by the ask
+    form, the answer page and `ask()` itself."""
+    return Document.objects.filter(owner_id=user.pk, deleted_at__isnull=True).exclude(head=None)
+
+
+def pinnable(user: AbstractBaseUser, document_id: int) -> Document | None:
+    """The user's pinnable document `document_id`, or None (missing, someone else's, deleted:
+    all read the same, so ids leak nothing)."""
+    return pinnable_documents(user).filter(pk=document_id).first()
+
+
+def front(
+    *,
+    user: AbstractBaseUser,
+    question: str,
+    pinned: Document | None,
+    mode: str,
+    rerank: str,
+    max_items: int,
+    max_chars: int,
+) -> Front:
+    """Parse and search `question`, pack the evidence (the pinned note's passages first) and
+    decide whether to answer at all: the deterministic stages, run again by replay."""
+    limit = search_limit(max_items)
+    result = search(user=user, query=question, mode=mode, rerank=rerank, limit=limit)
+    passages = pinned_passages(pinned) if pinned is not None else []
+    pack = build_pack(result.hits, pinned=passages, max_items=max_items, max_chars=max_chars)
+    if result.error:
+        pre = PreDecision(
+            Decision.ASK_CLARIFYING,
+            reason="query error",
+            message=SEARCH_FAILED.format(error=result.error),
+            clarifying_questions=[
+                "Could you rephrase the question, or fix the filter the message names?"
+            ],
+        )
+    else:
+        pre = decide_before_answer(question, pack, parsed=result.parsed)
+    return Front(result=result, pack=pack, pre=pre, search_limit=limit)
+
+
+def embedding_manifest(mode: str) -> str:
+    """The active embedding manifest key, "" for a lexical ask (or when there is none)."""
+    if mode == "lexical":
+        return ""
+    try:
+        from retrieval.index.vectors import active_manifest_key  # loads the vector store
+
+        return active_manifest_key()
+    except Exception as exc:  # a trace must never fail the ask
+        logger.warning("no embedding manifest for the trace: %s", exc)
+        return ""
+
+
+# --- the gate, behind the egress plan -----------------------------------------------------------
+
+
+class WithheldFromJudge:
+    """Stands in for a remote judge on a claim citing a version the egress plan withheld:
+    the premise would be withheld text, so it is never sent and the claim fails closed."""
+
+    remote = False
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def score(self, premise: str, hypothesis: str) -> float:
+        raise EntailmentUnavailable(WITHHELD_FROM_JUDGE)
+
+
+def entailment_scorer(notes: list[str], user: AbstractBaseUser) -> EntailmentScorer | None:
+    """The configured scorer (a remote one's egress rows name `user`), or None with a note
+    saying why when it cannot even be built."""
+    try:
+        return get_entailment_scorer(user=user)
+    except EntailmentUnavailable as exc:
+        notes.append(f"Entailment check unavailable: {exc}.")
+        return None
+
+
+def scorer_name(scorer: EntailmentScorer | None) -> str:
+    return scorer.name if scorer is not None else "none"
+
+
+def gate_claims(
+    claims: list[Claim],
+    sent_versions: dict[int, str],
+    *,
+    scorer: EntailmentScorer | None,
+    egress: EgressPlan | None,
+) -> list[ClaimVerdict]:
+    """The faithfulness gate over `claims`, one verdict each, in order. A remote scorer is
+    only given a claim whose cited versions `egress` cleared (no plan clears nothing)."""
+    verdicts = []
+    for claim in claims:
+        use = scorer
+        cited = [support.version_id for support in claim.support]
+        if scorer is not None and scorer.remote and (egress is None or not egress.clears(cited)):
+            use = WithheldFromJudge(scorer.name)
+        verdicts.append(check_claim(claim, sent_versions, scorer=use))
+    return verdicts
+
+
+# --- ask ---------------------------------------------------------------------------------------
+
+
+def ask(
+    *,
+    user: AbstractBaseUser,
+    question: str,
+    pinned_document_id: int | None = None,
+    answerer: Answerer | None = None,
+    mode: str = "hybrid",
+) -> AskOutcome:
+    """Answer `question` from the user's own notes, verified; always stores a trace.
+
+    `answerer` defaults to `retrieval.answer.answerers.get_answerer()` (a chat model when
+    `LODE_LLM_BASE_URL` is set, else the offline extractive answerer).
+    """
+    started = time.perf_counter()
+    max_items, max_chars = settings.LODE_ASK_MAX_ITEMS, settings.LODE_ASK_MAX_CHARS
+    rerank = settings.LODE_RERANK
+    trace = Trace(
+        question=question,
+        pinned_document_id=pinned_document_id,
+        settings=TraceSettings(
+            mode=mode,
+            rerank=rerank,
+            entailment=settings.LODE_ENTAILMENT,
+            max_items=max_items,
+            max_chars=max_chars,
+            llm_model=settings.LODE_LLM_MODEL,
+        ),
+    )
+    outcome = AskOutcome(question=question, decision=Decision.ABSTAIN_NO_EVIDENCE, answerer="")
+    store = _Store(user=user, outcome=outcome, trace=trace, started=started)
+
+    if pinned_document_id is not None:
+        store.pinned = pinnable(user, pinned_document_id)
+        if store.pinned is None:
+            outcome.error = outcome.message = PINNED_UNAVAILABLE
+            return store.save("pinned note unavailable")
+        outcome.notes.append(f"Asked about “{store.pinned.title}”: its passages come first.")
+
+    stage = front(
+        user=user,
+        question=question,
+        pinned=store.pinned,
+        mode=mode,
+        rerank=rerank,
+        max_items=max_items,
+        max_chars=max_chars,
+    )
+    outcome.notes.extend(stage.result.degraded)
+    manifests = _record_front(trace, stage, mode)
+
+    answerer = answerer if answerer is not None else get_answerer()
+    outcome.answerer = answerer.name
+    trace.settings.answerer, trace.settings.answerer_remote = answerer.name, answerer.remote
+    if stage.pre.decision is not None:
+        outcome.decision = stage.pre.decision
+        outcome.message = stage.pre.message
+        outcome.clarifying_questions = list(stage.pre.clarifying_questions)
+        trace.model = TraceModel(remote=answerer.remote)
+        return store.save(stage.pre.reason)
+
+    egress = plan_egress(stage.pack, question=question) if answerer.remote else None
+    outcome.withheld = list(egress.withheld) if egress is not None else []
+    trace.withheld_passage_ids = [item.passage_id for item in outcome.withheld]
+    draft = _draft(answerer, question, stage.pack, user=user, egress=egress)
+    trace.model = TraceModel(
+        remote=answerer.remote, request=draft.request, response=draft.response, error=draft.error
+    )
+    trace.draft = TraceDraft(claims=list(draft.claims), sent_versions=sorted(draft.sent_versions))
+    if draft.error:
+        outcome.error = draft.error
+        outcome.message = ANSWERER_FAILED.format(error=draft.error)
+        return store.save("answerer failed")
+
+    scorer = entailment_scorer(outcome.notes, user) if draft.claims else None
+    if scorer is not None and scorer.remote and egress is None:
+        egress = plan_egress(stage.pack, question=question)  # the judge's plan: made once
+    manifests.entailment = scorer_name(scorer)
+    verdicts = gate_claims(draft.claims, dict(draft.sent_versions), scorer=scorer, egress=egress)
+    trace.gate = verdicts
+    _show(outcome, verdicts, stage.pack, user)
+    return store.save(
+        f"{len(outcome.claims)} claim(s) shown, {len(outcome.dropped)} dropped, "
+        f"{len(outcome.conflicts)} conflict(s)"
+    )
+
+
+def _record_front(trace: Trace, stage: Front, mode: str) -> TraceManifests:
+    """Record the front half in `trace`; the manifests are returned for the gate to finish."""
+    trace.settings.search_limit = stage.search_limit
+    trace.search = TraceSearch.from_result(stage.result)
+    # A snapshot, not the live pack: the answerer is handed `stage.pack` and may change it,
+    # and the trace must keep the pack as built (replay compares it, the permalink reads
+    # the withheld items from it).
+    trace.pack = EvidencePack.from_dict(stage.pack.as_dict())
+    trace.pre_decision = stage.pre
+    trace.manifests = TraceManifests(
+        embedding=embedding_manifest(mode), reranker=stage.result.rerank
+    )
+    return trace.manifests
+
+
+def _draft(
+    answerer: Answerer,
+    question: str,
+    pack: EvidencePack,
+    *,
+    user: AbstractBaseUser,
+    egress: EgressPlan | None,
+) -> AnswerDraft:
+    """The answerer's draft; an answerer that raises fails like one that reports an error."""
+    try:
+        return answerer.answer(question, pack, user=user, egress=egress)
+    except Exception as exc:  # an answerer bug must fail like an answerer error, not a 500
+        logger.exception("answerer %s raised", answerer.name)
+        return AnswerDraft(answerer=answerer.name, error=f"{type(exc).__name__}: {exc}")
+
+
+def _show(
+    outcome: AskOutcome, verdicts: list[ClaimVerdict], pack: EvidencePack, user: AbstractBaseUser
+) -> None:
+    """Fill in what the page shows from the gate's verdicts, and the final decision."""
+    outcome.claims, unshown = show_claims(verdicts, user=user)
+    outcome.dropped = [v for v in verdicts if not v.passed] + unshown
+    outcome.conflicts = conflicts_for(outcome.claims, pack, user) if outcome.claims else []
+    outcome.decision, outcome.message = decide_after_gate(outcome.claims, outcome.conflicts)
+    if outcome.decision == Decision.ANSWER_WITH_CONFLICTS:
+        # The higher trust tier leads: claims resting on your notes before externals (stable,
+        # so the answerer's order holds within a tier).
+        outcome.claims.sort(key=lambda c: min(tier_order(s.trust_tier) for s in c.support))
+
+
+@dataclass
+class _Store:
+    """Where an ask ends, whichever stage it stopped at: the outcome and trace stored."""
+
+    user: AbstractBaseUser
+    outcome: AskOutcome
+    trace: Trace
+    started: float
+    pinned: Document | None = None
+
+    def save(self, reason: str) -> AskOutcome:
+        """Store the trace with the final decision and `reason`; the outcome gets its id."""
+        outcome, trace = self.outcome, self.trace
+        outcome.elapsed_ms = (time.perf_counter() - self.started) * 1000
+        trace.decision = TraceDecision(decision=str(outcome.decision), reason=reason)
+        trace.code_version = code_version()
+        trace.elapsed_ms = round(outcome.elapsed_ms, 3)
+        row = AskTrace.objects.create(
+            user=self.user,
+            question=outcome.question,
+            pinned_document=self.pinned,
+            decision=str(outcome.decision),
+            answerer=outcome.answerer,
+            answer=outcome.as_dict(),
+            trace=trace.to_dict(),
+            code_version=trace.code_version[:64],
+            elapsed_ms=outcome.elapsed_ms,
+        )
+        outcome.trace_id = row.pk
+        return outcome

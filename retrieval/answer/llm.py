@@ -1,0 +1,486 @@
+"""The OpenAI-compatible chat client lode's remote answerer and LLM judge talk through
+(issue 5 item 3; MODELS.md "Language models").
+
+`ChatClient.complete_json` POSTs to `{LODE_LLM_BASE_URL}/chat/completions` (the base URL
+includes `/v1`) asking for JSON-schema output (`response_format: json_schema`, strict), with
+`max_tokens`, `temperature` 0, a timeout and bounded retries, and returns the parsed object.
+It works with hosted models, Ollama, vLLM and the llama.cpp server.
+
+Egress (DESIGN.md invariant 8): every message is passed through `retrieval.answer.redaction` again
+(a backstop: callers redact first, and redaction is idempotent), and **one `EgressLog` row is
+written and committed before each HTTP attempt** — a retry re-sends the same content, so it is
+its own egress event with its own row (same request hash). Counting logical requests instead
+would leave a retried send without a row written before it. If the row cannot be committed
+first, nothing is sent.
+
+Failure is always an `LLMError` with a clear message, never a half-parsed result:
+
+* transport: timeouts (`LODE_LLM_TIMEOUT_SECONDS`), connection and protocol errors, HTTP 429
+  and 5xx are retried up to `LODE_LLM_MAX_RETRIES` times with exponential backoff (a numeric
+  `Retry-After` is honoured up to the cap); other 4xx fail at once (retrying a bad request
+  cannot help);
+* content: `finish_reason` "length" (cut off at `max_tokens`) is "truncated"; a missing,
+  empty or refused message, JSON that does not parse, or JSON that does not match the schema
+  is "malformed". Parsing is forgiving only where that cannot change meaning: a ```json
+  fence around the object is removed, raw newlines inside strings (tiny models emit them) are
+  accepted, and prose around a single object is ignored.
+
+The API key is sent as `Authorization: Bearer …` and never stored: the request kept for the
+trace shows `[REDACTED:api-key]`, and the key's literal text is redacted from the messages.
+
+The LLM judge (`retrieval.answer.entailment.LLMJudge`) asks the same endpoint whether a premise
+entails a hypothesis, purpose "judge"; this module knows nothing of entailment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+from lode_site import budget
+from retrieval.answer.egress import EgressLogError, destination_host, log_egress
+from retrieval.answer.redaction import marker, redact
+from retrieval.answer.types import PackItem
+
+logger = logging.getLogger("lode.llm")
+
+# How much of an error response body goes into the error message.
+ERROR_BODY_CHARS = 300
+
+_FENCE_RE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\r?\n?(?P<body>.*?)(?:```|\Z)", re.DOTALL)
+
+
+class LLMError(Exception):
+    """The chat endpoint could not produce a usable answer. str() is a clear, user-facing
+    reason; `request` (redacted) and `response` are kept for the trace when known."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        request: dict[str, Any] | None = None,
+        response: dict[str, Any] | str | None = None,
+    ):
+        super().__init__(message)
+        self.request = request
+        self.response = response
+
+
+# --- parsing -------------------------------------------------------------------------------
+
+
+def _unbalanced(text: str) -> bool:
+    """Whether `text` stops inside a string or with an object/array still open: the shape of
+    output cut off mid-JSON."""
+    depth = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+    return in_string or depth > 0
+
+
+def parse_json_content(content: str) -> Any:
+    """The JSON value in a model's message content. Accepts a ```json fence, raw control
+    characters (newlines) inside strings and prose around one object; raises LLMError
+    otherwise, saying where the JSON broke (and whether it looks cut off)."""
+    text = content.strip()
+    candidates = [text]
+    fence = _FENCE_RE.search(text)
+    if fence is not None:
+        candidates.append(fence.group("body").strip())
+    start, end = candidates[-1].find("{"), candidates[-1].rfind("}")
+    if 0 <= start < end:
+        candidates.append(candidates[-1][start : end + 1])
+    first: json.JSONDecodeError | None = None
+    for candidate in candidates:
+        try:
+            return json.loads(candidate, strict=False)
+        except json.JSONDecodeError as exc:
+            first = first or exc
+    assert first is not None
+    where = f"{first.msg} at line {first.lineno} column {first.colno}"
+    if _unbalanced(candidates[1] if fence is not None else text):
+        raise LLMError(f"the model's JSON ends early (truncated output?): {where}")
+    raise LLMError(f"the model's output is not valid JSON: {where}")
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "null": (type(None),),
+}
+
+
+def schema_errors(value: Any, schema: Mapping[str, Any], path: str = "$") -> list[str]:
+    """Where `value` breaks `schema`, for the JSON-schema subset lode's schemas use: type,
+    properties, required, additionalProperties false, items, minItems/maxItems, enum.
+    Empty means valid. (A bool is not an integer here, unlike in Python.)"""
+    wrong_type = _type_error(value, schema, path)
+    if wrong_type is not None:
+        return [wrong_type]
+    if "enum" in schema and value not in schema["enum"]:
+        return [f"{path}: {value!r} is not one of {schema['enum']}"]
+    if isinstance(value, dict):
+        return _object_errors(value, schema, path)
+    if isinstance(value, list):
+        return _array_errors(value, schema, path)
+    return []
+
+
+def _type_error(value: Any, schema: Mapping[str, Any], path: str) -> str | None:
+    """The error when `value` is not of the schema's `type`, or None (no `type`, or it fits)."""
+    expected = schema.get("type")
+    if expected is None:
+        return None
+    kinds = _JSON_TYPES.get(expected, (object,))
+    # Python's bool is an int; JSON's true is not a number.
+    bool_as_number = isinstance(value, bool) and expected in ("integer", "number")
+    if isinstance(value, kinds) and not bool_as_number:
+        return None
+    return f"{path}: expected {expected}, got {type(value).__name__}"
+
+
+def _object_errors(value: dict, schema: Mapping[str, Any], path: str) -> list[str]:
+    """`required`, then each member against `properties` (or `additionalProperties`)."""
+    properties = schema.get("properties", {})
+    errors = [
+        f"{path}: missing {name!r}" for name in schema.get("required", ()) if name not in value
+    ]
+    for name, item in value.items():
+        if name in properties:
+            errors += schema_errors(item, properties[name], f"{path}.{name}")
+        elif schema.get("additionalProperties") is False:
+            errors.append(f"{path}: unexpected {name!r}")
+    return errors
+
+
+def _array_errors(value: list, schema: Mapping[str, Any], path: str) -> list[str]:
+    """`minItems`, `maxItems`, then each item against `items`."""
+    errors: list[str] = []
+    if len(value) < schema.get("minItems", 0):
+        errors.append(f"{path}: fewer than {schema['minItems']} items")
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        errors.append(f"{path}: more than {schema['maxItems']} items")
+    if "items" in schema:
+        for index, item in enumerate(value):
+            errors += schema_errors(item, schema["items"], f"{path}[{index}]")
+    return errors
+
+
+def quote_tag(texts: list[str]) -> str:
+    """A delimiter tag that occurs in none of `texts`, so quoted data cannot forge the end of
+    its own block ("END EVIDENCE …" inside a note stays data). Derived from the texts, so the
+    same evidence always makes the same request (and request hash)."""
+    digest = hashlib.sha256("\x00".join(texts).encode("utf-8")).hexdigest()
+    for offset in range(0, len(digest) - 10):
+        tag = digest[offset : offset + 10]
+        if not any(tag in text for text in texts):
+            return tag
+    counter = 0
+    while any(f"q{counter}x" in text for text in texts):
+        counter += 1
+    return f"q{counter}x"
+
+
+# --- the client -------------------------------------------------------------------------------
+
+
+class ChatClient:
+    """One OpenAI-compatible endpoint, configured from settings (`LODE_LLM_*`) unless given.
+
+    `backoff_seconds` is the first retry delay (doubled per retry, capped at
+    `max_backoff_seconds`); tests shrink it.
+    """
+
+    backoff_seconds: float = 0.5
+    max_backoff_seconds: float = 8.0
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        max_tokens: int | None = None,
+        response_format: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ):
+        self.base_url = (settings.LODE_LLM_BASE_URL if base_url is None else base_url).rstrip("/")
+        self.model = settings.LODE_LLM_MODEL if model is None else model
+        self.api_key = settings.LODE_LLM_API_KEY if api_key is None else api_key
+        self.timeout = float(settings.LODE_LLM_TIMEOUT_SECONDS if timeout is None else timeout)
+        self.max_retries = settings.LODE_LLM_MAX_RETRIES if max_retries is None else max_retries
+        self.max_tokens = settings.LODE_LLM_MAX_TOKENS if max_tokens is None else max_tokens
+        self.response_format = (
+            settings.LODE_LLM_RESPONSE_FORMAT if response_format is None else response_format
+        )
+        self.transport = transport
+
+    @property
+    def configured(self) -> bool:
+        """Whether an endpoint is set (`LODE_LLM_BASE_URL`); the model name may be empty for
+        servers that serve one model and ignore it."""
+        return bool(self.base_url)
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    @property
+    def host(self) -> str:
+        return destination_host(self.url)
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    def _redacted_headers(self) -> dict[str, str]:
+        headers = self._headers()
+        if "Authorization" in headers:
+            headers["Authorization"] = f"Bearer {marker('api-key')}"
+        return headers
+
+    def _redact_messages(self, messages: list[dict]) -> tuple[list[dict], int]:
+        """The messages with secrets (and the client's own API key) redacted, and the count."""
+        cleaned: list[dict] = []
+        total = 0
+        for message in messages:
+            content = message.get("content", "")
+            if isinstance(content, str):
+                content, count = redact(content)
+                # A key short enough to be an ordinary word is not searched for (it would
+                # mangle the text); real keys are long.
+                if len(self.api_key) >= 12 and self.api_key in content:
+                    total += content.count(self.api_key)
+                    content = content.replace(self.api_key, marker("api-key"))
+                total += count
+            cleaned.append({**message, "content": content})
+        return cleaned, total
+
+    def _payload(self, messages: list[dict], schema: dict, schema_name: str) -> dict[str, Any]:
+        payload: dict[str, Any] = {}
+        if self.model:
+            payload["model"] = self.model
+        payload.update(
+            {
+                "messages": messages,
+                "response_format": self._response_format(schema, schema_name),
+                "max_tokens": self.max_tokens,
+                "temperature": 0,
+                "stream": False,
+            }
+        )
+        return payload
+
+    def _response_format(self, schema: dict, schema_name: str) -> dict[str, Any]:
+        """OpenAI's `json_schema` form by default; `json_object` with the schema beside it for
+        servers that only know that form (llama-cpp-python's server answers `json_schema`
+        with HTTP 500). Either way the reply is validated against `schema` here."""
+        if self.response_format == "json_object":
+            return {"type": "json_object", "schema": schema}
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": schema_name, "schema": schema, "strict": True},
+        }
+
+    def _hint(self, text: str) -> str:
+        """A pointer to the setting when a server seems to reject the `json_schema` form."""
+        if self.response_format == "json_schema" and "response_format" in text:
+            return (
+                " — this server may not support response_format json_schema; try "
+                "LODE_LLM_RESPONSE_FORMAT=json_object"
+            )
+        return ""
+
+    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
+        delay = min(self.backoff_seconds * (2**attempt), self.max_backoff_seconds)
+        if response is not None:
+            retry_after = response.headers.get("Retry-After", "")
+            if retry_after.strip().isdigit():
+                delay = min(max(delay, float(retry_after)), self.max_backoff_seconds)
+        return delay
+
+    def complete_json(
+        self,
+        *,
+        messages: list[dict],
+        schema: dict,
+        schema_name: str,
+        user: AbstractBaseUser | AnonymousUser | None,
+        purpose: str,
+        items: list[PackItem],
+        redaction_count: int,
+        withheld_count: int,
+        item_chars: Mapping[int, int] | None = None,
+        validate: bool = True,
+    ) -> tuple[dict, dict, dict]:
+        """Send `messages` and return (parsed JSON object, redacted request, raw response).
+
+        An egress row (purpose, `items` and their `item_chars`, `redaction_count` plus what
+        the backstop redaction finds, `withheld_count`) is committed before each attempt.
+        With `validate` the object must match `schema`. Raises LLMError on any failure.
+        """
+        if not self.configured:
+            raise LLMError("no language model endpoint is configured (LODE_LLM_BASE_URL)")
+        messages, extra = self._redact_messages(messages)
+        payload = self._payload(messages, schema, schema_name)
+        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        chars_sent = sum(len(m["content"]) for m in messages if isinstance(m["content"], str))
+        request = {
+            "url": self.url,
+            "headers": self._redacted_headers(),
+            "body": payload,
+            "sha256": hashlib.sha256(body).hexdigest(),
+        }
+        attempts = self.max_retries + 1
+        failure = ""
+        response: httpx.Response | None = None
+        with httpx.Client(timeout=self.timeout, transport=self.transport) as http:
+            for attempt in range(attempts):
+                if attempt:
+                    with budget.paused():  # waiting on the endpoint: not this server's work
+                        time.sleep(self._delay(attempt - 1, response))
+                try:
+                    log_egress(
+                        user=user,
+                        destination_url=self.url,
+                        purpose=purpose,
+                        items=items,
+                        chars_sent=chars_sent,
+                        redaction_count=redaction_count + extra,
+                        withheld_count=withheld_count,
+                        request_body=body,
+                        item_chars=item_chars,
+                    )
+                except EgressLogError as exc:
+                    raise LLMError(f"not sent: {exc}", request=request) from exc
+                response = None
+                try:
+                    # The network wait has its own timeout; the request's time budget
+                    # (lode_site/budget.py) counts only this server's work.
+                    with budget.paused():
+                        response = http.post(self.url, content=body, headers=self._headers())
+                except httpx.TimeoutException:
+                    failure = f"timed out after {self.timeout:g} s"
+                    continue
+                except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+                    failure = f"connection failed ({type(exc).__name__}: {exc})"
+                    continue
+                except httpx.HTTPError as exc:
+                    raise LLMError(
+                        f"request to {self.host} failed: {type(exc).__name__}: {exc}",
+                        request=request,
+                    ) from exc
+                status = response.status_code
+                if status == 429 or status >= 500:
+                    text = response.text[:ERROR_BODY_CHARS]
+                    failure = f"HTTP {status}: {text}{self._hint(text)}"
+                    continue
+                if status >= 400:
+                    raise LLMError(
+                        f"the model endpoint {self.host} refused the request "
+                        f"(HTTP {status}): {response.text[:ERROR_BODY_CHARS]}"
+                        f"{self._hint(response.text[:ERROR_BODY_CHARS])}",
+                        request=request,
+                        response={"status": status, "text": response.text[:ERROR_BODY_CHARS]},
+                    )
+                break
+            else:
+                tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+                logger.warning("LLM request to %s failed after %s: %s", self.host, tries, failure)
+                raise LLMError(
+                    f"the model endpoint {self.host} failed after {tries}: {failure}",
+                    request=request,
+                )
+        assert response is not None
+        return self._parse(response, schema, schema_name, request, validate)
+
+    def _parse(
+        self,
+        response: httpx.Response,
+        schema: dict,
+        schema_name: str,
+        request: dict[str, Any],
+        validate: bool,
+    ) -> tuple[dict, dict, dict]:
+        raw = self._reply_object(response, request)
+
+        def fail(message: str) -> LLMError:
+            return LLMError(message, request=request, response=raw)
+
+        content = self._answer_content(raw, fail)
+        try:
+            parsed = parse_json_content(content)
+        except LLMError as exc:
+            raise fail(str(exc)) from None
+        if not isinstance(parsed, dict):
+            raise fail("the model's JSON is not an object")
+        if validate:
+            errors = schema_errors(parsed, schema)
+            if errors:
+                shown = "; ".join(errors[:3])
+                raise fail(f"the model's JSON does not match the {schema_name} schema: {shown}")
+        return parsed, request, raw
+
+    def _reply_object(self, response: httpx.Response, request: dict[str, Any]) -> dict:
+        """The endpoint's reply as a JSON object; LLMError when it is not JSON or not an object."""
+        try:
+            raw = response.json()
+        except ValueError:
+            raise LLMError(
+                f"the model endpoint {self.host} answered with something other than JSON",
+                request=request,
+                response=response.text[:ERROR_BODY_CHARS],
+            ) from None
+        if not isinstance(raw, dict):
+            raise LLMError("the model endpoint's reply is not a JSON object", request=request)
+        return raw
+
+    def _answer_content(self, raw: dict, fail: Callable[[str], LLMError]) -> str:
+        """The first choice's message text; raises `fail(...)` when there is no choice, the
+        answer was cut off at `max_tokens`, the model refused, or the text is empty."""
+        choices = raw.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise fail("the model endpoint's reply has no choices")
+        choice = choices[0]
+        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        if choice.get("finish_reason") == "length":
+            raise fail(
+                f"the model's answer was truncated at max_tokens ({self.max_tokens}) "
+                "before its JSON was complete"
+            )
+        if message.get("refusal"):
+            raise fail(f"the model refused: {str(message['refusal'])[:ERROR_BODY_CHARS]}")
+        content = message.get("content")
+        if not isinstance(content, str) or not content.strip():
+            raise fail("the model returned an empty answer")
+        return content

@@ -1,0 +1,226 @@
+"""Replay a stored ask (`manage.py lode_trace replay ID`): re-run its deterministic stages
+from the trace and say, in words, everything that came out differently.
+
+Re-run: parse, search with the stored mode and reranker, the evidence pack with the stored
+budgets, the decision before answering, the gate over the *stored* draft claims against the
+stored sent versions (the answerer is never called again; an LLM judge's recorded scores are
+reused through `RecordedScorer`, a local cross-encoder is run again), and the final decision.
+An empty list means the same pipeline decisions. Each stage's comparison is its own small
+function below, in pipeline order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+
+from notes.models import Document, Version
+from retrieval.answer.ask import Front, embedding_manifest, front, pinnable
+from retrieval.answer.decision import decide_after_gate
+from retrieval.answer.display import conflicts_for, outcome_from_trace, show_claims
+from retrieval.answer.entailment import (
+    EntailmentScorer,
+    EntailmentUnavailable,
+    get_entailment_scorer,
+)
+from retrieval.answer.gate import run_gate
+from retrieval.answer.trace import TRACE_SCHEMA, Trace, TraceSearch
+from retrieval.answer.types import ClaimVerdict, EvidencePack
+from retrieval.models import AskTrace
+from retrieval.text import nfc_collapsed
+
+
+class RecordedScorer:
+    """An entailment scorer that answers with the scores a trace recorded, by claim text, so
+    replaying an LLM-judged trace never calls the model again. A claim with no recorded
+    score raises EntailmentUnavailable (the gate then fails it closed, and replay reports
+    the changed verdict)."""
+
+    remote = False
+
+    def __init__(self, name: str, scores: dict[str, float]):
+        self.name = name
+        self._scores = scores
+
+    def score(self, premise: str, hypothesis: str) -> float:
+        for text, value in self._scores.items():
+            if nfc_collapsed(text) == hypothesis:  # the gate's hypothesis form
+                return value
+        raise EntailmentUnavailable("no score was recorded for this claim")
+
+
+def replay(row: AskTrace) -> list[str]:
+    """Re-run the deterministic stages of a stored ask and list every difference, in words.
+    Empty means the same pipeline decisions. Never calls an answerer or a remote judge."""
+    trace = Trace.from_row(row)
+    if trace.schema_version != TRACE_SCHEMA:
+        return [f"trace schema {trace.schema_version} cannot be replayed by schema {TRACE_SCHEMA}"]
+    pinned, stop = _pinned_now(row.user, trace)
+    if stop is not None:
+        return stop
+    stage = _front_again(row, trace, pinned)
+    differences = _search_differences(trace, stage)
+    differences += _pack_differences(trace.pack or EvidencePack(), stage.pack)
+    differences += _pre_decision_differences(trace, stage)
+    if not trace.reached_gate:
+        return differences  # the stored run never reached the gate: nothing more to compare
+    return differences + _gate_differences(row, trace, stage)
+
+
+def _pinned_now(user: AbstractBaseUser, trace: Trace) -> tuple[Document | None, list[str] | None]:
+    """The pinned document as it is now, and — when replay must stop here — its findings: a
+    stored ask that stopped before search (its pinned note was unavailable) only compares
+    that availability; a pinned note that is gone now cannot be searched again."""
+    pinned_id = trace.pinned_document_id
+    pinned = pinnable(user, pinned_id) if pinned_id is not None else None
+    if trace.search is None:
+        return pinned, [f"pinned note {pinned_id} is now available"] if pinned else []
+    if pinned_id is not None and pinned is None:
+        return None, [f"pinned note {pinned_id} is no longer available"]
+    return pinned, None
+
+
+def _front_again(row: AskTrace, trace: Trace, pinned: Document | None) -> Front:
+    """The front half re-run with the stored settings (this server's defaults for any the
+    trace does not record)."""
+    used = trace.settings
+    return front(
+        user=row.user,
+        question=row.question,
+        pinned=pinned,
+        mode=_mode(trace),
+        rerank=used.rerank if used.rerank is not None else settings.LODE_RERANK,
+        max_items=used.max_items if used.max_items is not None else settings.LODE_ASK_MAX_ITEMS,
+        max_chars=used.max_chars if used.max_chars is not None else settings.LODE_ASK_MAX_CHARS,
+    )
+
+
+def _mode(trace: Trace) -> str:
+    return trace.settings.mode if trace.settings.mode is not None else "hybrid"
+
+
+def _search_differences(trace: Trace, stage: Front) -> list[str]:
+    before = trace.search or TraceSearch()
+    now = TraceSearch.from_result(stage.result)
+    out: list[str] = []
+    if now.parsed != before.parsed:
+        out.append(f"parsed query differs: {before.parsed} → {now.parsed}")
+    if now.error != before.error:
+        out.append(f"search error differs: {before.error!r} → {now.error!r}")
+    if now.rerank != before.rerank:
+        out.append(f"reranker differs: {before.rerank} → {now.rerank}")
+    if now.degraded != before.degraded:
+        out.append(f"search degradation differs: {before.degraded} → {now.degraded}")
+    out += _manifest_differences(trace)
+    out += _list_difference("fused list", before.fused, now.fused)
+    out += _list_difference("reranked list", before.reranked, now.reranked)
+    return out
+
+
+def _manifest_differences(trace: Trace) -> list[str]:
+    """The embedding model, when the stored ask recorded one and one is active now."""
+    stored = trace.manifests.embedding if trace.manifests else ""
+    now = embedding_manifest(_mode(trace)) if stored else ""
+    if stored and now not in ("", stored):
+        return [f"embedding manifest differs: {stored} → {now}"]
+    return []
+
+
+def _pack_differences(before: EvidencePack, now: EvidencePack) -> list[str]:
+    ids_before = [item.passage_id for item in before.items]
+    ids_now = [item.passage_id for item in now.items]
+    out: list[str] = []
+    if ids_before != ids_now:
+        out += ["pack differs: " + d for d in _list_difference("item", ids_before, ids_now)]
+    elif before.items != now.items:
+        out.append("pack differs: same passages, different item fields")
+    if before.dropped != now.dropped:
+        out.append(f"pack dropped list differs: {len(before.dropped)} → {len(now.dropped)} dropped")
+    return out
+
+
+def _pre_decision_differences(trace: Trace, stage: Front) -> list[str]:
+    before = trace.pre_decision
+    decision_before = str(before.decision) if before and before.decision else None
+    decision_now = str(stage.pre.decision) if stage.pre.decision else None
+    if decision_before != decision_now:
+        return [f"decision before answering differs: {decision_before} → {decision_now}"]
+    questions_before = before.clarifying_questions if before else []
+    if questions_before != stage.pre.clarifying_questions:
+        return ["clarifying questions differ"]
+    return []
+
+
+def _gate_differences(row: AskTrace, trace: Trace, stage: Front) -> list[str]:
+    """The gate over the stored draft claims against the stored sent versions, then what it
+    changes downstream: the final decision and the conflicts."""
+    assert trace.draft is not None  # reached_gate
+    claims = trace.draft.claims
+    version_ids = trace.draft.sent_versions
+    bodies = dict(
+        Version.objects.filter(pk__in=version_ids, document__owner_id=row.user.pk).values_list(
+            "pk", "body"
+        )
+    )
+    out: list[str] = []
+    missing = sorted(set(version_ids) - set(bodies))
+    if missing:
+        out.append(f"sent versions no longer stored: {missing}")
+    verdicts = run_gate(claims, bodies, scorer=_replay_scorer(trace) if claims else None)
+    out += _verdict_differences(trace.gate or [], verdicts)
+
+    shown, _ = show_claims(verdicts, user=row.user)
+    conflicts = conflicts_for(shown, stage.pack, row.user) if shown else []
+    decision, _ = decide_after_gate(shown, conflicts)
+    stored_decision = trace.decision.decision if trace.decision else None
+    if stored_decision != str(decision):
+        out.append(f"final decision differs: {stored_decision} → {decision}")
+    subjects_before = [c["subject"] for c in outcome_from_trace(row).conflicts]
+    subjects_now = [c["subject"] for c in conflicts]
+    if subjects_before != subjects_now:
+        out.append(f"conflicts differ: {subjects_before} → {subjects_now}")
+    return out
+
+
+def _verdict_differences(before: list[ClaimVerdict], now: list[ClaimVerdict]) -> list[str]:
+    out: list[str] = []
+    for i, verdict in enumerate(now, start=1):
+        old = before[i - 1] if i - 1 < len(before) else None
+        if old is None:
+            out.append(f"gate verdict for claim {i} is new")
+        elif (old.passed, old.step) != (verdict.passed, verdict.step):
+            out.append(
+                f"gate verdict for claim {i} changed: {_verdict_words(old)} → "
+                f"{_verdict_words(verdict)} ({verdict.reason})"
+            )
+    if len(before) > len(now):
+        out.append(f"gate verdicts: {len(before)} stored, {len(now)} now")
+    return out
+
+
+def _replay_scorer(trace: Trace) -> EntailmentScorer | None:
+    """The scorer the stored ask used: an LLM judge's recorded scores (never the model
+    again), else the configured local backend run afresh (None if it cannot be built)."""
+    name = trace.settings.entailment if trace.settings.entailment is not None else "none"
+    if name == "llm-judge":
+        recorded_as = trace.manifests.entailment if trace.manifests else name
+        return RecordedScorer(recorded_as, trace.recorded_scores())
+    try:
+        return get_entailment_scorer(name)
+    except EntailmentUnavailable:
+        return None
+
+
+def _list_difference(name: str, before: Sequence[object], after: Sequence[object]) -> list[str]:
+    if list(before) == list(after):
+        return []
+    for rank, (a, b) in enumerate(zip(before, after, strict=False), start=1):
+        if a != b:
+            return [f"{name} differs at rank {rank}: {a} → {b}"]
+    return [f"{name} length differs: {len(before)} → {len(after)}"]
+
+
+def _verdict_words(verdict: ClaimVerdict) -> str:
+    return f"passed at {verdict.step}" if verdict.passed else f"dropped at {verdict.step}"

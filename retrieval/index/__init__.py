@@ -1,0 +1,2 @@
+"""What is stored and indexed: passages, chunking, embeddings, vectors, the worker sync,
+health, the lexical backends."""

@@ -1,0 +1,426 @@
+"""Background vector work: keep Chroma in step with the head passages.
+
+Saving a version queues `embed_document` once the transaction commits
+(`retrieval.index.passages`); `manage.py db_worker` (django-tasks-db) runs it. All of the work is
+in `sync_vectors`, which derives what to do from canonical rows alone — head passages
+without a `PassageVector` record get embedded, records of passages no longer at head get
+their vectors deleted — so a task that dies half-way loses nothing: the next run (or the
+sweep `db_worker` queues when it starts) picks up exactly what is left. Chroma upserts are
+idempotent by passage id and records are written after the upsert, so nothing is ever
+duplicated either.
+
+Order follows ADR 0005's upsert-before-prune: new vectors are written before old ones are
+deleted, and a failure while embedding leaves the previous vectors searchable.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from time import perf_counter
+
+import numpy as np
+from django.db import transaction
+from django.db.models import Q
+from django.tasks import task
+from django.utils import timezone
+
+from retrieval.index.embeddings import (
+    BATCH_SIZE,
+    EmbedderLike,
+    EmbeddingUnavailable,
+    Manifest,
+    current_manifest,
+    get_embedder,
+    input_sha256,
+    passage_input,
+)
+from retrieval.index.vectors import (
+    PAGE_SIZE,
+    VectorStore,
+    VectorStoreUnavailable,
+    chunked,
+    head_passages,
+    index_state,
+    open_vector_store,
+    pending_count,
+    pending_passages,
+    stale_records,
+)
+from retrieval.models import Passage, PassageVector, VectorIndexState
+
+logger = logging.getLogger("lode.tasks")
+
+# Back-off for a task that found the model or Chroma unavailable; after the last one the
+# work waits for the next save, the next worker start, or `lode_embed_pending`.
+RETRY_DELAYS_SECONDS = (30, 120, 600, 3600)
+# Batches embedded together, so length sorting spans them (MODELS.md: sorted is faster).
+WINDOW_BATCHES = 8
+# `lode_reindex_vectors` re-syncs this many times to catch passages saved meanwhile.
+REINDEX_PASSES = 3
+
+Progress = Callable[[int], object]
+
+
+@dataclass
+class SyncReport:
+    """What one `sync_vectors` run did; `embedded + reused` passages got a vector."""
+
+    manifest_key: str
+    pending: int = 0  # head passages without a vector when the run started
+    embedded: int = 0  # distinct inputs sent through the model
+    reused: int = 0  # passages whose vector was copied from an equal input's
+    deleted: int = 0  # vectors removed because their passage left the head set
+    seconds: float = 0.0
+
+    @property
+    def written(self) -> int:
+        return self.embedded + self.reused
+
+    @property
+    def passages_per_second(self) -> float:
+        return self.written / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {**asdict(self), "passages_per_second": round(self.passages_per_second, 2)}
+
+
+@dataclass
+class ReindexReport:
+    """What `reindex_vectors` did. `switched` only when the new collection was complete."""
+
+    previous_key: str
+    target_key: str
+    switched: bool
+    remaining: int
+    syncs: list[SyncReport] = field(default_factory=list)
+
+
+# --- one batch ---------------------------------------------------------------------------
+
+
+def reusable_vectors(
+    store: VectorStore, manifest_key: str, hashes: Iterable[str]
+) -> dict[str, np.ndarray]:
+    """Stored vectors for inputs already embedded under this manifest, by input hash.
+
+    The old version's passages keep their vectors until the prune step, so an edit that
+    leaves a paragraph (and the title) untouched finds its vector here.
+    """
+    sources = dict(
+        PassageVector.objects.filter(manifest_key=manifest_key, input_sha256__in=set(hashes))
+        .order_by("passage_id")
+        .values_list("input_sha256", "passage_id")
+    )
+    if not sources:
+        return {}
+    stored = store.get_embeddings(sources.values())
+    return {digest: stored[pk] for digest, pk in sources.items() if pk in stored}
+
+
+def record_vectors(passages: list[Passage], hashes: list[str], manifest_key: str) -> None:
+    """Write the canonical records; only ever called after the Chroma upsert succeeded."""
+    now = timezone.now()
+    PassageVector.objects.bulk_create(
+        [
+            PassageVector(
+                passage_id=passage.pk,
+                manifest_key=manifest_key,
+                text_sha256=passage.text_sha256,
+                input_sha256=digest,
+                embedded_at=now,
+            )
+            for passage, digest in zip(passages, hashes, strict=True)
+        ],
+        update_conflicts=True,
+        unique_fields=["passage", "manifest_key"],
+        update_fields=["text_sha256", "input_sha256", "embedded_at"],
+    )
+
+
+def sync_window(
+    passage_ids: list[int],
+    *,
+    manifest: Manifest,
+    store: VectorStore,
+    embedder: EmbedderLike,
+    report: SyncReport,
+    batch_size: int = BATCH_SIZE,
+    progress: Progress | None = None,
+) -> None:
+    """Embed (or reuse) a window of pending passages, then upsert and record each batch.
+
+    The window's new inputs go to the model together, so `embed_passages` can sort them by
+    length across several batches of 32 (less padding, measurably faster); writes stay at
+    `batch_size`, each upsert followed by its records, so a crash loses at most a window
+    of embedding work and never leaves a recorded passage without its vector.
+    """
+    passages = list(
+        head_passages()
+        .filter(pk__in=passage_ids)
+        .select_related("document", "version")
+        .order_by("pk")
+    )
+    inputs = [passage_input(p, manifest.passage_template) for p in passages]
+    hashes = [input_sha256(text) for text in inputs]
+    vectors = reusable_vectors(store, manifest.key, hashes) if passages else {}
+    # Each distinct new input goes through the model once, even if repeated in the window.
+    missing = {digest: text for digest, text in zip(hashes, inputs, strict=True)}
+    for digest in vectors:
+        missing.pop(digest, None)
+    if missing:
+        fresh = embedder.embed_passages(list(missing.values()))
+        vectors.update(zip(missing, fresh, strict=True))
+    for start in range(0, len(passage_ids), batch_size):
+        # Passages that left the head set since the pending list was read are skipped.
+        wanted = set(passage_ids[start : start + batch_size])
+        part = [i for i, passage in enumerate(passages) if passage.pk in wanted]
+        if part:
+            store.upsert([passages[i] for i in part], np.stack([vectors[hashes[i]] for i in part]))
+            record_vectors([passages[i] for i in part], [hashes[i] for i in part], manifest.key)
+        if progress is not None:
+            progress(len(wanted))
+    report.embedded += len(missing)
+    report.reused += len(passages) - len(missing)
+
+
+def prune_vectors(passage_ids: list[int] | None = None) -> int:
+    """Delete vectors (any manifest) of passages no longer at head; returns how many.
+
+    Chroma first, then the record: a crash in between leaves a record whose deletion is
+    simply repeated next time, never a vector nobody knows about.
+    """
+    by_key: dict[str, list[int]] = defaultdict(list)
+    for key, pk in stale_records(passage_ids).values_list("manifest_key", "passage_id"):
+        by_key[key].append(pk)
+    deleted = 0
+    for key, ids in by_key.items():
+        open_vector_store(key).delete(ids)
+        for part in chunked(ids, PAGE_SIZE):
+            PassageVector.objects.filter(manifest_key=key, passage_id__in=list(part)).delete()
+        deleted += len(ids)
+    return deleted
+
+
+# --- the sync ----------------------------------------------------------------------------
+
+
+def sync_vectors(
+    passage_ids: Iterable[int] | None = None,
+    *,
+    batch_size: int = BATCH_SIZE,
+    progress: Progress | None = None,
+    embedder: EmbedderLike | None = None,
+    window: int | None = None,
+) -> SyncReport:
+    """Bring the current manifest's collection in step with the head passages.
+
+    `passage_ids` limits the run to those passages (a document's, from its task); None
+    means everything. Pending passages are taken `window` at a time (default 8 batches),
+    embedded in batches of `batch_size` sorted by length (equal inputs reuse a stored
+    vector), then upserted and recorded batch by batch; afterwards vectors of passages
+    that left the head set are deleted. `progress(n)` is called after each batch. The model
+    and Chroma are only touched when there is work. Raises `EmbeddingUnavailable` or
+    `VectorStoreUnavailable`; whatever was recorded before stays done.
+    """
+    started = perf_counter()
+    manifest = embedder.manifest if embedder is not None else current_manifest()
+    index_state()  # the first sync on a fresh install makes this manifest the active one
+    scope = None if passage_ids is None else list(passage_ids)
+    pending = list(
+        pending_passages(manifest.key, scope).order_by("pk").values_list("pk", flat=True)
+    )
+    report = SyncReport(manifest_key=manifest.key, pending=len(pending))
+    if pending:
+        model = embedder if embedder is not None else get_embedder()
+        store = open_vector_store(manifest.key, manifest)
+        for ids in chunked(pending, window or batch_size * WINDOW_BATCHES):
+            sync_window(
+                list(ids),
+                manifest=manifest,
+                store=store,
+                embedder=model,
+                report=report,
+                batch_size=batch_size,
+                progress=progress,
+            )
+    report.deleted = prune_vectors(scope)
+    report.seconds = perf_counter() - started
+    return report
+
+
+def reconcile_vectors(manifest_key: str) -> tuple[int, int]:
+    """Repair drift between the records and Chroma; returns (records dropped, vectors dropped).
+
+    A record whose vector is gone (the Chroma folder was deleted, a server was swapped) is
+    dropped, so its passage becomes pending again. A vector with no record is deleted only
+    when its passage is no longer at head: a head one may be a worker's upsert whose record
+    is about to be written, and the next sync overwrites it anyway. Safe to run beside a
+    worker.
+    """
+    store = open_vector_store(manifest_key)
+    in_chroma = set(store.ids())
+    recorded = set(
+        PassageVector.objects.filter(manifest_key=manifest_key).values_list("passage_id", flat=True)
+    )
+    lost = sorted(recorded - in_chroma)
+    for part in chunked(lost, PAGE_SIZE):
+        PassageVector.objects.filter(manifest_key=manifest_key, passage_id__in=list(part)).delete()
+    unrecorded = in_chroma - recorded
+    live = set(head_passages().filter(pk__in=unrecorded).values_list("pk", flat=True))
+    orphans = sorted(unrecorded - live)
+    store.delete(orphans)
+    return len(lost), len(orphans)
+
+
+def reindex_vectors(
+    *,
+    embedder: EmbedderLike | None = None,
+    batch_size: int = BATCH_SIZE,
+    progress: Progress | None = None,
+    window: int | None = None,
+) -> ReindexReport:
+    """Build the current manifest's collection completely, then make it the active one.
+
+    Queries keep reading the previous collection until every head passage has a vector
+    under the new manifest; only then does the state row switch (one transaction), and the
+    previous collections and their records are removed. An interrupted run leaves the old
+    index active and resumes where it stopped.
+    """
+    model = embedder if embedder is not None else get_embedder()
+    target = model.manifest
+    previous = index_state().active_key
+    if previous != target.key:
+        VectorIndexState.objects.filter(pk=1).update(building_key=target.key)
+    report = ReindexReport(
+        previous_key=previous, target_key=target.key, switched=False, remaining=0
+    )
+    for _ in range(REINDEX_PASSES):
+        report.syncs.append(
+            sync_vectors(
+                None, batch_size=batch_size, progress=progress, embedder=model, window=window
+            )
+        )
+        report.remaining = pending_count(manifest_key=target.key)
+        if report.remaining == 0:
+            break
+    if report.remaining or previous == target.key:
+        return report
+    with transaction.atomic():
+        state = VectorIndexState.objects.select_for_update().get(pk=1)
+        state.active_key = target.key
+        state.active_manifest = target.as_metadata()
+        state.building_key = ""
+        state.switched_at = timezone.now()
+        state.save()
+    report.switched = True
+    retire_collections(keep=target.key)
+    return report
+
+
+def retire_collections(*, keep: str) -> list[str]:
+    """Drop every collection (and its records) except `keep`'s; returns the keys dropped."""
+    keys = set(
+        PassageVector.objects.exclude(manifest_key=keep)
+        .values_list("manifest_key", flat=True)
+        .distinct()
+    )
+    for key in sorted(keys):
+        open_vector_store(key).drop()
+        PassageVector.objects.filter(manifest_key=key).delete()
+    return sorted(keys)
+
+
+# --- tasks -------------------------------------------------------------------------------
+
+
+def document_passage_ids(document_id: int) -> list[int]:
+    """A document's passages that need a vector or still have one."""
+    return list(
+        Passage.objects.filter(document_id=document_id)
+        .filter(Q(is_head=True) | Q(vectors__isnull=False))
+        .values_list("pk", flat=True)
+        .distinct()
+    )
+
+
+def _retry_later(retry: Callable[[int], object], attempt: int) -> None:
+    """Queue `retry(delay)` with the next back-off delay, if attempts remain."""
+    if attempt >= len(RETRY_DELAYS_SECONDS):
+        return
+    try:
+        retry(RETRY_DELAYS_SECONDS[attempt])
+    except Exception:  # e.g. a backend without deferred tasks; the sweep catches up later
+        logger.exception("could not queue a retry of the vector sync")
+
+
+@task()
+def embed_document(document_id: int, attempt: int = 0) -> dict[str, object]:
+    """Embed a document's new head passages and delete its old ones' vectors."""
+    try:
+        return sync_vectors(document_passage_ids(document_id)).as_dict()
+    except (EmbeddingUnavailable, VectorStoreUnavailable) as exc:
+        logger.warning("vector sync of document %s failed: %s", document_id, exc)
+        _retry_later(
+            lambda delay: embed_document.using(
+                run_after=timezone.now() + timedelta(seconds=delay)
+            ).enqueue(document_id, attempt + 1),
+            attempt,
+        )
+        raise
+
+
+@task()
+def sync_pending_vectors(attempt: int = 0) -> dict[str, object]:
+    """Embed everything pending and prune everything stale (the sweep)."""
+    try:
+        return sync_vectors(None).as_dict()
+    except (EmbeddingUnavailable, VectorStoreUnavailable) as exc:
+        logger.warning("vector sweep failed: %s", exc)
+        _retry_later(
+            lambda delay: sync_pending_vectors.using(
+                run_after=timezone.now() + timedelta(seconds=delay)
+            ).enqueue(attempt + 1),
+            attempt,
+        )
+        raise
+
+
+def enqueue_document_sync(document_id: int) -> None:
+    """Queue `embed_document`; never raises, because the vector index is derived data
+    (the sweep or `lode_embed_pending` catches up) and the note is already saved."""
+    try:
+        embed_document.enqueue(document_id)
+    except Exception:
+        logger.exception("could not queue the vector sync of document %s", document_id)
+
+
+def enqueue_document_sync_on_commit(document_id: int) -> None:
+    """Queue the document's vector sync once the current transaction commits.
+
+    Before commit the worker could not see the new passages (and a rollback must not leave
+    a task behind).
+    """
+    transaction.on_commit(lambda: enqueue_document_sync(document_id))
+
+
+def enqueue_pending_sweep() -> bool:
+    """Queue one `sync_pending_vectors` if there is vector work and none is queued yet.
+
+    `db_worker` calls this as it starts, so work a killed worker left behind (its task row
+    stays RUNNING forever) is picked up; the bulk index writer (`passages.index_new_heads`,
+    behind `notes.services.notes_import`) queues it on commit instead of a task per document.
+    Returns whether a sweep was queued.
+    """
+    from django_tasks_db.models import DBTaskResult
+
+    queued = DBTaskResult.objects.ready().filter(task_path=sync_pending_vectors.module_path)
+    if queued.exists():
+        return False
+    if not (pending_passages(current_manifest().key).exists() or stale_records().exists()):
+        return False
+    sync_pending_vectors.enqueue()
+    return True

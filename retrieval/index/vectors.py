@@ -1,0 +1,639 @@
+"""The vector leg's store: one Chroma collection per embedding manifest.
+
+Chroma is a derived index (DESIGN.md): the canonical record of which passage has a vector
+under which manifest is the `PassageVector` table, written only after a Chroma upsert
+succeeded. Locations:
+
+* default: an embedded `PersistentClient` at `settings.LODE_CHROMA_PATH` (`<data>/chroma`);
+* `CHROMA_URL` set: an `HttpClient` to a Chroma server (`chroma run --path DIR --port N`).
+
+Embeddings are always passed in; `documents=` or `query_texts=` would make Chroma fetch its
+own model from the internet (MODELS.md).
+
+Embedded mode and several processes. The web server reads and `db_worker` writes the same
+folder, but a `PersistentClient` caches its HNSW index in memory: a reader never sees
+another process's writes, and a writer holding a stale copy loses vectors (both measured
+with chromadb 1.5.9). So every embedded-mode operation follows a small protocol: writers
+hold an exclusive `flock` on `<path>/lode-write.lock` and bump a generation token file
+after writing; readers hold a shared lock; either reopens its client when the token
+changed since it last looked. With a Chroma server none of this is needed.
+
+All Chroma and connection errors become `VectorStoreUnavailable` (a short user-facing
+reason) so search can degrade to lexical and say why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import numpy as np
+from django.conf import settings
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from notes.models import Document
+from retrieval.index.embeddings import Manifest, current_manifest
+from retrieval.models import Passage, PassageVector, VectorIndexState
+
+if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+    from chromadb.api.models.Collection import Collection
+
+logger = logging.getLogger("lode.vectors")
+
+DEFAULT_LIMIT = 256  # ADR 0005: each retrieval channel reads at most 256 candidates
+METADATA_KEYS = ("document", "version", "owner", "kind", "trust", "created", "text_sha256")
+GENERATION_FILE = "lode-generation"
+LOCK_FILE = "lode-write.lock"
+# Embedded mode: the longest a reader waits for a writer's batch (a batch takes milliseconds).
+LOCK_TIMEOUT_SECONDS = 10.0
+# After a server failed to answer, calls fail at once for this long instead of each one
+# waiting for a timeout: a dead server must not make every search slow.
+FAILURE_RETRY_SECONDS = 5.0
+PAGE_SIZE = 1000  # ids per request when listing or deleting many vectors
+# Largest eligible set the exact fallback of `VectorStore.query` scores in numpy (~15 MB).
+EXACT_FALLBACK_MAX = 10_000
+# Extra candidates a query fetches so that vectors of just-replaced passages (dropped after
+# the fetch) do not leave the result short.
+QUERY_MARGIN = 32
+
+
+class VectorStoreUnavailable(Exception):
+    """The vector index cannot be used right now; `str()` is a short user-facing reason."""
+
+
+@dataclass(frozen=True)
+class VectorHit:
+    """One dense-leg candidate. `cosine` is cosine similarity (1 - Chroma cosine distance)."""
+
+    passage_id: int
+    cosine: float
+
+
+# --- pure helpers ------------------------------------------------------------------------
+
+
+def collection_name(manifest_key: str) -> str:
+    """`<prefix>_<manifest key>`: one collection per manifest, never two models mixed."""
+    return f"{settings.LODE_CHROMA_COLLECTION_PREFIX}_{manifest_key}"
+
+
+def eligibility_where(owner_id: int, where: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Chroma `where` for the owner AND every extra filter, applied before the top-k cut."""
+    clauses: list[dict[str, Any]] = [{"owner": {"$eq": int(owner_id)}}]
+    clauses.extend({key: value} for key, value in (where or {}).items())
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+def vector_metadata(passage: Passage, manifest_key: str) -> dict[str, str | int]:
+    """Chroma metadata of a passage's vector (`passage.document`/`.version` are read)."""
+    return {
+        "document": passage.document_id,
+        "version": passage.version_id,
+        "owner": passage.document.owner_id,
+        "kind": passage.document.kind,
+        "trust": passage.document.trust_tier,
+        "created": int(passage.version.created_at.timestamp()),
+        "text_sha256": passage.text_sha256,
+        "manifest": manifest_key,
+    }
+
+
+def hits_from_result(
+    ids: Sequence[str], distances: Sequence[float], *, exclude: set[int], limit: int
+) -> list[VectorHit]:
+    """Chroma's ids/distances as hits: best first, ties by passage id, `exclude` dropped."""
+    hits = [
+        VectorHit(passage_id=int(raw), cosine=1.0 - float(distance))
+        for raw, distance in zip(ids, distances, strict=True)
+        if int(raw) not in exclude
+    ]
+    hits.sort(key=lambda hit: (-hit.cosine, hit.passage_id))
+    return hits[:limit]
+
+
+def exact_distances(
+    embeddings: Sequence[Sequence[float]] | np.ndarray, query: np.ndarray
+) -> list[float]:
+    """Cosine distances (1 - cosine similarity) of each vector to `query`, computed exactly."""
+    if len(embeddings) == 0:
+        return []
+    matrix = np.asarray(embeddings, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(query))
+    cosines = (matrix @ query) / np.where(norms == 0, 1.0, norms)
+    return [1.0 - float(c) for c in cosines]
+
+
+def chunked(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+# --- canonical records (ORM) -------------------------------------------------------------
+
+
+def head_passages() -> QuerySet[Passage]:
+    """Passages that should have a vector: head versions of live documents."""
+    return Passage.objects.filter(is_head=True, document__deleted_at__isnull=True)
+
+
+def pending_passages(
+    manifest_key: str, passage_ids: Iterable[int] | None = None
+) -> QuerySet[Passage]:
+    """Head passages with no recorded vector under `manifest_key` (optionally within ids)."""
+    queryset = head_passages().exclude(vectors__manifest_key=manifest_key)
+    if passage_ids is not None:
+        queryset = queryset.filter(pk__in=list(passage_ids))
+    return queryset
+
+
+def stale_records(passage_ids: Iterable[int] | None = None) -> QuerySet[PassageVector]:
+    """Vector records (any manifest) whose passage is no longer a live head passage."""
+    queryset = PassageVector.objects.exclude(passage_id__in=head_passages().values("pk"))
+    if passage_ids is not None:
+        queryset = queryset.filter(passage_id__in=list(passage_ids))
+    return queryset
+
+
+def live_passage_ids(passage_ids: Sequence[int], owner_id: int | None = None) -> set[int]:
+    """Which of these passages are live head passages (of `owner_id`, if given); one
+    indexed lookup per 900 ids.
+
+    A vector can outlive its passage's head status for a moment: the old version's vectors
+    stay in Chroma, with the right owner, until the worker's next sync deletes them.
+    """
+    live: set[int] = set()
+    for part in chunked(list(passage_ids), 900):
+        # The owner is checked here, not in SQL: filtering on it there makes SQLite walk
+        # every document the owner has instead of the few hundred ids asked about.
+        rows = head_passages().filter(pk__in=list(part)).values_list("pk", "document__owner_id")
+        live.update(pk for pk, owner in rows if owner_id is None or owner == owner_id)
+    return live
+
+
+def sole_owner(owner_id: int) -> bool:
+    """True when no other user owns any document, so no other user's vector can exist.
+
+    Then the owner clause in Chroma's `where` is a no-op — yet it is what makes a filtered
+    HNSW query slow (measured at 8k vectors: ~33–63 ms filtered vs 2–3 ms unfiltered). One
+    indexed lookup.
+    """
+    return not Document.objects.exclude(owner_id=owner_id).exists()
+
+
+def index_state() -> VectorIndexState:
+    """The index state row, created on first use with this code's manifest as active."""
+    manifest = current_manifest()
+    state, _ = VectorIndexState.objects.get_or_create(
+        pk=1,
+        defaults={
+            "active_key": manifest.key,
+            "active_manifest": manifest.as_metadata(),
+            "switched_at": timezone.now(),
+        },
+    )
+    return state
+
+
+def active_manifest_key() -> str:
+    """The manifest whose collection queries read."""
+    return index_state().active_key
+
+
+def pending_count(owner_id: int | None = None, *, manifest_key: str | None = None) -> int:
+    """Head passages of live documents without a vector under the active manifest."""
+    queryset = pending_passages(manifest_key or active_manifest_key())
+    if owner_id is not None:
+        queryset = queryset.filter(document__owner_id=owner_id)
+    return queryset.count()
+
+
+# --- Chroma connections ------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path, *, exclusive: bool, timeout: float) -> Iterator[None]:
+    """A shared or exclusive `flock` on `path`, waiting at most `timeout` seconds."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, mode)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise VectorStoreUnavailable("vector index busy") from None
+                time.sleep(0.005)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def _http_settings(url: str) -> tuple[str, int, bool]:
+    parts = urlsplit(url)
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise VectorStoreUnavailable("CHROMA_URL is not an http(s) URL")
+    ssl = parts.scheme == "https"
+    try:
+        port = parts.port or (443 if ssl else 80)
+    except ValueError:
+        raise VectorStoreUnavailable("CHROMA_URL has a bad port") from None
+    return parts.hostname, port, ssl
+
+
+def _timeout() -> Any:
+    import httpx
+
+    seconds = float(settings.LODE_CHROMA_TIMEOUT_SECONDS)
+    return httpx.Timeout(seconds, connect=min(seconds, 2.0))
+
+
+def _open_http_client(url: str) -> ClientAPI:
+    """An `HttpClient` whose requests time out (chromadb's own client never does)."""
+    import chromadb
+    import httpx
+    from chromadb.config import Settings
+
+    host, port, ssl = _http_settings(url)
+    # Probe first with a short timeout: creating the client already makes requests, with
+    # no timeout, so a black-holed address would otherwise hang here for minutes.
+    base = f"{'https' if ssl else 'http'}://{host}:{port}"
+    try:
+        httpx.get(f"{base}/api/v2/heartbeat", timeout=_timeout()).raise_for_status()
+    except httpx.HTTPError as exc:
+        raise VectorStoreUnavailable("vector server unreachable") from exc
+    try:
+        client = chromadb.HttpClient(
+            host=host, port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False)
+        )
+    except Exception as exc:  # e.g. another web app answering on that port
+        raise VectorStoreUnavailable("vector server is not a Chroma server") from exc
+    # chromadb 1.5.9 exposes no timeout setting; its httpx session is `_server._session`.
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if isinstance(session, httpx.Client):
+        session.timeout = _timeout()
+    else:
+        logger.warning("could not set a timeout on the Chroma HTTP client; calls may hang")
+    return client
+
+
+def _open_persistent_client(path: Path) -> ClientAPI:
+    import chromadb
+    from chromadb.config import Settings
+
+    return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+
+
+class _Connection:
+    """One Chroma client for one location, shared by every store in this process."""
+
+    def __init__(self, *, path: Path | None, url: str | None) -> None:
+        self.path = path
+        self.url = url
+        self._lock = threading.RLock()  # one Chroma call at a time per process and location
+        self._client: ClientAPI | None = None
+        self._generation: str | None = None
+        self._collections: dict[str, Collection] = {}
+        self._failed_at = 0.0
+        self._failure = ""
+
+    # embedded-mode generation token ----------------------------------------------------
+    def _read_generation(self) -> str:
+        assert self.path is not None
+        try:
+            return (self.path / GENERATION_FILE).read_text(encoding="ascii")
+        except FileNotFoundError:
+            return ""
+
+    def _bump_generation(self) -> str:
+        assert self.path is not None
+        token = secrets.token_hex(8)
+        temp = self.path / f".{GENERATION_FILE}.{os.getpid()}"
+        temp.write_text(token, encoding="ascii")
+        os.replace(temp, self.path / GENERATION_FILE)
+        return token
+
+    def _close_client(self) -> None:
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                self._client.close()
+        self._client = None
+        self._collections.clear()
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_client()
+
+    @contextlib.contextmanager
+    def session(self, *, write: bool) -> Iterator[_Connection]:
+        """Hold this location for one operation; its client is current inside."""
+        with self._lock:
+            if self.url is not None:
+                if time.monotonic() - self._failed_at < FAILURE_RETRY_SECONDS:
+                    raise VectorStoreUnavailable(self._failure)
+                if self._client is None:
+                    try:
+                        self._client = _open_http_client(self.url)
+                    except VectorStoreUnavailable as exc:
+                        self.mark_failed(str(exc))
+                        raise
+                yield self
+                return
+            assert self.path is not None
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise VectorStoreUnavailable("vector index folder cannot be created") from exc
+            with _file_lock(self.path / LOCK_FILE, exclusive=write, timeout=LOCK_TIMEOUT_SECONDS):
+                token = self._read_generation()
+                if self._client is None or token != self._generation:
+                    # Another process wrote since this client loaded its index: reload.
+                    self._close_client()
+                    try:
+                        self._client = _open_persistent_client(self.path)
+                    except Exception as exc:
+                        logger.exception("cannot open the Chroma folder %s", self.path)
+                        raise VectorStoreUnavailable("vector index cannot be opened") from exc
+                    self._generation = token
+                try:
+                    yield self
+                finally:
+                    if write:
+                        self._generation = self._bump_generation()
+
+    def collection(self, name: str, *, create: bool, metadata: dict[str, Any]) -> Collection | None:
+        """The named collection (created if `create`), or None when it does not exist."""
+        from chromadb.errors import NotFoundError
+
+        assert self._client is not None
+        cached = self._collections.get(name)
+        if cached is not None:
+            return cached
+        if create:
+            found = self._client.get_or_create_collection(
+                name, embedding_function=None, metadata=metadata
+            )
+        else:
+            try:
+                found = self._client.get_collection(name, embedding_function=None)
+            except NotFoundError:
+                return None
+        self._collections[name] = found
+        return found
+
+    def forget(self, name: str) -> None:
+        self._collections.pop(name, None)
+
+    def mark_failed(self, reason: str) -> None:
+        """Fail fast for a while: the server did not answer."""
+        self._failed_at, self._failure = time.monotonic(), reason
+
+
+_connections: dict[tuple[str, str], _Connection] = {}
+_connections_lock = threading.Lock()
+
+
+def _connection() -> _Connection:
+    """The process's connection to the configured location (one client per path or URL)."""
+    url = settings.CHROMA_URL
+    key = ("url", url) if url else ("path", str(Path(settings.LODE_CHROMA_PATH).resolve()))
+    with _connections_lock:
+        connection = _connections.get(key)
+        if connection is None:
+            if url:
+                connection = _Connection(path=None, url=url)
+            else:
+                connection = _Connection(path=Path(key[1]), url=None)
+            _connections[key] = connection
+        return connection
+
+
+def reset_vector_stores() -> None:
+    """Close every client this process opened (tests; after moving the data folder)."""
+    with _connections_lock:
+        for connection in _connections.values():
+            connection.close()
+        _connections.clear()
+
+
+def _is_transport_error(exc: BaseException) -> bool:
+    try:
+        import httpx
+    except ImportError:  # pragma: no cover - chromadb depends on httpx
+        return False
+    return isinstance(exc, httpx.TransportError)
+
+
+# --- the store ---------------------------------------------------------------------------
+
+
+class VectorStore:
+    """The collection of one manifest at the configured location."""
+
+    def __init__(self, connection: _Connection, manifest_key: str, manifest: Manifest | None):
+        self._connection = connection
+        self.manifest_key = manifest_key
+        self.name = collection_name(manifest_key)
+        self._metadata: dict[str, Any] = {"hnsw:space": "cosine"}
+        if manifest is not None:
+            self._metadata.update(manifest.as_metadata())
+
+    @contextlib.contextmanager
+    def _use(self, action: str, *, write: bool, create: bool) -> Iterator[Collection | None]:
+        """The collection for one operation; any failure becomes `VectorStoreUnavailable`."""
+        connection = self._connection
+        with connection.session(write=write):
+            try:
+                yield connection.collection(self.name, create=create, metadata=self._metadata)
+            except VectorStoreUnavailable:
+                raise
+            except Exception as exc:
+                # Chroma raises assorted types (its own errors, httpx, Rust panics as
+                # exceptions); to search they all mean "no dense leg right now".
+                connection.forget(self.name)
+                logger.warning("Chroma %s on %s failed: %r", action, self.name, exc)
+                if _is_transport_error(exc):
+                    connection.mark_failed("vector server unreachable")
+                    raise VectorStoreUnavailable("vector server unreachable") from exc
+                raise VectorStoreUnavailable(f"vector index {action} failed") from exc
+
+    def query(
+        self,
+        vector: np.ndarray,
+        *,
+        owner_id: int,
+        limit: int = DEFAULT_LIMIT,
+        where: dict[str, Any] | None = None,
+    ) -> list[VectorHit]:
+        """The `limit` nearest passages `owner_id` may see, best first.
+
+        Eligibility (owner, plus every key of `where` — Chroma metadata filters on the keys
+        in `METADATA_KEYS` — ANDed) is part of Chroma's search, so an ineligible passage
+        never takes a top-k slot. Vectors of passages that are no longer at head (the sync
+        has yet to delete them) are dropped after an over-fetch, and the search goes deeper
+        if they left the result short, so they never take a slot either. When the HNSW
+        search returns fewer than asked, the eligible set (up to `EXACT_FALLBACK_MAX`
+        vectors) is scored exactly instead.
+        """
+        query = np.asarray(vector, dtype=np.float32)
+        if query.ndim != 1:
+            raise ValueError(f"a query vector must be 1-d, got shape {query.shape}")
+        if limit <= 0:
+            return []
+        # A single-user install skips the no-op owner clause; the owner check below still
+        # drops (and searches past) any vector that is not this owner's live head passage,
+        # so nothing ineligible can take a slot either way.
+        clause = (
+            None if where is None and sole_owner(owner_id) else eligibility_where(owner_id, where)
+        )
+        wanted = limit + QUERY_MARGIN
+        while True:
+            ids, distances, complete = self._nearest(query, clause, wanted)
+            live = live_passage_ids([int(raw) for raw in ids], owner_id)
+            dead = {int(raw) for raw in ids} - live
+            hits = hits_from_result(ids, distances, exclude=dead, limit=limit)
+            if len(hits) == limit or complete:
+                return hits
+            wanted *= 4  # more replaced passages than the margin: look deeper
+
+    def _nearest(
+        self, query: np.ndarray, clause: dict[str, Any] | None, wanted: int
+    ) -> tuple[list[str], list[float], bool]:
+        """Ids and cosine distances of the `wanted` nearest eligible vectors, and whether
+        that is every eligible vector there is."""
+        with self._use("query", write=False, create=False) as collection:
+            if collection is None:
+                return [], [], True
+            result = collection.query(
+                query_embeddings=[query], n_results=wanted, where=clause, include=["distances"]
+            )
+            ids, distances = list(result["ids"][0]), list(result["distances"][0])
+            if len(ids) == wanted:
+                return ids, distances, False
+            # Fewer than asked: either few passages are eligible, or the filtered HNSW walk
+            # never reached some (chromadb 1.5.9 misses a lone eligible vector among many
+            # close ineligible ones: measured). Score the eligible set exactly instead.
+            found = collection.get(
+                where=clause, include=["embeddings"], limit=EXACT_FALLBACK_MAX + 1
+            )
+        if len(found["ids"]) > EXACT_FALLBACK_MAX:
+            logger.warning("%s: eligible set too large for the exact check", self.name)
+            return ids, distances, True
+        return list(found["ids"]), exact_distances(found["embeddings"], query), True
+
+    def upsert(self, passages: Sequence[Passage], vectors: np.ndarray) -> None:
+        """Write one vector per passage (id = passage id); idempotent by id."""
+        if len(passages) != len(vectors):
+            raise ValueError(f"{len(passages)} passages but {len(vectors)} vectors")
+        if not passages:
+            return
+        with self._use("upsert", write=True, create=True) as collection:
+            assert collection is not None
+            collection.upsert(
+                ids=[str(p.pk) for p in passages],
+                embeddings=np.asarray(vectors, dtype=np.float32),
+                metadatas=[vector_metadata(p, self.manifest_key) for p in passages],
+            )
+
+    def delete(self, passage_ids: Iterable[int]) -> None:
+        """Remove these passages' vectors (missing ones are ignored)."""
+        ids = [str(pk) for pk in passage_ids]
+        if not ids:
+            return
+        with self._use("delete", write=True, create=False) as collection:
+            if collection is None:
+                return
+            for part in chunked(ids, PAGE_SIZE):
+                collection.delete(ids=list(part))
+
+    def count(self) -> int:
+        with self._use("count", write=False, create=False) as collection:
+            return 0 if collection is None else collection.count()
+
+    def get_embeddings(self, passage_ids: Iterable[int]) -> dict[int, np.ndarray]:
+        """Stored vectors by passage id; ids without a vector are absent."""
+        ids = [str(pk) for pk in passage_ids]
+        if not ids:
+            return {}
+        found: dict[int, np.ndarray] = {}
+        with self._use("read", write=False, create=False) as collection:
+            if collection is None:
+                return {}
+            for part in chunked(ids, PAGE_SIZE):
+                result = collection.get(ids=list(part), include=["embeddings"])
+                for raw, embedding in zip(result["ids"], result["embeddings"], strict=True):
+                    found[int(raw)] = np.asarray(embedding, dtype=np.float32)
+        return found
+
+    def _get_all(self, include: list[str]) -> list[Any]:
+        """Chroma `get` results covering every vector here, `PAGE_SIZE` per request."""
+        pages: list[Any] = []
+        with self._use("read", write=False, create=False) as collection:
+            if collection is None:
+                return []
+            offset = 0
+            while True:
+                result = collection.get(include=include, limit=PAGE_SIZE, offset=offset)
+                pages.append(result)
+                if len(result["ids"]) < PAGE_SIZE:
+                    return pages
+                offset += PAGE_SIZE
+
+    def ids(self) -> list[int]:
+        """Every passage id with a vector here (for reconciliation and tests)."""
+        return [int(raw) for page in self._get_all([]) for raw in page["ids"]]
+
+    def metadatas(self) -> dict[int, dict[str, Any]]:
+        """Every vector's metadata by passage id (the index health check compares it)."""
+        return {
+            int(raw): dict(meta or {})
+            for page in self._get_all(["metadatas"])
+            for raw, meta in zip(page["ids"], page["metadatas"], strict=True)
+        }
+
+    def drop(self) -> None:
+        """Delete the whole collection (after a manifest switch made it unused)."""
+        from chromadb.errors import NotFoundError
+
+        with self._use("drop", write=True, create=False) as collection:
+            if collection is None:
+                return
+            client = self._connection._client
+            assert client is not None
+            with contextlib.suppress(NotFoundError):
+                client.delete_collection(self.name)
+            self._connection.forget(self.name)
+
+
+def open_vector_store(manifest_key: str, manifest: Manifest | None = None) -> VectorStore:
+    """The store of any manifest's collection (sync and reindex write through this)."""
+    return VectorStore(_connection(), manifest_key, manifest)
+
+
+def get_vector_store() -> VectorStore:
+    """The store queries use: the active manifest's collection.
+
+    Raises `VectorStoreUnavailable` when the active index was built with a manifest other
+    than the one this code embeds queries with (a rebuild is pending or in progress):
+    comparing vectors of two models would be meaningless, so the dense leg sits out.
+    """
+    manifest = current_manifest()
+    state = index_state()
+    if state.active_key != manifest.key:
+        raise VectorStoreUnavailable(
+            "vector index is being rebuilt for a new embedding model (lode_reindex_vectors)"
+        )
+    return open_vector_store(manifest.key, manifest)

@@ -1,0 +1,1 @@
+"""Finding passages: the search pipeline, fusion, rerank, verified opening, evaluation."""

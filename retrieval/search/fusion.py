@@ -1,0 +1,98 @@
+"""Fuse the lexical and dense candidate lists: reciprocal rank fusion with exact-match boosts.
+
+Pure and deterministic: no database, no model, no clock. Both input lists are already
+eligibility-filtered and ordered best first. Every fused hit keeps its per-leg ranks and raw
+scores and the reasons it was included, so the page and API can explain its position.
+
+Order (DESIGN.md "RRF k=60 + exact identifier/phrase boosts + deterministic ties"):
+1. an exact match of a quoted phrase or an identifier from the query (`nginx.conf`,
+   `allkeys-lru`, `ERR_SSL_PROTOCOL_ERROR`) in the passage text ranks first;
+2. then the RRF sum, higher first;
+3. ties broken by lexical rank (measured on SciFact train: ~0.01 nDCG@10 better than dense
+   order), then dense rank, then passage id.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from retrieval.text import nfkc_folded
+
+RRF_K = 60
+# Above any RRF sum (at most 2 / (k + 1)), so an exact match always outranks fusion alone.
+EXACT_MATCH_BOOST = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class LegHit:
+    """One candidate from one retrieval leg. `rank` is 1-based within that leg."""
+
+    passage_id: int
+    rank: int
+    score: float
+    score_name: str  # "bm25", "ts_rank_cd", "cosine" — what the number is
+
+
+@dataclass(slots=True)
+class FusedHit:
+    passage_id: int
+    rrf: float
+    lexical: LegHit | None = None
+    dense: LegHit | None = None
+    exact_matches: tuple[str, ...] = ()
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def fused_score(self) -> float:
+        return self.rrf + (EXACT_MATCH_BOOST if self.exact_matches else 0.0)
+
+    def sort_key(self) -> tuple[float, float, float, int]:
+        return (
+            -self.fused_score,
+            self.lexical.rank if self.lexical else math.inf,
+            self.dense.rank if self.dense else math.inf,
+            self.passage_id,
+        )
+
+
+def exact_matches(needles: Iterable[str], passage_text: str) -> tuple[str, ...]:
+    """The needles (quoted phrases, identifiers) that occur verbatim in the passage text, both
+    compared as `retrieval.text.nfkc_folded` (NFKC, case-folded, whitespace collapsed)."""
+    haystack = nfkc_folded(passage_text)
+    return tuple(n for n in needles if n and nfkc_folded(n) in haystack)
+
+
+def fuse(
+    lexical: Sequence[LegHit],
+    dense: Sequence[LegHit],
+    *,
+    k: int = RRF_K,
+    exact: Mapping[int, tuple[str, ...]] | None = None,
+) -> list[FusedHit]:
+    """Reciprocal rank fusion of two ranked lists, with exact-match boosts.
+
+    `exact` maps passage id → the query needles found verbatim in it (see `exact_matches`).
+    """
+    if k <= 0:
+        raise ValueError("RRF k must be positive")
+    exact = exact or {}
+    hits: dict[int, FusedHit] = {}
+    for leg_name, leg in (("lexical", lexical), ("dense", dense)):
+        for hit in leg:
+            fused = hits.get(hit.passage_id)
+            if fused is None:
+                fused = hits[hit.passage_id] = FusedHit(passage_id=hit.passage_id, rrf=0.0)
+            if getattr(fused, leg_name) is not None:
+                continue  # a leg lists each passage once; ignore accidental repeats
+            setattr(fused, leg_name, hit)
+            fused.rrf += 1.0 / (k + hit.rank)
+            fused.reasons.append(f"{leg_name} rank {hit.rank} ({hit.score_name} {hit.score:.4g})")
+    for passage_id, needles in exact.items():
+        if passage_id in hits and needles:
+            hits[passage_id].exact_matches = tuple(needles)
+            hits[passage_id].reasons.insert(
+                0, "exact match: " + ", ".join(f"“{n}”" for n in needles)
+            )
+    return sorted(hits.values(), key=FusedHit.sort_key)

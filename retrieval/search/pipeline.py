@@ -1,0 +1,677 @@
+"""The search service: the one function the page, the API and the evaluation harness call.
+
+    parse → eligibility (owner, live, head, query filters) inside each leg, before its limit
+          → lexical leg (≤256) ‖ dense leg (≤256)
+          → RRF k=60 + exact phrase/identifier boosts + deterministic ties (fusion.py)
+          → rerank of the fused top N (rerank.py; learned by default, toggle per request)
+          → trust rank (trust.py) → hits with their parent block (small-to-big)
+          → highlight segments and evidence anchor for the returned hits (highlight.py)
+          → bounded: a context window around each passage, a response size cap (`bound_hits`)
+
+If the dense leg cannot run (model missing or corrupt, Chroma down) search answers from
+the lexical leg and says so in `degraded`; passages not yet embedded are counted there too.
+Never raises for bad input: `error` carries the message. Runs under the request's time
+budget when there is one (`lode_site.budget`): the loops over candidates check it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import F, QuerySet
+from django.db.models.functions import Greatest, Least, Substr
+
+from lode_site import budget
+from notes.models import Document
+from retrieval import links
+from retrieval.eligibility import apply_filters, eligible_documents, eligible_ids
+from retrieval.highlight import (
+    Anchor,
+    Highlight,
+    Segment,
+    cap_marks,
+    contains_group,
+    evidence_anchor,
+    highlight_terms,
+    highlights,
+)
+from retrieval.index import lexical
+from retrieval.models import Passage
+from retrieval.query import ParsedQuery, QueryError, parse
+from retrieval.search.fusion import FusedHit, LegHit, exact_matches, fuse
+from retrieval.search.rerank import (
+    RERANK_CHOICES,
+    RERANK_TOP_N,
+    Candidate,
+    RerankUnavailable,
+    get_reranker,
+)
+from retrieval.trust import trust_rank
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from retrieval.index.vectors import VectorHit, VectorStore
+
+logger = logging.getLogger("lode.search")
+
+MODES = ("hybrid", "lexical", "semantic")
+DEFAULT_MODE = "hybrid"
+# Modes the evaluation harness measures: (search mode, reranker; None = the configured default).
+EVAL_MODES: dict[str, tuple[str, str | None]] = {
+    "lexical": ("lexical", "off"),
+    "semantic": ("semantic", "off"),
+    "hybrid": ("hybrid", "off"),
+    "hybrid+rerank": ("hybrid", None),
+}
+DENSE_LIMIT = 256
+# Filtered dense search (see `_dense_leg`): eligible document ids per Chroma `$in` filter,
+# and the eligible share of the owner's documents from which post-filtering is used instead.
+DENSE_IN_CHUNK = 5000
+DENSE_POST_FILTER_SHARE = 0.5
+DEFAULT_PAGE_SIZE = 20
+MAX_PAGE_SIZE = 100
+# Internal callers (evaluation, answers) may take the whole fused list.
+MAX_LIMIT = lexical.LEXICAL_LIMIT + DENSE_LIMIT
+
+
+@dataclass
+class Hit:
+    rank: int  # 1-based position in the final ranking
+    passage: Passage
+    fused: FusedHit
+    rerank_score: float | None = None
+    rerank_score_name: str = ""
+    reasons: list[str] = field(default_factory=list)
+    # Highlight segments of the passage text (invariant 2) and the first-to-last highlight
+    # range; set by `highlight_hits`. `highlighted_by`: "index" (FTS5 highlight() or
+    # ts_headline), "query terms" (computed in Python for hits the index did not match),
+    # or "" (not highlighted).
+    segments: list[Segment] = field(default_factory=list)
+    anchor: Anchor | None = None
+    highlighted_by: str = ""
+    # Some matches are not marked: past the per-passage cap on marks, or beyond the window
+    # a too-long passage is highlighted in (retrieval/highlight.py, "Bounded cost").
+    highlights_truncated: bool = False
+    # Bounded responses (`bound_hits`): the parent context actually returned — a window of
+    # the parent section around the passage, [context_start, context_end) in the version
+    # body — and whether the response size cap left out the context or the passage text.
+    context_text: str = ""
+    context_start: int = 0
+    context_end: int = 0
+    context_trimmed: bool = False
+    text_trimmed: bool = False
+
+    @property
+    def context_truncated(self) -> bool:
+        """The context returned is less than the whole parent section."""
+        p = self.passage
+        return self.context_trimmed or (self.context_start, self.context_end) != (
+            p.parent_start,
+            p.parent_end,
+        )
+
+    @property
+    def display_segments(self) -> list[Segment]:
+        """The segments to render: the highlight segments, or the passage as one plain one
+        (none when the response size cap left the text out)."""
+        if self.text_trimmed:
+            return []
+        if self.segments:
+            return self.segments
+        return [Segment(self.passage.text, False)] if self.passage.text else []
+
+    @property
+    def highlights(self) -> list[Highlight]:
+        """Each highlighted span, in code points and UTF-16 code units of the passage text."""
+        return highlights(self.passage.text, self.segments)
+
+    @property
+    def evidence_url(self) -> str:
+        """The verified-opening URL pinned to (document, version, passage, content hash)."""
+        return links.evidence_url(self.passage)
+
+    @property
+    def version_url(self) -> str:
+        """The page of the hit's version (a note version or an external's snapshot): what
+        the hit's title links to. Reads `passage.document.kind`."""
+        p = self.passage
+        return links.version_url(
+            kind=p.document.kind, document_id=p.document_id, version_id=p.version_id
+        )
+
+    @property
+    def parent_text(self) -> str:
+        """Small-to-big: the passage's whole heading section. Reads the version body (deferred
+        when `search()` loaded the hit); responses use the bounded `context_text` instead.
+        The citation stays the passage's own range."""
+        p = self.passage
+        return p.version.body[p.parent_start : p.parent_end]
+
+    @property
+    def score(self) -> float:
+        """The score that decided the rank (see `score_name`)."""
+        if self.rerank_score is not None:
+            return self.rerank_score
+        if self.fused.lexical and not self.fused.dense:
+            return self.fused.lexical.score
+        if self.fused.dense and not self.fused.lexical:
+            return self.fused.dense.score
+        return self.fused.fused_score
+
+    @property
+    def score_name(self) -> str:
+        if self.rerank_score is not None:
+            return self.rerank_score_name
+        if self.fused.lexical and not self.fused.dense:
+            return self.fused.lexical.score_name
+        if self.fused.dense and not self.fused.lexical:
+            return self.fused.dense.score_name
+        return "reciprocal rank fusion"
+
+
+@dataclass
+class SearchResult:
+    query: str
+    mode: str
+    rerank: str = "off"
+    parsed: ParsedQuery | None = None
+    hits: list[Hit] = field(default_factory=list)
+    error: str = ""
+    notes: list[str] = field(default_factory=list)
+    degraded: list[str] = field(default_factory=list)
+    lexical_candidates: int = 0
+    dense_candidates: int = 0
+    elapsed_ms: float = 0.0
+    # Hits whose context or text the response size cap left out (`bound_hits`).
+    trimmed_hits: int = 0
+
+    @property
+    def is_empty_query(self) -> bool:
+        return not self.error and (self.parsed is None or self.parsed.is_empty)
+
+
+def _dense_leg(
+    parsed: ParsedQuery, owner_id: int, documents: QuerySet[Document] | None = None
+) -> list[LegHit]:
+    """Dense candidates, eligibility-filtered before the top-k cut. Raises the Unavailable
+    errors of the embedding and vector modules.
+
+    Without filters Chroma's `where` holds the owner (`VectorStore.query`). With filters
+    (`documents`, the eligible-document queryset) there are two exact ways, chosen by how
+    much of the owner's library is eligible:
+
+    * a small share: the `where` also requires the vector's `document` to be one of the
+      eligible ids, so the nearest-neighbour cut only sees eligible vectors. Chroma binds each
+      id as an SQL variable (embedded Chroma 1.5.9 fails above ~16k ids), so the ids go
+      `DENSE_IN_CHUNK` at a time and the per-chunk top lists are merged;
+    * at least `DENSE_POST_FILTER_SHARE`: the owner-only query, its hits kept when their
+      document is eligible, searching deeper until `DENSE_LIMIT` are kept or the index is
+      exhausted. A filtered HNSW walk over most of the index costs ~3x an unfiltered one,
+      and here few hits are dropped (SciFact, all 5,183 documents eligible, hybrid p50:
+      109 ms with `$in`, 43 ms post-filtered, 34 ms with no filter; 4% eligible: 45 ms
+      with `$in`).
+
+    Either way no ineligible vector takes one of the `DENSE_LIMIT` places. Document ids are
+    used because they never change for a vector, unlike its kind/trust metadata, which could
+    lag the canonical row.
+    """
+    from retrieval.index.embeddings import get_embedder
+    from retrieval.index.vectors import chunked, get_vector_store
+
+    eligible: list[int] = []
+    if documents is not None:
+        eligible = eligible_ids(documents)
+        if not eligible:
+            return []  # nothing eligible: no need for the model or Chroma
+    vector = get_embedder().embed_query(parsed.text)
+    store = get_vector_store()
+    if documents is None:
+        hits = store.query(vector, owner_id=owner_id, limit=DENSE_LIMIT)
+    else:
+        library = Document.objects.filter(owner_id=owner_id, deleted_at__isnull=True).count()
+        share = len(eligible) / max(library, 1)
+        if share >= DENSE_POST_FILTER_SHARE:
+            hits = _dense_post_filtered(store, vector, owner_id, set(eligible), share)
+        else:
+            hits = [
+                hit
+                for part in chunked(eligible, DENSE_IN_CHUNK)
+                for hit in store.query(
+                    vector,
+                    owner_id=owner_id,
+                    limit=DENSE_LIMIT,
+                    where={"document": {"$in": list(part)}},
+                )
+            ]
+            hits.sort(key=lambda hit: (-hit.cosine, hit.passage_id))
+            hits = hits[:DENSE_LIMIT]
+    return [
+        LegHit(passage_id=h.passage_id, rank=i, score=h.cosine, score_name="cosine")
+        for i, h in enumerate(hits, start=1)
+    ]
+
+
+def _dense_post_filtered(
+    store: VectorStore, vector: np.ndarray, owner_id: int, eligible: set[int], share: float
+) -> list[VectorHit]:
+    """The `DENSE_LIMIT` nearest vectors whose document is in `eligible`, from owner-only
+    queries that go deeper until enough are kept or nothing is left (see `_dense_leg`)."""
+    wanted = int(DENSE_LIMIT / max(share, 0.01)) + 32
+    while True:
+        found = store.query(vector, owner_id=owner_id, limit=wanted)
+        document_of = dict(
+            Passage.objects.filter(pk__in=[hit.passage_id for hit in found]).values_list(
+                "pk", "document_id"
+            )
+        )
+        kept = [hit for hit in found if document_of.get(hit.passage_id) in eligible]
+        if len(kept) >= DENSE_LIMIT or len(found) < wanted:
+            return kept[:DENSE_LIMIT]
+        wanted *= 4
+
+
+def _dense_unavailable_errors() -> tuple[type[Exception], ...]:
+    from retrieval.index.embeddings import EmbeddingUnavailable
+    from retrieval.index.vectors import VectorStoreUnavailable
+
+    return (EmbeddingUnavailable, VectorStoreUnavailable)
+
+
+def _pending_note(owner_id: int, mode: str) -> str | None:
+    from retrieval.index.vectors import pending_count
+
+    pending = pending_count(owner_id)
+    if not pending:
+        return None
+    what = f"{pending:,} passage{'s' if pending != 1 else ''} not yet embedded"
+    if mode == "semantic":
+        return f"{what}: not searchable by meaning until the worker catches up."
+    return f"{what}: found by keywords only until the worker catches up."
+
+
+def _lexical_leg(
+    parsed: ParsedQuery, owner_id: int, documents: QuerySet[Document] | None = None
+) -> list[LegHit]:
+    found = lexical.backend().search(parsed, owner_id=owner_id, documents=documents)
+    return [
+        LegHit(passage_id=h.passage_id, rank=i, score=h.score, score_name=h.score_name)
+        for i, h in enumerate(found, start=1)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateRow:
+    """The few columns ranking needs, loaded for every candidate; full rows (with the version
+    body for small-to-big) are loaded only for the hits actually returned."""
+
+    passage_id: int
+    document_id: int
+    title_text: str
+    text: str
+    position: int
+    trust_tier: str
+    external_key: str
+
+
+CANDIDATE_FIELDS = (
+    "id",
+    "document_id",
+    "title_text",
+    "text",
+    "position",
+    "document__trust_tier",
+    "document__external_key",
+    "is_head",
+    "document__owner_id",
+    "document__deleted_at",
+)
+
+
+def fused_candidates(
+    parsed: ParsedQuery, *, owner_id: int, mode: str, result: SearchResult
+) -> tuple[list[FusedHit], dict[int, CandidateRow]]:
+    """Both legs, canonical eligibility, exact matches and fusion: everything before rerank.
+
+    Records candidate counts and any degradation on `result`. Also used by the reranker's
+    fitting script, so the model is trained on exactly what search feeds it.
+
+    The query's filters become one eligible-document queryset (`retrieval.eligibility`),
+    applied inside each leg before its limit and again to every candidate here.
+    """
+    documents = eligible_documents(parsed, owner_id=owner_id)
+    lexical_hits, dense_hits = _run_legs(parsed, owner_id, mode, documents, result)
+    result.lexical_candidates, result.dense_candidates = len(lexical_hits), len(dense_hits)
+
+    ids = {h.passage_id for h in lexical_hits} | {h.passage_id for h in dense_hits}
+    rows = _canonical_rows(ids, owner_id)
+    if parsed.filters and rows:
+        rows = _rows_passing_filters(rows, parsed)
+    if parsed.phrases or parsed.excluded:
+        rows = _rows_honouring_phrases(rows, parsed, {h.passage_id for h in lexical_hits})
+    lexical_hits = [h for h in lexical_hits if h.passage_id in rows]
+    dense_hits = [h for h in dense_hits if h.passage_id in rows]
+    budget.check()
+    exact = _exact_matches_by_passage(rows, parsed) if parsed.needles else {}
+    return fuse(lexical_hits, dense_hits, exact=exact), rows
+
+
+def _run_legs(
+    parsed: ParsedQuery,
+    owner_id: int,
+    mode: str,
+    documents: QuerySet[Document] | None,
+    result: SearchResult,
+) -> tuple[list[LegHit], list[LegHit]]:
+    """The lexical and dense legs `mode` asks for (lexical first). When the dense leg is
+    unavailable `result.degraded` says so, and semantic mode falls back to keywords."""
+    lexical_hits: list[LegHit] = []
+    if mode in ("hybrid", "lexical"):
+        lexical_hits = _lexical_leg(parsed, owner_id, documents)
+    dense_hits: list[LegHit] = []
+    if mode in ("hybrid", "semantic"):
+        try:
+            dense_hits = _dense_leg(parsed, owner_id, documents)
+            note = _pending_note(owner_id, mode)
+            if note:
+                result.degraded.append(note)
+        except _dense_unavailable_errors() as exc:
+            logger.warning("dense leg unavailable: %s", exc)
+            result.degraded.append(f"Semantic search unavailable: {exc}. Showing keyword matches.")
+            if mode == "semantic":
+                lexical_hits = _lexical_leg(parsed, owner_id, documents)
+    return lexical_hits, dense_hits
+
+
+def _canonical_rows(ids: set[int], owner_id: int) -> dict[int, CandidateRow]:
+    """The candidates that are head passages of the owner's live documents, by passage id.
+
+    Canonical eligibility for every candidate (a vector may outlive its head passage for a
+    moment, until the worker deletes it). Fetched by primary key and checked here: letting
+    SQL filter on the owner too makes SQLite walk every document the owner has."""
+    rows: dict[int, CandidateRow] = {}
+    for (
+        pid,
+        doc_id,
+        title,
+        text,
+        position,
+        tier,
+        key,
+        is_head,
+        owner,
+        deleted,
+    ) in Passage.objects.filter(pk__in=ids).values_list(*CANDIDATE_FIELDS):
+        if is_head and owner == owner_id and deleted is None:
+            rows[pid] = CandidateRow(pid, doc_id, title, text, position, tier, key)
+    return rows
+
+
+def _rows_passing_filters(
+    rows: dict[int, CandidateRow], parsed: ParsedQuery
+) -> dict[int, CandidateRow]:
+    """The query's filters again, on canonical rows, by document primary key (owner and
+    liveness were checked in `_canonical_rows`)."""
+    kept = set(
+        apply_filters(
+            Document.objects.filter(pk__in={row.document_id for row in rows.values()}),
+            parsed.filters,
+        ).values_list("pk", flat=True)
+    )
+    return {pid: row for pid, row in rows.items() if row.document_id in kept}
+
+
+def _rows_honouring_phrases(
+    rows: dict[int, CandidateRow], parsed: ParsedQuery, lexical_ids: set[int]
+) -> dict[int, CandidateRow]:
+    """The rows found by the lexical leg, plus those found only by meaning that honour the
+    query's phrases and exclusions.
+
+    The lexical leg's MATCH already requires every phrase and rules out exclusions; hold
+    candidates found only by meaning to the same words, so `"…"` and `-word` mean the same
+    in every mode."""
+    kept_rows: dict[int, CandidateRow] = {}
+    for pid, row in rows.items():
+        budget.check()
+        if pid in lexical_ids or honours_phrases_and_exclusions(parsed, row):
+            kept_rows[pid] = row
+    return kept_rows
+
+
+def _exact_matches_by_passage(
+    rows: dict[int, CandidateRow], parsed: ParsedQuery
+) -> dict[int, tuple[str, ...]]:
+    """The query's exact needles found in each candidate's text (passages with none left out)."""
+    exact: dict[int, tuple[str, ...]] = {}
+    for pid, row in rows.items():
+        budget.check()
+        found = exact_matches(parsed.needles, row.text)
+        if found:
+            exact[pid] = found
+    return exact
+
+
+def honours_phrases_and_exclusions(parsed: ParsedQuery, row: CandidateRow) -> bool:
+    """Every quoted phrase occurs in the passage (title or text) and no excluded word or
+    phrase does: the lexical MATCH's rules, checked in Python with the index's folding."""
+    fields = (row.title_text, row.text)
+    if any(not any(contains_group(f, group) for f in fields) for group in parsed.phrases):
+        return False
+    return not any(contains_group(f, group) for group in parsed.excluded for f in fields)
+
+
+@dataclass
+class _Ranked:
+    fused: FusedHit
+    row: CandidateRow
+    rerank_score: float | None = None
+    reasons: list[str] = field(default_factory=list)
+
+
+def _rerank(
+    ranked: list[_Ranked], parsed: ParsedQuery, name: str, result: SearchResult
+) -> tuple[list[_Ranked], str]:
+    """Re-score the top N with reranker `name`; returns the new order and the score's name.
+    On failure the fused order stands and `result.degraded` says why."""
+    try:
+        reranker = get_reranker(name)
+    except RerankUnavailable as exc:
+        result.degraded.append(f"Reranking unavailable: {exc}. Showing fused order.")
+        return ranked, ""
+    if reranker is None:
+        return ranked, ""
+    head, tail = ranked[:RERANK_TOP_N], ranked[RERANK_TOP_N:]
+    candidates = [
+        Candidate(
+            passage_id=r.row.passage_id,
+            document_id=r.row.document_id,
+            title_text=r.row.title_text,
+            text=r.row.text,
+            position=r.row.position,
+            fused=r.fused,
+        )
+        for r in head
+    ]
+    try:
+        scores = reranker.scores(parsed, candidates)
+    except RerankUnavailable as exc:
+        result.degraded.append(f"Reranking unavailable: {exc}. Showing fused order.")
+        return ranked, ""
+    for r, score in zip(head, scores, strict=True):
+        r.rerank_score = score
+        r.reasons.append(f"{reranker.score_name} {score:.4g}")
+    # Exact matches stay first; equal scores keep the fused order (the sort is stable).
+    head.sort(key=lambda r: (not r.fused.exact_matches, -(r.rerank_score or 0.0)))
+    result.rerank = reranker.name
+    return head + tail, reranker.score_name
+
+
+def highlight_hits(parsed: ParsedQuery, hits: list[Hit]) -> None:
+    """Set each hit's highlight segments and evidence anchor.
+
+    Hits the lexical leg returned are highlighted by the index itself (one statement for all
+    of them, with the query `search()` ran); the others (semantic-only hits, or the lexical
+    leg did not run) get the query's terms and phrases found in Python with the index's
+    tokenizer rules (`highlight_terms`), as do passages too long for the engine. Marks are
+    capped per passage (`highlights_truncated` says when). Only the returned hits, never
+    every candidate.
+    """
+    lexical_hits = [(h.passage.pk, h.passage.text) for h in hits if h.fused.lexical]
+    by_index = lexical.backend().highlight(parsed, lexical_hits) if lexical_hits else {}
+    groups = [*parsed.terms, *parsed.phrases]
+    for hit in hits:
+        budget.check()
+        p = hit.passage
+        segments = by_index.get(p.pk)
+        if segments is not None:
+            segments, hit.highlights_truncated = cap_marks(segments)
+            hit.highlighted_by = "index"
+        else:
+            segments, hit.highlights_truncated = highlight_terms(p.text, groups)
+            hit.highlighted_by = "query terms"
+        hit.segments = segments
+        hit.anchor = evidence_anchor(
+            segments, text=p.text, passage_start=p.start, passage_start_line=p.start_line
+        )
+
+
+def search(
+    *,
+    user: AbstractBaseUser,
+    query: str,
+    mode: str = DEFAULT_MODE,
+    rerank: str | None = None,
+    limit: int = DEFAULT_PAGE_SIZE,
+    highlight: bool = True,
+) -> SearchResult:
+    """Search the passages `user` may see. `highlight=False` skips highlight segments and
+    anchors (the evaluation harness ranks hundreds of hits and shows none)."""
+    started = time.perf_counter()
+    rerank = rerank or settings.LODE_RERANK
+    # `result.rerank` names the reranker that actually ran; it stays "off" if none could.
+    result = SearchResult(query=query, mode=mode, rerank="off")
+    if mode not in MODES:
+        result.error = f"Unknown search mode {mode!r}; choose one of: {', '.join(MODES)}."
+        return result
+    if rerank not in RERANK_CHOICES:
+        result.error = f"Unknown reranker {rerank!r}; choose one of: {', '.join(RERANK_CHOICES)}."
+        return result
+    try:
+        parsed = parse(query)
+    except QueryError as exc:
+        result.error = str(exc)
+        return result
+    result.parsed = parsed
+    result.notes.extend(parsed.notes)
+    if parsed.is_empty:
+        return result
+
+    fused, rows = fused_candidates(parsed, owner_id=user.pk, mode=mode, result=result)
+    ranked = [_Ranked(fused=f, row=rows[f.passage_id], reasons=list(f.reasons)) for f in fused]
+    score_name = ""
+    if rerank != "off" and ranked:
+        budget.check()
+        ranked, score_name = _rerank(ranked, parsed, rerank, result)
+    ranked = trust_rank(
+        ranked, tier_of=lambda r: r.row.trust_tier, passage_id_of=lambda r: r.row.passage_id
+    )
+    ranked = ranked[: max(1, min(limit, MAX_LIMIT))]
+    budget.check()
+
+    context_chars = settings.LODE_SEARCH_CONTEXT_CHARS
+    passages = with_context_window(
+        Passage.objects.select_related("document", "version").defer("version__body"),
+        context_chars,
+    ).in_bulk([r.row.passage_id for r in ranked])
+    result.hits = [
+        Hit(
+            rank=i,
+            passage=passages[r.row.passage_id],
+            fused=r.fused,
+            rerank_score=r.rerank_score,
+            rerank_score_name=score_name if r.rerank_score is not None else "",
+            reasons=r.reasons,
+            context_text=passages[r.row.passage_id].context_text,
+            context_start=passages[r.row.passage_id].context_start,
+            context_end=passages[r.row.passage_id].context_end,
+        )
+        for i, r in enumerate(ranked, start=1)
+        if r.row.passage_id in passages  # deleted between the two reads: drop, never guess
+    ]
+    if highlight:
+        highlight_hits(parsed, result.hits)
+        result.trimmed_hits = bound_hits(
+            result.hits, max_chars=settings.LODE_SEARCH_RESPONSE_MAX_CHARS
+        )
+    result.elapsed_ms = (time.perf_counter() - started) * 1000
+    return result
+
+
+def with_context_window(passages: QuerySet[Passage], context_chars: int) -> QuerySet[Passage]:
+    """Annotate each passage with its bounded small-to-big context: the part of its parent
+    section from `context_chars` code points before the passage to as many after it
+    (`context_start`, `context_end`: offsets in the version body; `context_text`).
+
+    Cut in SQL (SUBSTR counts characters on both databases, like Python's code points), so
+    a hit in a 1 MB note loads a few kilobytes, not the version body once per hit.
+    """
+    context_start = Greatest(F("parent_start"), F("start") - context_chars)
+    context_end = Least(F("parent_end"), F("end") + context_chars)
+    return passages.annotate(
+        context_start=context_start,
+        context_end=context_end,
+        context_text=Substr(
+            "version__body", context_start + 1, Greatest(context_end - context_start, 0)
+        ),
+    )
+
+
+# What each highlight piece adds to a response besides its text, roughly, as JSON: a segment
+# ({"text": "", "highlighted": false}) and a highlight span (four offsets). A passage with a
+# match every other word has hundreds of each, so they count against the size cap too.
+SEGMENT_COST = 32
+HIGHLIGHT_COST = 64
+
+
+def hit_text_cost(hit: Hit) -> int:
+    """What a hit's passage text costs a response: `text`, its highlight segments (the same
+    text again plus each piece's markup) and its highlight spans."""
+    highlighted = sum(1 for segment in hit.segments if segment.highlighted)
+    return (
+        2 * len(hit.passage.text) + SEGMENT_COST * len(hit.segments) + HIGHLIGHT_COST * highlighted
+    )
+
+
+def bound_hits(hits: list[Hit], *, max_chars: int) -> int:
+    """Keep one response's passage text, highlights and context within `max_chars`
+    characters (`hit_text_cost` + the context window per hit); returns how many hits were
+    trimmed.
+
+    Hits are charged in rank order. A hit that does not fit loses its context first
+    (`context_trimmed`), then its text, segments and highlights (`text_trimmed`); its ids,
+    offsets, anchor and evidence URL stay, so the client can fetch what was left out (the
+    evidence endpoint gives the passage, the note version endpoint the whole body).
+    """
+    left = max_chars
+    trimmed = 0
+    for hit in hits:
+        # The heading path always goes out (new passages cut each heading to 200 characters;
+        # older ones may carry longer), so it is charged first and squeezes the rest.
+        left -= sum(len(heading) for heading in hit.passage.heading_path)
+        text_cost = hit_text_cost(hit)
+        if text_cost + len(hit.context_text) <= left:
+            left -= text_cost + len(hit.context_text)
+            continue
+        trimmed += 1
+        hit.context_text, hit.context_trimmed = "", True
+        if text_cost <= left:
+            left -= text_cost
+            continue
+        hit.text_trimmed = True
+        hit.segments = []  # the anchor (offsets only) stays
+    return trimmed

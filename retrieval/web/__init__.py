@@ -1,0 +1,1 @@
+"""Pages, forms and API endpoints over the layers below."""

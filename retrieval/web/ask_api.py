@@ -1,0 +1,142 @@
+"""Cited answers over the API: the same `ask()` and `outcome_from_trace()` the answer page
+calls (retrieval/web/ask_views.py explains the permalink), with the same input checks
+(`AskForm`) and the same authentication as every endpoint (session with CSRF, or a bearer
+token; see lode_site/api.py).
+
+    POST /api/ask             {question, pinned_document_id?, mode?} → the answer + permalink
+    GET  /api/ask/{trace_id}  a stored answer; someone else's is a 404, like a missing one
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import Field, Router, Schema, Status
+
+from lode_site.ids import DbId
+from retrieval.answer.ask import ask
+from retrieval.answer.display import outcome_from_trace
+from retrieval.links import permalink_path
+from retrieval.models import AskTrace
+from retrieval.web.forms import AskForm
+
+router = Router(tags=["ask"])
+
+
+class AskIn(Schema):
+    question: str = Field(description="The question; at most LODE_MAX_QUERY_CHARS characters.")
+    pinned_document_id: int | None = Field(
+        None,
+        description='"Ask about this note": every head passage of this document of yours is '
+        "given to the answerer first, uncapped, then normal retrieval.",
+    )
+    mode: str | None = Field(
+        None, description="Search mode: hybrid (default) | lexical | semantic."
+    )
+
+
+class SegmentOut(Schema):
+    text: str
+    highlighted: bool = Field(description="True for the verified quoted span.")
+
+
+class SupportOut(Schema):
+    """A verified span, pinned to a stored version."""
+
+    version_id: int
+    version_number: int
+    document_id: int
+    document_title: str
+    kind: str
+    trust_tier: str
+    quoted_span: str
+    offset_unit: str = "unicode_code_point"
+    start: int = Field(description="Start of the span in the version body (code points).")
+    end: int = Field(description="End (exclusive) in the version body (code points).")
+    segments: list[SegmentOut] = Field(
+        description="The span in its context as ordered text pieces (the span highlighted). "
+        "Render each piece as text, never as markup."
+    )
+    evidence_url: str = Field(
+        description='Opens the passage holding the span, re-verified; "" when no single '
+        "passage holds it."
+    )
+    version_created_at: str
+
+
+class ClaimOut(Schema):
+    text: str
+    support: list[SupportOut]
+
+
+class WithheldOut(Schema):
+    document_id: int
+    version_id: int
+    document_title: str
+
+
+class AskOut(Schema):
+    """One answer. `decision`: ANSWER | ABSTAIN_NO_EVIDENCE | ASK_CLARIFYING |
+    ANSWER_WITH_CONFLICTS. `claims` are only those the faithfulness gate verified; `dropped`
+    lists the others with the step that failed them. A non-empty `error` means the answerer
+    failed and nothing is verified."""
+
+    question: str
+    decision: str
+    answerer: str
+    claims: list[ClaimOut]
+    dropped: list[dict[str, Any]]
+    withheld: list[WithheldOut] = Field(
+        description="Documents present in the evidence but withheld from cloud synthesis."
+    )
+    clarifying_questions: list[str]
+    conflicts: list[dict[str, Any]]
+    message: str
+    error: str
+    notes: list[str]
+    trace_id: int | None
+    permalink: str = Field(description="The stored answer's page (owner only).")
+
+
+class ErrorOut(Schema):
+    detail: str
+
+
+def _out(request: HttpRequest, data: dict[str, Any]) -> dict[str, Any]:
+    data["permalink"] = (
+        request.build_absolute_uri(permalink_path(data["trace_id"])) if data["trace_id"] else ""
+    )
+    return data
+
+
+@router.post("", response={200: AskOut, 400: ErrorOut, 404: ErrorOut, 503: ErrorOut})
+def ask_endpoint(request: HttpRequest, payload: AskIn):
+    """Ask a question over your notes. Every ask stores its answer and trace; `permalink`
+    and `GET /api/ask/{trace_id}` return it later, unchanged. An empty or too long question
+    or an unknown mode is a 400; a `pinned_document_id` that is not one of your documents
+    is a 404. An ask that runs past its time budget (LODE_ASK_BUDGET_SECONDS; the answer
+    model's network wait does not count) is stopped: 503 with `detail` and no answer stored.
+    The answer is bounded: the verified claims (each quoted span with a short context) and
+    the dropped ones, never the evidence pack."""
+    form = AskForm(payload.dict(), user=request.auth)
+    if not form.is_valid():
+        status = 404 if form.has_error("pinned_document_id", "no_such_document") else 400
+        return Status(status, ErrorOut(detail=form.first_error()))
+    data = form.cleaned_data
+    outcome = ask(
+        user=request.auth,
+        question=data["question"],
+        pinned_document_id=data["pinned_document_id"],
+        mode=data["mode"],
+    )
+    return Status(200, _out(request, outcome.as_dict()))
+
+
+@router.get("/{id:trace_id}", response={200: AskOut, 404: ErrorOut})
+def stored_answer_endpoint(request: HttpRequest, trace_id: DbId):
+    """A stored answer, exactly as it was given (nothing is re-run)."""
+    trace = AskTrace.objects.filter(pk=trace_id, user=request.auth).first()
+    if trace is None:
+        return Status(404, ErrorOut(detail="No such answer."))
+    return Status(200, _out(request, outcome_from_trace(trace).as_dict()))

@@ -1,0 +1,227 @@
+"""The answer page (issue 5, item 8) and "ask about this note" (item 7).
+
+    GET  /ask?q=...[&pinned=ID]   the page with the question filled in; runs nothing
+    POST /ask                     runs the ask (CSRF), stores its trace, then shows it
+    GET  /ask/<trace_id>          the stored answer: the permalink, for its owner only
+
+Why asking is a POST and not `GET /ask?q=`: an ask writes a trace row and may send evidence
+to a remote model (an egress, logged). A GET that did that would run on every reload, link
+prefetch or crawler visit, and a shared `?q=` link would silently re-ask, with possibly a
+different answer, instead of showing the one that was shared. So the question URL only
+pre-fills the form, and the URL that reproduces an answer is the permalink of its stored
+trace: `/ask/<id>` renders that trace (`outcome_from_trace`) exactly as it was answered,
+never re-running anything. Without JavaScript the POST redirects (303) to the permalink;
+with htmx it swaps the answer in and pushes the permalink into the address bar. Someone
+else's permalink is a 404, exactly like a missing one.
+
+"Re-run" posts the same question and pinned note again with `previous=<id>`; the new
+answer's page links back to the previous permalink and lists what changed, so a stored
+answer can be compared with a fresh one.
+
+Thin: `AskForm` validates, `retrieval.answer.ask.ask()` does the work,
+`retrieval.answer.display.outcome_from_trace()` rebuilds a stored answer and
+`retrieval.answer.trace.Trace` reads what its trace recorded; this module only picks the
+template and the redirect.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.http import push_url
+
+from lode_site.htmx import HtmxHttpRequest
+from notes.models import Document
+from retrieval.answer.ask import ask, pinnable_documents
+from retrieval.answer.display import outcome_from_trace
+from retrieval.answer.trace import Trace
+from retrieval.answer.types import ABSTAIN_MESSAGE, AskOutcome
+from retrieval.highlight import as_segments
+from retrieval.links import permalink_path
+from retrieval.models import AskTrace
+from retrieval.search.pipeline import DEFAULT_MODE
+from retrieval.web.forms import AskForm
+
+TEMPLATE = "ask/ask.html"
+RECENT = 10
+
+
+@require_http_methods(["GET", "POST"])
+def ask_page(request: HtmxHttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        return _ask_submit(request)
+    question = request.GET.get("q", "")
+    pinned = _pinned_from_query(request.user, request.GET.get("pinned", ""))
+    return render(
+        request,
+        TEMPLATE,
+        {
+            "question": question,
+            "pinned_document": pinned,
+            "recent": AskTrace.objects.filter(user=request.user)[:RECENT],
+        },
+    )
+
+
+def _ask_submit(request: HtmxHttpRequest) -> HttpResponse:
+    form = AskForm(request.POST, user=request.user)
+    if not form.is_valid():
+        # 200 like any Django form with errors (htmx swaps only 2xx responses).
+        context = {
+            "form": form,
+            "question": request.POST.get("question", ""),
+            "pinned_document": _pinned_from_query(
+                request.user, request.POST.get("pinned_document_id", "")
+            ),
+        }
+        return render(request, _template(request, "form_errors"), context)
+    data = form.cleaned_data
+    outcome = ask(
+        user=request.user,
+        question=data["question"],
+        pinned_document_id=data["pinned_document_id"],
+        mode=data["mode"],
+    )
+    previous = data["previous"]
+    url = permalink_path(outcome.trace_id, previous=previous)
+    if not request.htmx:
+        response = redirect(url)
+        response.status_code = 303  # See Other: the browser GETs the permalink
+        return response
+    trace = AskTrace.objects.select_related("pinned_document").get(
+        pk=outcome.trace_id, user=request.user
+    )
+    response = render(
+        request,
+        _template(request, "answer"),
+        answer_context(request, trace, outcome, previous_id=previous),
+    )
+    push_url(response, url)
+    return response
+
+
+@require_GET
+def ask_permalink(request: HttpRequest, trace_id: int) -> HttpResponse:
+    trace = _trace_or_404(request.user, trace_id)
+    outcome = outcome_from_trace(trace)
+    previous = _int_or_none(request.GET.get("previous", ""))
+    context = answer_context(request, trace, outcome, previous_id=previous)
+    context.update(question=outcome.question, pinned_document=trace.pinned_document)
+    return render(request, TEMPLATE, context)
+
+
+def answer_context(
+    request: HttpRequest, trace: AskTrace, outcome: AskOutcome, *, previous_id: int | None
+) -> dict[str, Any]:
+    """What the answer partial shows for one stored answer."""
+    previous = None
+    differences: list[str] = []
+    if previous_id and previous_id != trace.pk:
+        previous = AskTrace.objects.filter(pk=previous_id, user=trace.user_id).first()
+        if previous is not None:
+            differences = answer_differences(outcome_from_trace(previous), outcome)
+    return {
+        "outcome": outcome,
+        "trace": trace,
+        "abstain_message": ABSTAIN_MESSAGE,
+        "answerer_offline": answerer_offline(trace),
+        "mode": trace_mode(trace),
+        "permalink_url": request.build_absolute_uri(permalink_path(trace.pk)),
+        "previous": previous,
+        "differences": differences,
+        "pinned_document": trace.pinned_document,
+        "conflicts": shown_conflicts(outcome.conflicts),
+    }
+
+
+def shown_conflicts(conflicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The outcome's conflicts with each value's stored `segments` dicts as highlight
+    Segments, the one shape the page renders highlighted text from. Copies: the outcome
+    keeps what it stores."""
+    return [
+        {
+            **conflict,
+            "values": [
+                {**value, "segments": as_segments(value.get("segments") or ())}
+                for value in conflict.get("values", ())
+            ],
+        }
+        for conflict in conflicts
+    ]
+
+
+def answerer_offline(trace: AskTrace) -> bool:
+    """Whether the answer was produced on this machine (nothing sent to a model endpoint),
+    from what the trace recorded about the answerer; unknown counts as not offline."""
+    return Trace.from_row(trace).answerer_offline
+
+
+def trace_mode(trace: AskTrace) -> str:
+    """The search mode the stored ask used, so a re-run repeats it."""
+    return str(Trace.from_row(trace).settings.mode or DEFAULT_MODE)
+
+
+def answer_differences(previous: AskOutcome, current: AskOutcome) -> list[str]:
+    """What a re-run changed, in words, judged on what the page shows: the decision, the
+    answerer, the verified claims (text and cited versions) and the dropped count. Empty when
+    the two answers show the same thing."""
+    out: list[str] = []
+    if str(previous.decision) != str(current.decision):
+        out.append(f"Decision changed from {previous.decision} to {current.decision}.")
+    if previous.answerer != current.answerer:
+        out.append(f"Answerer changed from {previous.answerer} to {current.answerer}.")
+    before, after = _claim_keys(previous), _claim_keys(current)
+    gone = [text for text, versions in before if (text, versions) not in after]
+    new = [text for text, versions in after if (text, versions) not in before]
+    if gone:
+        out.append(f"{len(gone)} claim{'s' * (len(gone) != 1)} no longer shown: " + _quote(gone))
+    if new:
+        out.append(f"{len(new)} new claim{'s' * (len(new) != 1)}: " + _quote(new))
+    if len(previous.dropped) != len(current.dropped):
+        out.append(f"Dropped claims: {len(previous.dropped)} before, {len(current.dropped)} now.")
+    if bool(previous.error) != bool(current.error):
+        out.append(
+            "The answerer failed this time." if current.error else "The answerer failed before."
+        )
+    return out
+
+
+def _claim_keys(outcome: AskOutcome) -> list[tuple[str, tuple[int, ...]]]:
+    return [(c.text, tuple(sorted(s.version_id for s in c.support))) for c in outcome.claims]
+
+
+def _quote(texts: list[str]) -> str:
+    return "; ".join(f"“{t}”" for t in texts[:5]) + (" …" if len(texts) > 5 else "")
+
+
+def _template(request: HtmxHttpRequest, partial: str) -> str:
+    return f"{TEMPLATE}#{partial}" if request.htmx else TEMPLATE
+
+
+def _trace_or_404(user: AbstractBaseUser, trace_id: int) -> AskTrace:
+    trace = (
+        AskTrace.objects.select_related("pinned_document").filter(pk=trace_id, user=user).first()
+    )
+    if trace is None:
+        raise Http404("No such answer.")
+    return trace
+
+
+def _pinned_from_query(user: AbstractBaseUser, value: str) -> Document | None:
+    """The user's document named by `value`, or None (a bad or foreign id pins nothing)."""
+    document_id = _int_or_none(value)
+    if document_id is None:
+        return None
+    return pinnable_documents(user).filter(pk=document_id).first()
+
+
+def _int_or_none(value: str) -> int | None:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None

@@ -1,0 +1,61 @@
+"""The input of an ask, validated once for the answer page and the API (`POST /api/ask`).
+
+A question is stripped, must not be empty and may not exceed `LODE_MAX_QUERY_CHARS` (the
+same bound as a search query: every ask starts with a search). A pinned document must be one
+the asking user may pin (`retrieval.answer.ask.pinnable_documents`, the one rule); checking
+it here (ask() checks it again) turns a wrong id into a clean form error or a 404 instead of
+an exception deep in the pipeline, and an id of someone else's document is reported exactly
+like a missing one, so ids leak nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+
+from retrieval.answer.ask import pinnable_documents
+from retrieval.search.pipeline import DEFAULT_MODE, MODES
+
+NO_SUCH_DOCUMENT = "No such note."
+
+
+class AskForm(forms.Form):
+    question = forms.CharField(strip=True, required=False)
+    pinned_document_id = forms.IntegerField(required=False, min_value=1)
+    # A re-run names the stored answer it repeats, so the new page links back to it.
+    previous = forms.IntegerField(required=False, min_value=1)
+    mode = forms.ChoiceField(choices=[(m, m) for m in MODES], required=False)
+
+    def __init__(self, *args: Any, user: AbstractBaseUser, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.user = user
+
+    def clean_question(self) -> str:
+        question: str = self.cleaned_data.get("question") or ""
+        if not question:
+            raise forms.ValidationError("Type a question.", code="empty")
+        limit = settings.LODE_MAX_QUERY_CHARS
+        if len(question) > limit:
+            raise forms.ValidationError(
+                f"Questions are limited to {limit} characters (this one has {len(question)}).",
+                code="too_long",
+            )
+        return question
+
+    def clean_pinned_document_id(self) -> int | None:
+        document_id: int | None = self.cleaned_data.get("pinned_document_id")
+        if document_id is None:
+            return None
+        if not pinnable_documents(self.user).filter(pk=document_id).exists():
+            raise forms.ValidationError(NO_SUCH_DOCUMENT, code="no_such_document")
+        return document_id
+
+    def clean_mode(self) -> str:
+        return self.cleaned_data.get("mode") or DEFAULT_MODE
+
+    def first_error(self) -> str:
+        """All errors in one sentence, for the API's `detail`."""
+        return " ".join(str(e) for errors in self.errors.values() for e in errors)

@@ -1,0 +1,381 @@
+"""Search over the API: the same `search()` the page calls."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.conf import settings
+from django.http import HttpRequest
+from ninja import Field, Query, Router, Schema, Status
+
+from lode_site.ids import DbId
+from retrieval.highlight import ANCHOR_NOTE, HIGHLIGHT_MAX_CHARS, HIGHLIGHT_MAX_MARKS
+from retrieval.search.evidence import EvidenceOutcome, open_evidence
+from retrieval.search.pipeline import DEFAULT_MODE, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Hit, search
+
+router = Router(tags=["search"])
+
+
+class LegOut(Schema):
+    rank: int
+    score: float
+    score_name: str  # "bm25" (negated, higher is better), "ts_rank_cd" or "cosine"
+
+
+class ParentOut(Schema):
+    """Small-to-big context: a window of the passage's heading section around the passage
+    (at most LODE_SEARCH_CONTEXT_CHARS characters either side of it, 1,000 by default), not
+    the whole section. Citations use the passage range. The whole section is
+    `[section_start, section_end)` of the version body: `GET /api/notes/{document_id}/
+    versions/{version_id}` returns that body for a note."""
+
+    start: int = Field(description="Start of `text` in the version body (Unicode code points).")
+    end: int = Field(description="End (exclusive) of `text` in the version body.")
+    text: str = Field(
+        description='The context window; "" when the response size cap left it out (`trimmed`).'
+    )
+    section_start: int = Field(description="Start of the whole parent section in the body.")
+    section_end: int = Field(description="End (exclusive) of the whole parent section.")
+    truncated: bool = Field(
+        description="True when `text` is less than the whole section (a window, or trimmed)."
+    )
+    trimmed: bool = Field(
+        False, description="True when the response size cap left this hit's context out."
+    )
+
+
+class SegmentOut(Schema):
+    """A piece of the passage text; the pieces concatenate to exactly `text`."""
+
+    text: str
+    highlighted: bool = Field(description="True when this piece matched the query.")
+
+
+class HighlightOut(Schema):
+    """A highlighted span of the passage text, in two units."""
+
+    start: int = Field(description="Start of the span in the passage text, in Unicode code points.")
+    end: int = Field(description="End (exclusive) in the passage text, in Unicode code points.")
+    start_utf16: int = Field(
+        description="The same start in UTF-16 code units (a JavaScript string index)."
+    )
+    end_utf16: int = Field(
+        description="The same end (exclusive) in UTF-16 code units (a JavaScript string index)."
+    )
+
+
+class AnchorOut(Schema):
+    """Evidence anchor: from the first highlighted span to the end of the last. A bounding
+    span: it may contain unmatched text between hits."""
+
+    start: int = Field(description="Start in the version body, in Unicode code points.")
+    end: int = Field(description="End (exclusive) in the version body, in Unicode code points.")
+    passage_start: int = Field(description="Start in the passage text, in Unicode code points.")
+    passage_end: int = Field(
+        description="End (exclusive) in the passage text, in Unicode code points."
+    )
+    start_line: int = Field(description="First line of the span in the version body (1-based).")
+    end_line: int = Field(description="Last line of the span in the version body (inclusive).")
+    note: str = Field(ANCHOR_NOTE, description="What the span does not promise.")
+
+
+class HitOut(Schema):
+    rank: int
+    score: float
+    score_name: str
+    passage_id: int
+    document_id: int
+    document_title: str
+    document_kind: str
+    trust_tier: str
+    version_id: int
+    version_number: int
+    version_created_at: datetime
+    heading_path: list[str]
+    text: str = Field(
+        description='The passage text; "" when the response size cap left it out (`text_trimmed`).'
+    )
+    text_trimmed: bool = Field(
+        False,
+        description="True when the response size cap (LODE_SEARCH_RESPONSE_MAX_CHARS) left "
+        "this hit's text, segments and highlights out; `evidence_url` (or "
+        "GET /api/evidence/…) gives the passage, `start`/`end` locate it in the version.",
+    )
+    offset_unit: str = "unicode_code_point"
+    start: int
+    end: int
+    start_line: int
+    end_line: int
+    parent: ParentOut
+    lexical: LegOut | None
+    dense: LegOut | None
+    rrf: float
+    exact_matches: list[str]
+    rerank_score: float | None
+    rerank_score_name: str
+    reasons: list[str]
+    segments: list[SegmentOut] = Field(
+        description="The passage text as ordered pieces; highlighted ones matched the query. "
+        "They concatenate to exactly `text`. Render each piece as text, never as markup."
+    )
+    highlights: list[HighlightOut] = Field(
+        description="Each highlighted piece's span in `text`: start/end in Unicode code "
+        "points, start_utf16/end_utf16 in UTF-16 code units."
+    )
+    highlighted_by: str = Field(
+        description='"index" (the lexical engine marked the matches), "query terms" (found in '
+        'Python with the index\'s tokenizer rules, for hits the engine did not match) or "".'
+    )
+    highlights_truncated: bool = Field(
+        False,
+        description="True when some matches are not marked: a passage shows at most "
+        f"{HIGHLIGHT_MAX_MARKS} highlighted segments, and one longer than "
+        f"{HIGHLIGHT_MAX_CHARS:,} characters (chunked before the character bound) is "
+        f"highlighted in its first {HIGHLIGHT_MAX_CHARS:,} only. The segments still "
+        "concatenate to exactly `text`.",
+    )
+    anchor: AnchorOut | None = Field(
+        description="First-to-last highlight range; may contain unmatched text between "
+        "hits. Null when nothing is highlighted."
+    )
+    evidence_url: str = Field(
+        description="Opens the passage re-verified against its pinned version and content hash."
+    )
+
+
+class SearchOut(Schema):
+    query: str
+    mode: str
+    rerank: str
+    error: str
+    notes: list[str]
+    degraded: list[str]
+    lexical_candidates: int
+    dense_candidates: int
+    elapsed_ms: float
+    truncated: bool = Field(
+        False,
+        description="True when the response size cap trimmed at least one hit (its context, "
+        "or its text too); see each hit's `parent.trimmed` and `text_trimmed`.",
+    )
+    trimmed_hits: int = Field(0, description="How many hits were trimmed by the size cap.")
+    max_chars: int = Field(
+        0,
+        description="The size cap (LODE_SEARCH_RESPONSE_MAX_CHARS): characters of passage "
+        "text (counted twice, as `text` and as `segments`), highlight markup (32 per segment, "
+        "64 per highlight) and context this response may carry. Hits are charged in rank "
+        "order; ids, scores and offsets are not counted.",
+    )
+    hits: list[HitOut]
+
+
+def _leg(leg) -> LegOut | None:
+    return LegOut(rank=leg.rank, score=leg.score, score_name=leg.score_name) if leg else None
+
+
+def hit_out(hit: Hit) -> HitOut:
+    p = hit.passage
+    return HitOut(
+        rank=hit.rank,
+        score=hit.score,
+        score_name=hit.score_name,
+        passage_id=p.pk,
+        document_id=p.document_id,
+        document_title=p.document.title,
+        document_kind=p.document.kind,
+        trust_tier=p.document.trust_tier,
+        version_id=p.version_id,
+        version_number=p.version.number,
+        version_created_at=p.version.created_at,
+        heading_path=p.heading_path,
+        text="" if hit.text_trimmed else p.text,
+        text_trimmed=hit.text_trimmed,
+        start=p.start,
+        end=p.end,
+        start_line=p.start_line,
+        end_line=p.end_line,
+        parent=ParentOut(
+            start=hit.context_start,
+            end=hit.context_end,
+            text=hit.context_text,
+            section_start=p.parent_start,
+            section_end=p.parent_end,
+            truncated=hit.context_truncated,
+            trimmed=hit.context_trimmed,
+        ),
+        lexical=_leg(hit.fused.lexical),
+        dense=_leg(hit.fused.dense),
+        rrf=hit.fused.rrf,
+        exact_matches=list(hit.fused.exact_matches),
+        rerank_score=hit.rerank_score,
+        rerank_score_name=hit.rerank_score_name,
+        reasons=hit.reasons,
+        segments=[SegmentOut(text=s.text, highlighted=s.highlighted) for s in hit.segments],
+        highlights=[
+            HighlightOut(start=h.start, end=h.end, start_utf16=h.start_utf16, end_utf16=h.end_utf16)
+            for h in hit.highlights
+        ],
+        highlighted_by=hit.highlighted_by,
+        highlights_truncated=hit.highlights_truncated,
+        anchor=_anchor(hit),
+        evidence_url=hit.evidence_url,
+    )
+
+
+def _anchor(hit: Hit) -> AnchorOut | None:
+    a = hit.anchor
+    if a is None:
+        return None
+    return AnchorOut(
+        start=a.body_start,
+        end=a.body_end,
+        passage_start=a.start,
+        passage_end=a.end,
+        start_line=a.start_line,
+        end_line=a.end_line,
+    )
+
+
+class BudgetExceededOut(Schema):
+    detail: str = Field(description="What was stopped and what to try instead.")
+
+
+@router.get("/", response={200: SearchOut, 400: SearchOut, 503: BudgetExceededOut})
+def search_endpoint(
+    request: HttpRequest,
+    q: str,
+    mode: str = DEFAULT_MODE,
+    rerank: str | None = None,
+    limit: int = Query(
+        DEFAULT_PAGE_SIZE,
+        description=f"Hits to return: 1 to {MAX_PAGE_SIZE} (values outside are clamped).",
+    ),
+):
+    """Hybrid search over the caller's notes. `q` is the search page's query language
+    (words, "phrases", -exclusions, filters such as `tag:ops` or `after:2024-03`; see
+    /search/help); a query it rejects (bad filter value, filters without a word) is a 400
+    with the reason in `error`. `mode`: hybrid | lexical | semantic;
+    `rerank`: learned | cross-encoder | off (default from settings). Offsets are Unicode
+    code points; each hit's `highlights` also give UTF-16 code units (`*_utf16`). A hit's
+    `anchor` spans its first to last highlight and may contain unmatched text between hits.
+    `degraded` lists anything that limited this search (e.g. semantic search unavailable).
+
+    Bounded: each hit's `parent` is a window of its section around the passage, not the
+    whole section, and the response carries at most `max_chars` characters of passage and
+    context text; hits past that (in rank order) lose their context, then their text
+    (`truncated`, `parent.trimmed`, `text_trimmed`), keeping ids, offsets and `evidence_url`.
+    The rest: `GET /api/evidence/…` (the hit's `evidence_url` under /api) for the passage,
+    `GET /api/notes/{document_id}/versions/{version_id}` for a note version's whole body.
+    A search that runs past its time budget (LODE_REQUEST_BUDGET_SECONDS) is stopped: 503
+    with `detail`."""
+    result = search(
+        user=request.auth,
+        query=q,
+        mode=mode or DEFAULT_MODE,
+        rerank=rerank or settings.LODE_RERANK,
+        limit=max(1, min(limit, MAX_PAGE_SIZE)),
+    )
+    body = SearchOut(
+        query=result.query,
+        mode=result.mode,
+        rerank=result.rerank,
+        error=result.error,
+        notes=result.notes,
+        degraded=result.degraded,
+        lexical_candidates=result.lexical_candidates,
+        dense_candidates=result.dense_candidates,
+        elapsed_ms=result.elapsed_ms,
+        truncated=bool(result.trimmed_hits),
+        trimmed_hits=result.trimmed_hits,
+        max_chars=settings.LODE_SEARCH_RESPONSE_MAX_CHARS,
+        hits=[hit_out(hit) for hit in result.hits],
+    )
+    return Status(400 if result.error else 200, body)
+
+
+# --- verified evidence opening (issue 4, item 3) ---------------------------------------------
+
+evidence_router = Router(tags=["evidence"])
+
+
+class EvidencePassageOut(Schema):
+    id: int
+    text: str
+    offset_unit: str = "unicode_code_point"
+    start: int
+    end: int
+    start_line: int
+    end_line: int
+    text_sha256: str
+
+
+class EvidenceOut(Schema):
+    """The outcome of opening an evidence link. `status`: verified_current |
+    verified_superseded | source_changed | unavailable. Everything but `status` and `message`
+    is null when unavailable (someone else's document looks exactly like a missing one)."""
+
+    status: str
+    message: str
+    document: int | None = None
+    document_title: str | None = None
+    version: int | None = None
+    version_number: int | None = None
+    version_created_at: datetime | None = None
+    passage: EvidencePassageOut | None = None
+    version_sha256: str | None = None
+    head_version_id: int | None = None
+    head_version_number: int | None = None
+    current_url: str | None = None
+    text_in_current: bool | None = None  # superseded only: passage text still in the head
+    source_detail: str | None = None  # source_changed only: what happened to the file
+
+
+def evidence_out(outcome: EvidenceOutcome) -> EvidenceOut:
+    if outcome.passage is None:
+        return EvidenceOut(status=outcome.status.value, message=outcome.message)
+    p, v = outcome.passage, outcome.version
+    return EvidenceOut(
+        status=outcome.status.value,
+        message=outcome.message,
+        document=outcome.document.pk,
+        document_title=outcome.document.title,
+        version=v.pk,
+        version_number=v.number,
+        version_created_at=v.created_at,
+        passage=EvidencePassageOut(
+            id=p.pk,
+            text=p.text,
+            start=p.start,
+            end=p.end,
+            start_line=p.start_line,
+            end_line=p.end_line,
+            text_sha256=p.text_sha256,
+        ),
+        version_sha256=v.sha256,
+        head_version_id=outcome.head.pk,
+        head_version_number=outcome.head.number,
+        current_url=outcome.current_url,
+        text_in_current=outcome.text_in_current,
+        source_detail=outcome.source_detail or None,
+    )
+
+
+class EvidenceUrlNotFoundOut(Schema):
+    """A 404 before any check ran: the URL matches no evidence link (an id outside
+    1..2**63-1, say)."""
+
+    detail: str
+
+
+@evidence_router.get(
+    "/{id:document_id}/{id:version_id}/{id:passage_id}/{sha256}",
+    response={200: EvidenceOut, 404: EvidenceOut | EvidenceUrlNotFoundOut},
+)
+def evidence_endpoint(
+    request: HttpRequest, document_id: DbId, version_id: DbId, passage_id: DbId, sha256: str
+):
+    """Open an evidence link: re-check that the passage belongs to the version, the version
+    to the document, the content hash matches and the caller may see it; re-read the source
+    file if the version came from one. 404 with `status: unavailable` otherwise."""
+    outcome = open_evidence(request.auth, document_id, version_id, passage_id, sha256)
+    return Status(outcome.http_status, evidence_out(outcome))
