@@ -43,11 +43,8 @@ from datetime import date
 
 from django.conf import settings
 
-from retrieval.text import QUERY_STOPWORDS, tokens
+from retrieval.text import IDENTIFIER_RE, QUERY_STOPWORDS, tokens
 
-# An identifier: word characters joined by - _ . / : (nginx.conf, allkeys-lru,
-# ERR_SSL_PROTOCOL_ERROR). Such a term is also matched verbatim for the exact-match boost.
-IDENTIFIER_RE = re.compile(r"^\w+(?:[-_./:]+\w+)+$")
 # Identifiers with one of these characters are code-like in any query.
 CODE_CHAR_RE = re.compile(r"[_./:]")
 SHORT_QUERY_TERMS = 4

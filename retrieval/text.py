@@ -77,6 +77,24 @@ SPACED_WORD_RE = re.compile(r"\S+")
 # also split on \x0b, \x1c, \u2028 …, putting line numbers out of step with the parser's).
 LINE_BREAK_RE = re.compile(r"\r\n?|\n")
 
+# Identifiers and numbers. Two identifier rules and two number rules on purpose; each
+# caller's reading differs and is pinned by its tests:
+# - a query term that is an identifier (word characters joined by runs of - _ . / :, e.g.
+#   nginx.conf, allkeys-lru, ERR_SSL_PROTOCOL_ERROR) is also matched verbatim (query.py);
+IDENTIFIER_RE = re.compile(r"^\w+(?:[-_./:]+\w+)+$")
+# - a fact's value that is an identifier joins its parts by exactly one separator
+#   (decision.py, conflicts: "allkeys-lru" is a value, "a--b" is not);
+IDENTIFIER_VALUE_RE = re.compile(r"^[\w]+(?:[-_./:][\w]+)+$")
+# - the gate reads every digit run whole with its separators ("1.8", "2,500", "10.0.1"),
+#   wherever it stands, so a claim cannot drop or change part of a number;
+NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)*")
+# - conflict detection reads only free-standing numbers (not "ext4" or "100g").
+NUMBER_IN_TEXT_RE = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*(?![\w])")
+# Hyphenated compounds (ASCII hyphen-minus, U+2010 hyphen, U+2011 non-breaking hyphen), and
+# the two Unicode hyphens the gate writes as ASCII when comparing them.
+COMPOUND_RE = re.compile(rf"{WORD_RE.pattern}(?:[-\u2010\u2011]{WORD_RE.pattern})+")
+UNICODE_HYPHENS_RE = re.compile(r"[\u2010\u2011]")
+
 
 def tokens(text: str) -> tuple[str, ...]:
     """Case-folded letter/digit runs after NFKC, the way the index tokenises text.

@@ -232,3 +232,28 @@ def test_the_rule_catches_an_upward_import(tmp_path: Path) -> None:
     assert LAYERS.index(layer_of("retrieval.search.pipeline")) > LAYERS.index(
         layer_of("retrieval.query")
     )
+
+
+def is_api_module(module: str) -> bool:
+    return module.rsplit(".", 1)[-1] in ("api", "search_api", "ask_api")
+
+
+def is_view_module(module: str) -> bool:
+    return module.rsplit(".", 1)[-1].endswith("views")
+
+
+def test_api_modules_reach_no_view_module() -> None:
+    """The API and the pages are siblings over the same services: an API module never imports
+    a view module, directly or through another module (URLs come from `retrieval.links`)."""
+    graph: dict[str, set[str]] = {}
+    for i in all_imports():
+        if not i.type_only:
+            graph.setdefault(i.importer, set()).add(i.imported)
+    apis = [module for module in project_modules() if is_api_module(module)]
+    assert {"lode_site.api", "notes.api", "externals.api", "retrieval.web.search_api"} <= set(apis)
+    found = {
+        api: sorted(m for m in reachable(graph, api) if is_view_module(m))
+        for api in apis
+        if any(is_view_module(m) for m in reachable(graph, api))
+    }
+    assert not found, found

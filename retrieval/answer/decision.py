@@ -80,7 +80,9 @@ from retrieval.answer.types import ABSTAIN_MESSAGE, Decision, EvidencePack, Show
 from retrieval.query import ParsedQuery
 from retrieval.text import (
     CONFLICT_NEGATIONS,
+    IDENTIFIER_VALUE_RE,
     NT_SUFFIX_RE,
+    NUMBER_IN_TEXT_RE,
     QUERY_STOPWORDS,
     QUESTION_FILLER_WORDS,
     fold,
@@ -301,8 +303,6 @@ class Fact:
     value: str  # shown to the user
 
 
-# A free-standing number (not part of a word like "ext4" or "100g"): 30, 1.29, 250,000.
-NUMBER_IN_TEXT_RE = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*(?![\w])")
 NUMBER_MARK = "lodenumber"  # what a number becomes in a numeric template, before tokenising
 MAX_TEMPLATE_NUMBERS = 3
 MIN_TEMPLATE_WORDS = 3
@@ -312,7 +312,6 @@ CONNECTOR_RE = re.compile(
     r"\s=\s*|=\s*|:\s+)",
     re.IGNORECASE,
 )
-IDENTIFIER_VALUE_RE = re.compile(r"^[\w]+(?:[-_./:][\w]+)+$")
 STATE_WORDS = word_set(
     "true false yes no on off enabled disabled required optional allowed forbidden "
     "mandatory deprecated supported unsupported public private open closed"

@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 
@@ -69,7 +68,10 @@ from retrieval.answer.entailment import (
 )
 from retrieval.answer.types import Claim, ClaimVerdict, Support
 from retrieval.text import (
+    COMPOUND_RE,
     GLUE_WORDS,
+    NUMBER_RE,
+    UNICODE_HYPHENS_RE,
     WORD_RE,
     negation_cue_counts,
     nfc_collapsed,
@@ -86,12 +88,6 @@ NO_ENTAILMENT_REASON = "needs entailment and no entailment model is configured"
 
 # The gate's words, glue words, negation cues and normal form live in retrieval.text, so the
 # answerer that picks a quote and the gate that checks it cut text the same way.
-
-# Hyphenated compounds (ASCII hyphen-minus, U+2010 hyphen, U+2011 non-breaking hyphen).
-COMPOUND_RE = re.compile(rf"{WORD_RE.pattern}(?:[-\u2010\u2011]{WORD_RE.pattern})+")
-HYPHENS_RE = re.compile(r"[\u2010\u2011]")
-# Numbers read whole: digit runs joined by "." or "," ("1.8", "2,500", "10.0.1").
-NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)*")
 
 
 # --- pure helpers -----------------------------------------------------------------------------
@@ -122,7 +118,9 @@ def numbers(text: str) -> frozenset[str]:
 def compound_words(text: str) -> frozenset[str]:
     """Hyphenated compounds in `text`, case-folded, hyphens written as ASCII ("ucp1-dependent")."""
     nfc = unicodedata.normalize("NFC", text)
-    return frozenset(HYPHENS_RE.sub("-", m.group(0)).casefold() for m in COMPOUND_RE.finditer(nfc))
+    return frozenset(
+        UNICODE_HYPHENS_RE.sub("-", m.group(0)).casefold() for m in COMPOUND_RE.finditer(nfc)
+    )
 
 
 def span_occurs(span: str, body: str) -> bool:

@@ -36,7 +36,7 @@ from django_htmx.http import push_url
 
 from lode_site.htmx import HtmxHttpRequest
 from notes.models import Document
-from retrieval.answer.ask import ask, pinnable_documents
+from retrieval.answer.ask import ask, pinnable
 from retrieval.answer.display import outcome_from_trace
 from retrieval.answer.trace import Trace
 from retrieval.answer.types import ABSTAIN_MESSAGE, AskOutcome
@@ -214,9 +214,7 @@ def _trace_or_404(user: AbstractBaseUser, trace_id: int) -> AskTrace:
 def _pinned_from_query(user: AbstractBaseUser, value: str) -> Document | None:
     """The user's document named by `value`, or None (a bad or foreign id pins nothing)."""
     document_id = _int_or_none(value)
-    if document_id is None:
-        return None
-    return pinnable_documents(user).filter(pk=document_id).first()
+    return None if document_id is None else pinnable(user, document_id)
 
 
 def _int_or_none(value: str) -> int | None:
