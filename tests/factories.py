@@ -26,6 +26,24 @@ from retrieval.models import Passage
 # --- ports and clients -------------------------------------------------------------------------
 
 
+# The fields that make up a passage's content and place in its version (loader tests compare
+# them between two ways of writing the same notes).
+PASSAGE_FIELDS = (
+    "position",
+    "block_kind",
+    "heading_path",
+    "title_text",
+    "start",
+    "end",
+    "start_line",
+    "end_line",
+    "parent_start",
+    "parent_end",
+    "text",
+    "text_sha256",
+)
+
+
 def free_port() -> int:
     """A loopback port nothing listens on (bound, then closed at once)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

@@ -17,23 +17,11 @@ from retrieval.index.passages import passages_for_version
 from retrieval.models import Passage
 from retrieval.search import evaluation
 from retrieval.search.pipeline import search
+from tests import factories
 
 FIXTURE = Path(__file__).parent / "fixtures" / "beir-mini"
 FIXTURE_DOCS = 20
-PASSAGE_FIELDS = (
-    "position",
-    "block_kind",
-    "heading_path",
-    "title_text",
-    "start",
-    "end",
-    "start_line",
-    "end_line",
-    "parent_start",
-    "parent_end",
-    "text",
-    "text_sha256",
-)
+PASSAGE_FIELDS = factories.PASSAGE_FIELDS
 
 pytestmark = pytest.mark.django_db
 

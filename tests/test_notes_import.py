@@ -22,27 +22,15 @@ from notes.models import Document
 from retrieval.index.sync import sync_pending_vectors
 from retrieval.index.vectors import pending_count
 from retrieval.models import Passage
+from tests import factories
 
 FIXTURE = Path(__file__).parent / "fixtures" / "beir-mini"
 # The content digest (`digest` below) of loading FIXTURE, computed with the loader of commit
 # 0a0b34a, before it wrote through the services (it had its own bulk mirror of them).
 # Change it only with a deliberate change of what a note or its passages are.
 DIGEST_BEFORE_THE_SERVICES = "f0f126c3d21d61af9d154b5eaf7b683d189416322f506279e10a0cbe6bf8221f"
-PASSAGE_FIELDS = (
-    "position",
-    "block_kind",
-    "heading_path",
-    "title_text",
-    "start",
-    "end",
-    "start_line",
-    "end_line",
-    "parent_start",
-    "parent_end",
-    "text",
-    "text_sha256",
-    "is_head",
-)
+# What identifies a passage's content, plus whether it is at head.
+PASSAGE_FIELDS = (*factories.PASSAGE_FIELDS, "is_head")
 
 pytestmark = pytest.mark.django_db
 
