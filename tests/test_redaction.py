@@ -2,16 +2,27 @@
 keeps the key name of a pair, counts once, is idempotent, and leaves ordinary notes alone —
 prose, URLs, and the 64-hex SHA-256 digests lode prints everywhere.
 
+Issue 12 item 4: the corpus in tests/secret_corpus.py (at least 50 secret forms, each redacted
+with a marker of its kind, and 50 look-alikes that survive unchanged); detect-secrets' plugins
+never touch the network; the speed-only triggers never hide a finding; a 2 MB single-line text
+is redacted in work linear in its length.
+
 The fake secrets are assembled from pieces so this file itself does not trip secret scanners.
 """
 
 from __future__ import annotations
 
 import hashlib
+import socket
+from collections.abc import Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from retrieval.answer.redaction import MARKER_PREFIX, redact
+from retrieval.answer import redaction
+from retrieval.answer.redaction import MARKER_PREFIX, looks_like_secret, redact
+from tests.secret_corpus import LOOK_ALIKES, SECRETS, TWILIO_API_KEY, SecretCase
 
 OPENAI = "sk-" + "proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
 GITHUB = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
@@ -162,3 +173,222 @@ def test_ordinary_text_is_left_alone(text: str) -> None:
 def test_marker_prefix_is_visible() -> None:
     redacted, _ = redact("password=hunter2")
     assert MARKER_PREFIX in redacted
+
+
+# --- the issue 12 corpus -----------------------------------------------------------------------
+
+
+def test_the_corpus_has_at_least_fifty_of_each() -> None:
+    assert len(SECRETS) >= 50
+    assert len(LOOK_ALIKES) >= 50
+    ids = [case.id for case in SECRETS] + [case_id for case_id, _ in LOOK_ALIKES]
+    assert len(ids) == len(set(ids)), "corpus ids must be unique"
+
+
+@pytest.mark.parametrize("case", SECRETS, ids=[case.id for case in SECRETS])
+def test_corpus_secret_is_redacted(case: SecretCase) -> None:
+    assert case.secret in case.text  # the case itself is well-formed
+    redacted, count = redact(case.text)
+    assert case.secret not in redacted
+    assert f"[REDACTED:{case.kind}]" in redacted
+    assert count >= 1
+    assert redact(redacted) == (redacted, 0), "a second pass must find nothing"
+
+
+@pytest.mark.parametrize(
+    "text", [text for _, text in LOOK_ALIKES], ids=[case_id for case_id, _ in LOOK_ALIKES]
+)
+def test_corpus_look_alike_survives(text: str) -> None:
+    assert redact(text) == (text, 0)
+
+
+def test_redaction_keeps_the_text_around_the_value() -> None:
+    redacted, count = redact("the api key is 9fA2kL0pQ7xZ3mN8, ask Bob")
+    assert (redacted, count) == ("the api key is [REDACTED:api-key], ask Bob", 1)
+    redacted, _ = redact("machine api.example.com login alice password S3cr3tPa55")
+    assert redacted == "machine api.example.com login alice password [REDACTED:password]"
+
+
+# The cut-off PEM case redacts to the end of the text by design; mixed texts leave it out.
+_MIXABLE_SECRETS = [case for case in SECRETS if case.id != "pem-cut-open"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    picks=st.lists(
+        st.one_of(
+            st.sampled_from(_MIXABLE_SECRETS),
+            st.sampled_from([text for _, text in LOOK_ALIKES]),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_mixed_notes_are_redacted_deterministically_and_idempotently(
+    picks: list[SecretCase | str],
+) -> None:
+    """Any note made of corpus paragraphs: every secret goes, every look-alike paragraph
+    stays word for word, the result does not depend on the call, and a second pass finds
+    nothing."""
+    text = "\n\n".join(p.text if isinstance(p, SecretCase) else p for p in picks)
+    redacted, count = redact(text)
+    assert redact(text) == (redacted, count)
+    assert redact(redacted) == (redacted, 0)
+    for pick in picks:
+        if isinstance(pick, SecretCase):
+            assert pick.secret not in redacted
+            assert f"[REDACTED:{pick.kind}]" in redacted
+        else:
+            assert pick in redacted
+    assert count >= sum(isinstance(p, SecretCase) for p in picks)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("hunter2", True),
+        ("hunter2x!Q", True),
+        ("9fA2kL0pQ7xZ3mN8", True),
+        ("Tr0ub4dor&3", True),
+        ("KxZpQwErTyUiOpAsDf", True),  # letters only, but random: mixed case at high entropy
+        ("required", False),
+        ("vault", False),
+        ("1Pass", False),  # too short
+        ("v2.1.0", False),
+        ("2024-05-01", False),
+        ("1024", False),
+        ("/etc/secrets/db", False),
+        ("https://vault.example.com", False),
+        ("${DB_PASSWORD}", False),
+        ("<your-token>", False),
+        ("********", False),
+        ("xxxxxxxx", False),
+        ("aaaaaa11", False),  # two classes, but too little entropy
+        ("Alice Smith", False),
+        ("TypeScript", False),
+    ],
+)
+def test_looks_like_secret_is_an_entropy_check(value: str, expected: bool) -> None:
+    assert looks_like_secret(value) is expected
+
+
+# --- detect-secrets: offline, triggers sound, bounded work --------------------------------------
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every way out (sockets, requests) recorded and refused."""
+    import requests
+
+    attempts: list[str] = []
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        attempts.append(repr(args[:2]))
+        raise OSError("redaction must not touch the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(requests.Session, "request", refuse)
+    yield attempts
+
+
+def test_detect_secrets_plugins_never_touch_the_network(no_network: list[str]) -> None:
+    """Several plugins have a `verify` that calls the provider; redaction only ever calls
+    `analyze_string`, so not one connection is attempted over the whole corpus."""
+    for case in SECRETS:
+        redact(case.text)
+    for _, text in LOOK_ALIKES:
+        redact(text)
+    assert no_network == []
+
+
+def test_the_detect_secrets_plugins_are_in_use() -> None:
+    """The maintained detector runs: these kinds come only from its plugins."""
+    kinds = {detector.kind for detector in redaction._detectors()}
+    assert {"twilio-key", "telegram-token", "discord-token", "mailchimp-key"} <= kinds
+    assert {"square-secret", "azure-storage-key", "high-entropy-string"} <= kinds
+    ours = {kind for kind, _ in redaction._TOKEN_PATTERNS}
+    for case in SECRETS:
+        if case.kind in {"twilio-key", "telegram-token", "discord-token", "mailchimp-key"}:
+            assert case.kind not in ours
+            assert f"[REDACTED:{case.kind}]" in redact(case.text)[0]
+
+
+def test_triggers_never_hide_a_plugin_finding() -> None:
+    """A trigger only skips windows where the plugin would find nothing: on every corpus text,
+    any window a plugin reports from matches all of that plugin's triggers."""
+    texts = [case.text for case in SECRETS] + [text for _, text in LOOK_ALIKES]
+    checked = 0
+    for detector in redaction._detectors():
+        for text in texts:
+            for _, window in redaction._windows(text):
+                if any(True for _ in redaction._raw_values(detector, window)):
+                    checked += 1
+                    for trigger in detector.triggers:
+                        assert trigger.search(window), (detector.kind, window)
+    assert checked >= 20  # the check saw real findings, not an empty corpus
+
+
+def test_a_secret_across_a_window_edge_is_still_found() -> None:
+    """Long lines are scanned in overlapping windows; a secret straddling an edge is whole in
+    the next window. Twilio keys are found by detect-secrets alone."""
+    step = redaction.WINDOW_CHARS - redaction.WINDOW_OVERLAP_CHARS
+    for cut in (10, len(TWILIO_API_KEY) // 2, len(TWILIO_API_KEY) - 3):
+        prefix = "lorem ipsum " * ((step - cut) // 12)
+        prefix += "x" * (step - cut - len(prefix) - 1) + " "
+        text = prefix + TWILIO_API_KEY + " and more words" * 200
+        assert len(text) > redaction.WINDOW_CHARS
+        redacted, count = redact(text)
+        assert TWILIO_API_KEY not in redacted
+        assert count == 1
+
+
+def test_a_two_megabyte_single_line_is_redacted_in_linear_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Many candidates on one 2 MB line (detect-secrets scans per line): the characters handed
+    to the plugins stay proportional to the length — windows of bounded size, keyword
+    candidates of bounded size — and every secret is redacted exactly once."""
+    unit = (
+        f"token={TWILIO_API_KEY} note 'Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MEFCQ0RFRkdISUpLTE1O' "
+        'db_password_prod = "Xk9#mQ2$vL"; secretsecretsecret key: value password: see below '
+        "sha256 3f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f eyJhbGci //a:b "
+    )
+    repeats = 2_000_000 // len(unit)
+    text = unit * repeats
+    assert "\n" not in text and len(text) > 1_900_000
+
+    scanned = {"windows": 0, "window_chars": 0, "keyword_chars": 0}
+    raw_values = redaction._raw_values
+
+    def counting_raw_values(detector: redaction._Detector, window: str) -> Iterator[str]:
+        scanned["windows"] += 1
+        scanned["window_chars"] += len(window)
+        assert len(window) <= redaction.WINDOW_CHARS
+        return raw_values(detector, window)
+
+    keyword_plugin = redaction._keyword()[0].plugin
+    analyze = keyword_plugin.analyze_string
+
+    def counting_analyze(string: str, **kwargs: object) -> Iterator[str]:
+        # A bounded candidate: keyword, ≤ 64 word characters, ≤ 50 separator characters, a
+        # quoted value of ≤ 512 — never the whole line.
+        assert len(string) <= 700
+        scanned["keyword_chars"] += len(string)
+        return analyze(string, **kwargs)
+
+    monkeypatch.setattr(redaction, "_raw_values", counting_raw_values)
+    monkeypatch.setattr(keyword_plugin, "analyze_string", counting_analyze)
+
+    redacted, count = redact(text)
+
+    # Three secrets per unit: the token pair (Twilio key), the quoted base64, the keyword pair.
+    assert count == 3 * repeats
+    assert TWILIO_API_KEY not in redacted and "Xk9#mQ2$vL" not in redacted
+    rounds = 2  # the second finds nothing
+    overlap_factor = redaction.WINDOW_CHARS / (
+        redaction.WINDOW_CHARS - redaction.WINDOW_OVERLAP_CHARS
+    )
+    plugins = len(redaction._detectors())
+    assert scanned["window_chars"] <= rounds * plugins * overlap_factor * len(text) + 10_000
+    assert scanned["keyword_chars"] <= rounds * len(text)
