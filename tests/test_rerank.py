@@ -340,7 +340,10 @@ def test_learned_reranker_loads_the_checked_in_weights_or_says_they_are_missing(
         assert np.isfinite(reranker.model.weights).all()
         assert (reranker.model.scale > 0).all()
         metadata = json.loads(LEARNED_MODEL_FILE.read_text(encoding="utf-8"))
-        assert 0.0 < metadata["cv_ndcg_at_10"] <= 1.0
+        # What it was fitted on, and each corpus's cross-validated figure (fit_rerank.py).
+        assert {c["corpus"] for c in metadata["fitted_on"]} == set(metadata["cv_by_corpus"])
+        for figures in metadata["cv_by_corpus"].values():
+            assert 0.0 < figures["learned"]["ndcg_at_10"] <= 1.0
         # Loaded once per process.
         assert get_reranker("learned") is reranker
         query = parse("rotate staging certs")

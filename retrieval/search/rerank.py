@@ -5,9 +5,10 @@ Three implementations, chosen per request (`rerank=` on the page and API) or by 
 
 * `learned` (default) — a linear model over features of the query–passage pair (leg scores
   and ranks, query-term coverage, exact matches, lengths), fitted with pairwise logistic
-  loss on the SciFact *train* split by `retrieval/search/training/fit_rerank.py`; its weights are
-  checked in as `retrieval/data/rerank_learned.json`. Features describe the pair only —
-  never a document's identity or its training label.
+  loss on the SciFact *train* split and the tune half of the notes question set
+  (`bench/data/questions/`) by `retrieval/search/training/fit_rerank.py`; its weights are
+  checked in as `retrieval/data/rerank_learned.json`, which records what they were fitted on.
+  Features describe the pair only — never a document's identity or its training label.
 * `cross-encoder` — fastembed's `TextCrossEncoder` loaded from a local folder named by
   `LODE_RERANK_MODEL_DIR` (no model ships offline; see MODELS.md).
 * `off` — fused order stands.
