@@ -6,7 +6,8 @@ One home, because the gate's correctness depends on every stage tokenising the s
 answerer used to pick it, and the query with the rules the index used to store it. Nothing
 here touches the database, a model or the network (the Snowball stemmer behind `fold` is a
 pure function); this module is the `vocabulary` layer and imports only the standard library
-and, lazily, `py_rust_stemmers`.
+and, lazily, `py_rust_stemmers` and `markdown_it` (the block parser the chunker uses, to read
+the Markdown structure of what may be quoted).
 
 Where two stages apply *different* rules today, both are kept here side by side under names
 that say how they differ, with the reason: changing either would move the SciFact retrieval
@@ -19,12 +20,14 @@ or gate figures. They are:
 * the token pattern: `WORD_RE` (letter/digit runs) vs `TOKEN_RE` (the same runs plus
   private-use characters and the combining marks FTS5's unicode61 tokenizer drops);
 * stop words: `QUERY_STOPWORDS`, `GLUE_WORDS`, `EXTRACTIVE_STOPWORDS`, `QUESTION_FILLER_WORDS`
-  — four lists for four jobs (below);
+  — four lists for four jobs (below) — and `QUESTION_FRAME_WORDS` (with its
+  `QUESTION_FRAMING_VERBS`), the words a question's evidence need not contain;
 * negation: `NEGATION_WORDS` and `NT_CONTRACTION_RE` (the gate's cues), `NEGATION_TOKENS`
   (evidence-pack dedup) and `CONFLICT_NEGATIONS` with `NT_SUFFIX_RE` (conflict detection);
-* sentences: `split_sentences` (Markdown-aware, abbreviation-aware: the extractive answerer's
-  quotes), `sentence_spans` (line-bound, for conflict detection) and `SENTENCE_END_WORD_RE`
-  (where the chunker may cut);
+* sentences: `split_sentences` (the extractive answerer's quotes: one sentence, list item,
+  table row or line of line-structured text each, read with the Markdown structure from
+  `quotable_blocks`, abbreviation-aware, capped at `MAX_SENTENCE_CHARS`), `sentence_spans`
+  (line-bound, for conflict detection) and `SENTENCE_END_WORD_RE` (where the chunker may cut);
 * normalisers: `nfc_collapsed` (the gate's step 1, and `nfc_collapsed_with_offsets`, the same
   form mapped back to the original offsets), `nfkc_folded` (verbatim needle matching in fusion
   and the evidence pack's "same normalised text") and `fold` (one token's index form).
@@ -41,6 +44,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import pairwise
 from typing import Any
 
 
@@ -189,6 +193,41 @@ QUESTION_FILLER_WORDS = word_set(
     "problem issue way s t ll re ve d"
 )
 
+# The answerability decision's coverage rule and the extractive answerer (issue 12): words
+# that frame a question without naming its topic, so the evidence need not contain them. A
+# note that answers "When do the nightly backups run now?" says "the nightly backups moved to
+# 03:30 UTC": it never says "now". Matched as typed (case-folded), never by stem: "currently"
+# is here, "current" (a current smoker) is a topic. By class:
+QUESTION_FRAMING_VERBS = word_set(
+    # Speech and decision verbs: how the asker met a fact (a meeting decided it, a colleague
+    # said it), not the fact; a decision note lists "Decisions" or just the outcome. They
+    # still say which kind of passage is wanted, so the decision counts them towards a
+    # question being specific enough ("What did we decide about backups?" vs "backups?").
+    "decide decides decided deciding decision decisions agree agrees agreed say says said "
+    "mention mentions mentioned discuss discusses discussed plan plans planned planning "
+    "conclude concluded"
+)
+QUESTION_FRAME_WORDS = QUESTION_FRAMING_VERBS | word_set(
+    # Time and aspect: when the asker stands, not what they ask about. Notes are dated by
+    # their versions; they rarely say "now" or "these days" about their own facts.
+    "now currently nowadays presently still today tonight yesterday tomorrow ever anymore "
+    "already yet recently lately usually normally typically generally "
+    # Hedges and intensifiers: the asker's tone.
+    "actually really exactly basically precisely even quite "
+    # The asker's pronouns `QUESTION_FILLER_WORDS` lacks.
+    "ours myself ourselves "
+    # What is left of a negated auxiliary ("didn't" → didn, t): the negation matters to the
+    # answer, but no note says "didn" ("Why didn't we go with Auth0?"). Not "won" or "can":
+    # "won" is also a topic (who won the final?).
+    "didn doesn don isn aren wasn weren haven hasn hadn wouldn shouldn couldn mustn needn "
+    # Generic verbs of taking place or running, like "work" and "happen" there: "when does the
+    # backup run?" asks about the backup.
+    "run runs running ran occur occurs occurred "
+    # Prepositions and conjunctions the other lists lack: they join a question's topics.
+    "during after before while until since within without between through via across per "
+    "upon onto among whether"
+)
+
 
 # --- negation -----------------------------------------------------------------------------------
 
@@ -255,10 +294,9 @@ _SENTENCE_END_RE = re.compile(r"[.!?][\"'\u201d\u2019)\]]*(?=\s)")
 _ABBREVIATIONS = word_set(
     "e.g i.e etc vs al fig figs no nos dr mr mrs ms prof approx cf eq ref refs st jr sr inc ltd"
 )
-_HEADING_RE = re.compile(r"^\s{0,3}#{1,6}(?:\s|$)")
-_FENCE_LINE_RE = re.compile(r"^\s{0,3}(?:```|~~~)")
-_BLOCK_START_RE = re.compile(r"^\s{0,3}(?:[-*+]\s|\d{1,9}[.)]\s|>|\|)")
-_LEADING_MARKUP_RE = re.compile(r"^(?:\s{0,3}(?:[-*+]|\d{1,9}[.)])\s+|\s{0,3}>\s?)+")
+# How far back from a sentence end the abbreviation check reads: longer than any abbreviation
+# with its opening bracket, and a bound, so a body of a million "e.g." stays linear.
+_ABBREVIATION_LOOKBACK = 16
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
@@ -276,6 +314,39 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return found
 
 
+# --- quotable units: what the extractive answerer may quote (issue 12 item 3) -------------------
+#
+# A claim is one sentence, one list item, one table row or one line of a line-structured text,
+# never a block or a file. The Markdown structure is read with markdown-it (the chunker's parser,
+# block rules only), so a unit never starts or ends inside another list item, however deeply
+# nested, and headings, code, HTML and table header rows are never units:
+#
+# * a heading is a label, not a claim (the answer page shows it above the quote instead);
+# * code (fenced or indented) is never quoted, not even a one-line command: a command is not a
+#   statement the gate's coupling or entailment steps can judge, the words a question shares
+#   with it are identifiers at best, and a command shown as a bare "claim" loses the step that
+#   says when (or whether) to run it. The list item introducing it ("Promote the replica with
+#   `pg_ctl promote`") is quotable, inline code included;
+# * a unit starts at its first content character: list markers ("- ", "1. ", "2) ", a task
+#   box "[ ] "), block-quote ">" and a table row's outer "|" are markup, not content, and stay
+#   out of the quoted span (which is still an exact slice of the stored body);
+# * inside a paragraph, a line break ends a unit when the text is line-structured rather than
+#   wrapped prose (`_ends_unit`): a contact note's name, phone and e-mail lines are three units;
+# * a unit longer than `MAX_SENTENCE_CHARS` is cut at clause punctuation (`_capped`).
+
+
+@dataclass(frozen=True)
+class TextBlock:
+    """A Markdown block that holds quotable text: a paragraph (`kind` "paragraph"), a list
+    item's paragraph ("list_item"), a block quote's paragraph ("quote") or a table body row
+    ("table_row"). [start, end) in code points, from its first content character (markers
+    left out) to its last non-blank one."""
+
+    start: int
+    end: int
+    kind: str
+
+
 @dataclass(frozen=True)
 class Sentence:
     """A sentence of a version body: [start, end) in code points, and its text (the exact
@@ -286,72 +357,264 @@ class Sentence:
     text: str
 
 
-def _units(text: str) -> Iterable[tuple[int, int]]:
-    """[start, end) ranges of `text`'s prose units: paragraphs, list items, quote lines and
-    table rows; headings and code fence lines are left out (labels and markup, not claims)."""
-    unit_start: int | None = None
-    position = 0
-    in_fence = False
-    for line in text.splitlines(keepends=True):
-        line_start, position = position, position + len(line)
-        content = line.rstrip("\r\n")
-        if _FENCE_LINE_RE.match(content):
-            in_fence = not in_fence
-        breaks = (
-            not content.strip()
-            or in_fence
-            or _FENCE_LINE_RE.match(content)
-            or _HEADING_RE.match(content)
-        )
-        if (breaks or _BLOCK_START_RE.match(content)) and unit_start is not None:
-            yield unit_start, line_start
-            unit_start = None
-        if breaks:
-            if in_fence and not _FENCE_LINE_RE.match(content) and content.strip():
-                yield line_start, line_start + len(content)  # a code line is its own unit
+# A quotable unit longer than this many code points is cut at clause punctuation (; : , | or a
+# spaced dash); a stretch this long with none of them is dropped, not quoted. 600 is longer than
+# 99.9% of SciFact's abstract sentences (38 of 47,034 are longer); a run-on line of that length
+# (a pasted log, a minified list) is not one fact a person reads.
+MAX_SENTENCE_CHARS = 600
+# Where a too-long unit may be cut: just after clause punctuation, or a spaced dash, followed by
+# whitespace (so "03:30", "1,000" and "well-known" are never cut).
+_CLAUSE_CUT_RE = re.compile(r"[;:,|\u2013\u2014](?=\s)|\s-{1,3}(?=\s)")
+# What a cut piece may not end with: the clause punctuation it was cut after.
+_CLAUSE_TAIL = " \t\r\n;:,|-\u2013\u2014"
+
+# A list item's, block quote's or table's markup before a block's first character: indentation,
+# ">" markers, list markers (bullet, or a number with "." or ")") followed by a blank or the line
+# end, an optional task box, and a table row's leading "|". Matched from the start of the block's
+# first line, at most `_PREFIX_LIMIT` characters of it (markdown-it nests at most 20 deep).
+_CONTAINER_PREFIX_RE = re.compile(
+    r"(?:[ \t]*(?:>|(?:[-*+]|\d{1,9}[.)])(?=[ \t]|$)))*[ \t]*(?:\[[ xX]\][ \t]+)?\|?[ \t]*"
+)
+# A continuation line's markup: indentation and block-quote markers only (a continuation line
+# never starts a list item, by markdown-it's reading of it).
+_CONTINUATION_PREFIX_RE = re.compile(r"(?:[ \t]*>)*[ \t]*")
+_PREFIX_LIMIT = 256
+# An inline enumeration opening a sentence or a line ("… results. 2) Uptake was …"): markup of
+# the list the text spells out, not content, like a Markdown list marker.
+_ENUMERATION_RE = re.compile(r"(?:[-*+]|\d{1,9}[.)])(?:[ \t]+(?:\[[ xX]\][ \t]+)?|$)")
+# A line that starts with a short label and a colon ("Phone:", "Step 2:", "Dana's e-mail:"):
+# a field of a line-structured text, never the wrapped tail of a sentence.
+_LABEL_LINE_RE = re.compile(
+    r"[^\W_][\w'\u2019.\-]{0,30}(?:[ \t]+[\w'\u2019.\-]{1,30}){0,2}:(?:\s|$)"
+)
+# A line's first word, as a wrapping editor keeps it whole: an inline code span counts as one.
+_FIRST_WORD_RE = re.compile(r"`[^`\n]{0,62}`|\S{0,64}")
+# A line ending in one of these continues on the next (a list of clauses, a hyphenated word).
+_CONTINUES_LINE = frozenset(",([{/&+-\u2010\u2013\u2014")
+# Paragraphs whose longest line is shorter than this are not hard-wrapped prose: every line break
+# in them that the rules below do not join is the author's (a contact card, a short list).
+_WRAP_MIN_WIDTH = 40
+# How much shorter than the longest line a wrapped line may be and still count as full, as a
+# share of that length (1/8): editors wrap at a width the longest line may overshoot (a long
+# word or code span), and notes are re-wrapped by hand. Measured on bench/data/notes_corpus:
+# without it 7 sentences of wrapped prose were cut where a line began with a digit, a code span
+# or a capital; with it none are, and every line of its contact, log and recipe files stays
+# its own unit.
+_WRAP_SLACK = 8
+
+
+@lru_cache(maxsize=1)
+def _block_parser() -> Any:
+    # markdown-it's block rules only, as the chunker runs it (retrieval/index/chunking.py):
+    # the inline pass is not needed to find blocks and would double the time.
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable("table").disable("inline")
+
+
+def _line_offsets(text: str) -> tuple[list[int], list[int]]:
+    """The start offset of every line and the end offset before its break, counting lines the
+    way markdown-it does (`LINE_BREAK_RE`), so its token maps index these lists."""
+    starts, ends = [0], []
+    for match in LINE_BREAK_RE.finditer(text):
+        ends.append(match.start())
+        starts.append(match.end())
+    ends.append(len(text))
+    return starts, ends
+
+
+def _right_trimmed(text: str, start: int, end: int) -> int:
+    """`end` moved back over whitespace, not past `start`."""
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return end
+
+
+def quotable_blocks(text: str) -> list[TextBlock]:
+    """The blocks of `text` that hold quotable prose or table rows, in order (see `TextBlock`).
+    Headings, code, HTML, thematic breaks, link definitions and table header rows are left
+    out. Linear in the length of `text` (markdown-it's block pass and one walk of its tokens)."""
+    starts, ends = _line_offsets(text)
+    blocks: list[TextBlock] = []
+    containers: list[str] = []
+    in_header = False
+    for token in _block_parser().parse(text):
+        kind = token.type
+        if kind in ("blockquote_open", "list_item_open"):
+            containers.append(kind)
+        elif kind in ("blockquote_close", "list_item_close"):
+            if containers:
+                containers.pop()
+        elif kind in ("thead_open", "thead_close"):
+            in_header = kind == "thead_open"
+        elif kind in ("paragraph_open", "tr_open") and token.map and not in_header:
+            first, last = token.map[0], min(token.map[1], len(starts))
+            if first >= last:
+                continue
+            line = starts[first]
+            prefix = _CONTAINER_PREFIX_RE.match(text, line, min(ends[first], line + _PREFIX_LIMIT))
+            start = prefix.end() if prefix else line
+            end = _right_trimmed(text, start, ends[last - 1])
+            if kind == "tr_open":
+                block_kind = "table_row"
+                if end > start and text[end - 1] == "|" and text[end - 2 : end] != "\\|":
+                    end = _right_trimmed(text, start, end - 1)
+            elif not containers:
+                block_kind = "paragraph"
+            else:
+                block_kind = "list_item" if containers[-1] == "list_item_open" else "quote"
+            if end > start:
+                blocks.append(TextBlock(start, end, block_kind))
+    return blocks
+
+
+def _ends_unit(last: str, explicit: bool, following: str, wrapped: bool) -> bool:
+    """Whether a line break inside a paragraph ends a quotable unit. `last` is the line's last
+    character, `following` the next line (markup and edge blanks removed), `wrapped` whether
+    the paragraph is hard-wrapped prose (`_is_wrapped`). Markdown joins a paragraph's lines,
+    but a plain-text note (a contact card, a log, "Step 1: …" lines) means each line on its
+    own. The break is the author's, so it ends the unit, when it is an explicit Markdown hard
+    break (`explicit`); the sentence goes on when the next line starts in lower case or this
+    one ends in a comma, bracket, slash or hyphen; a next line starting with a label
+    ("Phone: …") is a new field; any other break ends the unit unless the paragraph is
+    wrapped prose."""
+    if explicit:
+        return True
+    if following[:1].islower() or last in _CONTINUES_LINE:
+        return False
+    if _LABEL_LINE_RE.match(following):
+        return True
+    return not wrapped
+
+
+def _is_wrapped(text: str, lines: list[tuple[int, int, int]]) -> bool:
+    """Whether a paragraph's `lines` ((content start, content end, raw end) each) are prose
+    hard-wrapped at a fixed width: its longest line is at least `_WRAP_MIN_WIDTH` and every
+    line but the last is full — the next line's first word would not have fitted on it
+    within that width (less `_WRAP_SLACK`), so the break was the editor's, not the author's.
+    One short line (a name above a phone number, a log entry shorter than the one before)
+    means the lines were broken by hand."""
+    width = max(end - start for start, end, _ in lines)
+    if width < _WRAP_MIN_WIDTH:
+        return False
+    full = width - width // _WRAP_SLACK
+    for (start, end, _), (next_start, _, _) in pairwise(lines):
+        word = _FIRST_WORD_RE.match(text, next_start)
+        if end - start + 1 + (word.end() - word.start() if word else 0) <= full:
+            return False
+    return True
+
+
+def _units(text: str) -> Iterable[tuple[int, int, str]]:
+    """(start, end, kind) of `text`'s quotable units: each block of `quotable_blocks`, cut at
+    the line breaks `_ends_unit` says end a unit. Units are not yet cut into sentences."""
+    for block in quotable_blocks(text):
+        one_line = LINE_BREAK_RE.search(text, block.start, block.end) is None
+        if block.kind == "table_row" or one_line:
+            yield block.start, block.end, block.kind
             continue
-        if unit_start is None:
-            unit_start = line_start
-    if unit_start is not None:
-        yield unit_start, len(text)
+        # (content start, content end, raw line end) of each line of the block.
+        lines: list[tuple[int, int, int]] = []
+        position = block.start
+        for match in LINE_BREAK_RE.finditer(text, block.start, block.end):
+            lines.append((position, _right_trimmed(text, position, match.start()), match.start()))
+            position = match.end()
+            prefix = _CONTINUATION_PREFIX_RE.match(
+                text, position, min(block.end, position + _PREFIX_LIMIT)
+            )
+            if prefix:
+                position = prefix.end()
+        lines.append((position, block.end, block.end))
+        lines = [line for line in lines if line[1] > line[0]]  # a bare ">" is no line
+        wrapped = _is_wrapped(text, lines)
+        unit_start = lines[0][0]
+        for (_, end, raw_end), (next_start, next_end, _) in pairwise(lines):
+            explicit = text.startswith("  ", end, raw_end) or text[end - 1] == "\\"
+            following = text[next_start : min(next_end, next_start + _PREFIX_LIMIT)]
+            if _ends_unit(text[end - 1], explicit, following, wrapped):
+                unit_end = end - 1 if text[end - 1] == "\\" else end
+                yield unit_start, _right_trimmed(text, unit_start, unit_end), block.kind
+                unit_start = next_start
+        yield unit_start, block.end, block.kind
 
 
 def _sentence_ranges(text: str, start: int, end: int) -> Iterable[tuple[int, int]]:
-    """Sentence ranges inside text[start:end]."""
-    chunk = text[start:end]
-    cut = 0
-    for match in _SENTENCE_END_RE.finditer(chunk):
-        words = chunk[cut : match.start()].split()
+    """Sentence ranges inside text[start:end]: cut after . ! ? (and closers) followed by
+    whitespace, unless the word before is an abbreviation or an initial."""
+    cut = start
+    for match in _SENTENCE_END_RE.finditer(text, start, end):
+        words = text[max(cut, match.start() - _ABBREVIATION_LOOKBACK) : match.start()].split()
         last = words[-1].lower().rstrip(".") if words else ""
         last = last.lstrip("(\"'[")
         if last in _ABBREVIATIONS or (len(last) == 1 and last.isalpha()):
             continue
-        yield start + cut, start + match.end()
+        yield cut, match.end()
         cut = match.end()
-    yield start + cut, end
+    yield cut, end
 
 
-def split_sentences(body: str, start: int = 0, end: int | None = None) -> list[Sentence]:
-    """The sentences of body[start:end], with offsets into `body`, leading list/quote markers
-    and edge whitespace trimmed (a trimmed slice is still a verbatim quote). Markdown-aware
-    (headings and code fences are not prose) and abbreviation-aware ("e.g.", initials): the
-    extractive answerer quotes these, so a sentence must not end inside "Fig. 2"."""
+def _capped(text: str, start: int, end: int, limit: int) -> Iterable[tuple[int, int]]:
+    """text[start:end] in pieces of at most `limit` code points, each ending just after clause
+    punctuation (the last such cut that fits), the punctuation trimmed off. A stretch longer
+    than `limit` with no clause punctuation is dropped: it is not a sentence anyone reads as
+    one claim. Linear: the cuts are found once and walked once."""
+    if end - start <= limit:
+        yield start, end
+        return
+    cuts = [m.end() for m in _CLAUSE_CUT_RE.finditer(text, start, end)]
+    position, index = start, 0
+    while end - position > limit:
+        best = None
+        while index < len(cuts) and cuts[index] <= position + limit:
+            if cuts[index] > position:
+                best = cuts[index]
+            index += 1
+        if best is None:
+            if index >= len(cuts):
+                return  # the rest has no clause punctuation within reach
+            position = cuts[index]  # drop the unpunctuated stretch before this cut
+            index += 1
+            continue
+        piece_end = best
+        while piece_end > position and text[piece_end - 1] in _CLAUSE_TAIL:
+            piece_end -= 1
+        yield position, piece_end
+        position = best
+    yield position, end
+
+
+def split_sentences(
+    body: str, start: int = 0, end: int | None = None, *, max_chars: int = MAX_SENTENCE_CHARS
+) -> list[Sentence]:
+    """The quotable sentences of body[start:end], with offsets into `body`: each sentence of a
+    paragraph, list item or block quote, each table row, each line of line-structured text
+    (see the comment above `TextBlock`), cut at `max_chars` (`_capped`), trimmed of edge
+    whitespace. Each is an exact slice of `body` that starts at a content character (never a
+    list marker, ">" or "#") and never spans two list items. Abbreviation-aware ("e.g.",
+    initials), so a sentence does not end inside "Fig. 2". The region is parsed on its own:
+    pass a region that starts outside any code block (a passage's heading section does)."""
     end = len(body) if end is None else end
     region = body[start:end]
     sentences: list[Sentence] = []
-    for unit_start, unit_end in _units(region):
-        for a, b in _sentence_ranges(region, unit_start, unit_end):
-            piece = region[a:b]
-            lead = _LEADING_MARKUP_RE.match(piece)
-            if lead:
-                a += lead.end()
-                piece = region[a:b]
-            stripped = piece.strip()
-            if not stripped:
-                continue
-            a += len(piece) - len(piece.lstrip())
-            b = a + len(stripped)
-            sentences.append(Sentence(start + a, start + b, region[a:b]))
+    for unit_start, unit_end, kind in _units(region):
+        enumeration = _ENUMERATION_RE.match(region, unit_start, unit_end)
+        if enumeration and kind != "table_row":
+            unit_start = enumeration.end()  # "1. Step" on a line of its own, not a list item
+        ranges = (
+            [(unit_start, unit_end)]
+            if kind == "table_row"
+            else _sentence_ranges(region, unit_start, unit_end)
+        )
+        for a, b in ranges:
+            for c, d in _capped(region, a, b, max_chars):
+                d = _right_trimmed(region, c, d)
+                while c < d and region[c].isspace():
+                    c += 1
+                enumeration = _ENUMERATION_RE.match(region, c, d)
+                if enumeration:
+                    c = enumeration.end()
+                if c < d:
+                    sentences.append(Sentence(start + c, start + d, region[c:d]))
     return sentences
 
 
@@ -401,3 +664,25 @@ def nfkc_folded(text: str) -> str:
     which fusion checks a query needle occurs verbatim in a passage, and in which the evidence
     pack calls two passages the "same normalised text"."""
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+# --- the relevance scorer's words (retrieval/answer/relevance.py) ---------------------------
+# Words that carry no topic in a question, beyond the answerer's and the decision's lists:
+# time-of-asking fillers ("now", "currently", "still") that a note never repeats, and the
+# prepositions those lists lack ("during a failover": the topic is the failover).
+RELEVANCE_FILLER_WORDS = word_set(
+    "now currently current still yet already nowadays today's actually really exactly "
+    "ok okay hey hi guys again anymore lately recently "
+    "during between within via per across through among since until while"
+)
+
+# A named identifier in a question or answer ("db-2", "16.4", "nginx.conf"): word runs joined
+# by one separator each.
+NAMED_IDENTIFIER_RE = re.compile(r"[^\W_]+(?:[-_./:][^\W_]+)+")
+
+
+def surface_stems(text: str) -> list[tuple[str, str]]:
+    """(surface, index stem) for every token of `text`, in order; the surface case-folded after
+    NFKC (how a question's words are compared with an answer's, and with the index's `fold`)."""
+    nfkc = unicodedata.normalize("NFKC", text)
+    return [(m.group(0).casefold(), fold(m.group(0))) for m in TOKEN_RE.finditer(nfkc)]

@@ -20,6 +20,7 @@ import re
 import pytest
 
 from notes.models import Version
+from retrieval.answer import answerers
 from retrieval.answer.answerers import (
     ANSWER_SYSTEM_PROMPT,
     ChatAnswerer,
@@ -29,8 +30,8 @@ from retrieval.answer.answerers import (
 from retrieval.answer.egress import plan_egress
 from retrieval.answer.gate import run_gate
 from retrieval.answer.types import AnswerDraft, EvidencePack
-from retrieval.models import EgressLog
-from retrieval.text import split_sentences
+from retrieval.models import EgressLog, Passage
+from retrieval.text import MAX_SENTENCE_CHARS, split_sentences
 from tests.factories import note, pack_of
 
 RUNBOOK = (
@@ -136,6 +137,121 @@ def test_extractive_prefers_earlier_evidence_on_a_tie(alice) -> None:
         "When does the backup job run nightly?", pack_of(second, first), user=alice
     )
     assert [c.support[0].version_id for c in draft.claims][:2] == [second.head_id, first.head_id]
+
+
+# --- sentence-sized claims (issue 12 item 3) ---------------------------------------------------
+
+CONTACT_CARD = (
+    "Dana Whitfield\nDana's phone number: +1 555 0134\nEmail: dana.whitfield@example.com\n"
+)
+
+FAILOVER_RUNBOOK = (
+    "# Database runbook\n\n"
+    "## Failover\n\n"
+    "1. Stop writes to the primary\n"
+    "2. Promote the replica during a failover with `pg_ctl promote`\n"
+    "    1. Check the replica lag before you promote it\n"
+    "    2. Keep the old primary fenced\n"
+    "3. Repoint the application at the new primary\n\n"
+    "- **Owner:** the on-call database engineer\n"
+    "  - Escalate a failover to the platform lead\n\n"
+    "> Never promote a replica that is more than a minute behind.\n"
+)
+
+
+def _spans(draft: AnswerDraft) -> list[str]:
+    return [support.quoted_span for claim in draft.claims for support in claim.support]
+
+
+def _assert_sentence_sized(draft: AnswerDraft, body: str) -> None:
+    """Every quote is stored text that starts at content (no list marker, ">" or "#") and
+    holds no line that starts another list item."""
+    for span in _spans(draft):
+        assert span in body
+        assert not re.match(r"\s|\[[ xX]\]|[-*+>#|](?:\s|$)|\d{1,9}[.)](?:\s|$)", span), span
+        assert not re.search(r"\n\s*(?:[-*+>]|\d{1,9}[.)])(?:\s|$)", span), span
+
+
+def test_a_contact_note_answers_with_the_one_line_asked_for(alice) -> None:
+    card = note(alice, "dana.txt", CONTACT_CARD)
+    draft = ExtractiveAnswerer().answer("What is Dana's phone number?", pack_of(card), user=alice)
+    assert _spans(draft) == ["Dana's phone number: +1 555 0134"]  # not the whole file
+    assert "dana.whitfield@example.com" not in draft.claims[0].text
+    verdicts = run_gate(draft.claims, draft.sent_versions, scorer=None)
+    assert all(v.passed for v in verdicts), verdicts
+
+
+def test_a_runbook_step_is_quoted_alone(alice) -> None:
+    runbook = note(alice, "Database runbook", FAILOVER_RUNBOOK)
+    draft = ExtractiveAnswerer().answer(
+        "How do I promote the replica during a failover?", pack_of(runbook), user=alice
+    )
+    assert draft.claims[0].support[0].quoted_span == (
+        "Promote the replica during a failover with `pg_ctl promote`"
+    )
+    _assert_sentence_sized(draft, FAILOVER_RUNBOOK)
+    verdicts = run_gate(draft.claims, draft.sent_versions, scorer=None)
+    assert all(v.passed for v in verdicts), verdicts
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "How do I promote the replica during a failover?",
+        "Who is the owner on call for the database?",
+        "When should I escalate a failover to the platform lead?",
+        "How far behind may a promoted replica be?",
+        "What do I check about the replica lag before I promote?",
+    ],
+)
+def test_a_quote_never_starts_with_markup_or_spans_two_items(alice, question: str) -> None:
+    runbook = note(alice, "Database runbook", FAILOVER_RUNBOOK)
+    draft = ExtractiveAnswerer().answer(question, pack_of(runbook), user=alice)
+    assert draft.claims, question
+    _assert_sentence_sized(draft, FAILOVER_RUNBOOK)
+
+
+def test_a_long_one_line_paragraph_is_never_one_claim(alice) -> None:
+    clauses = ", ".join(f"the pump in hall {n} was serviced by Dana in week {n}" for n in range(60))
+    body = "# Maintenance log\n\n" + clauses + "\n"
+    assert len(clauses) > 3000
+    log = note(alice, "Maintenance log", body)
+    draft = ExtractiveAnswerer().answer(
+        "Which week was the pump in hall 7 serviced by Dana?", pack_of(log), user=alice
+    )
+    assert draft.claims
+    assert all(len(span) <= MAX_SENTENCE_CHARS for span in _spans(draft))
+    assert all(span in body for span in _spans(draft))
+
+
+def test_code_is_never_quoted_even_from_a_passage_inside_a_long_fence(alice) -> None:
+    # 120 lines of code: the chunker cuts the fence into word windows, so a passage starts
+    # inside it; its section (from the heading) says those lines are code.
+    code = "".join(f"Restart the cache service on node {n}; then warm it.\n" for n in range(120))
+    body = "# Cache ops\n\n```text\n" + code + "```\n\nRestart the cache service after a deploy.\n"
+    ops = note(alice, "Cache ops", body)
+    starts = [p.start for p in Passage.objects.filter(document=ops)]
+    assert any(body.index("```text") < s < body.rindex("```") for s in starts)
+    draft = ExtractiveAnswerer().answer(
+        "How do I restart the cache service?", pack_of(ops), user=alice
+    )
+    assert _spans(draft) == ["Restart the cache service after a deploy."]
+
+
+def test_scoring_is_one_function_a_better_scorer_replaces(alice, monkeypatch) -> None:
+    runbook = note(alice, "Deploy runbook", RUNBOOK)
+    question = "Which maxmemory policy does the cache use?"
+    baseline = ExtractiveAnswerer().answer(question, pack_of(runbook), user=alice)
+    assert baseline.claims
+    # A scorer preferring the sentence about Dr. Smith changes the choice, and nothing else
+    # has to change for it to.
+    monkeypatch.setattr(
+        answerers,
+        "_score",
+        lambda wanted, sentence, *context: 1.0 if "Smith" in sentence.text else None,
+    )
+    draft = ExtractiveAnswerer().answer(question, pack_of(runbook), user=alice)
+    assert _spans(draft) == ["Dr. Smith owns the cache cluster."]
 
 
 # --- the chat answerer ---------------------------------------------------------------------------

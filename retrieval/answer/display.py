@@ -2,11 +2,15 @@
 
 * `show_claims` — each claim that passed the gate, with every quoted span located in the
   version it cites (invariant 7): exactly, else after NFC + whitespace normalisation mapped
-  back to the body's own offsets (`locate_span`); shown in context (`context_segments`) with
-  the verified-opening link of the passage holding it. A passed claim none of whose spans can
-  be located is dropped (fail closed).
+  back to the body's own offsets (`locate_span`); shown in the context a person reads
+  (`quote_segments`: the span exactly as stored, the Markdown around it as text, its headings
+  as a label) with the verified-opening link of the passage holding it. A passed claim none of
+  whose spans can be located is dropped (fail closed).
 * `conflicts_for` — the conflicts among the shown claims (and the pack's items on the same
   subjects, `decision.find_conflicts`), each value located and shown the same way.
+* `closest_passages` — what an abstention shows instead of an answer: the pack items that
+  came closest (`decision.closest_items`), each with a short plain-text snippet
+  (`passage_snippet`) and its verified-opening link. They are labelled as *not* answering.
 * `outcome_from_trace` — a stored answer exactly as it was given (the permalink): the answer
   JSON (`AskOutcome.as_dict`) and the withheld documents from the trace (`trace.Trace`).
   Nothing is re-run or re-read.
@@ -14,6 +18,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,14 +30,24 @@ from retrieval.answer.trace import Trace
 from retrieval.answer.types import (
     AskOutcome,
     ClaimVerdict,
+    ClarifyingChoice,
+    ClosestPassage,
     Decision,
     EvidencePack,
+    PackItem,
     ShownClaim,
     ShownSupport,
 )
 from retrieval.links import evidence_url
 from retrieval.models import AskTrace, Passage
-from retrieval.text import nfc_collapsed, nfc_collapsed_with_offsets
+from retrieval.text import (
+    LINE_BREAK_RE,
+    TOKEN_RE,
+    fold,
+    nfc_collapsed,
+    nfc_collapsed_with_offsets,
+    quotable_blocks,
+)
 
 # Code points of version text shown each side of a verified span (cut back to a paragraph
 # break or a word boundary).
@@ -59,40 +74,171 @@ def locate_span(span: str, body: str) -> tuple[int, int] | None:
     return starts[at], ends[at + len(needle) - 1]
 
 
+def _context_range(
+    body: str, start: int, end: int, context: int, bounds: tuple[int, int] | None
+) -> tuple[int, int]:
+    """[a, b) around the span: up to `context` code points each side, cut back to a space
+    (whole words) and never past `bounds` (the span's Markdown block) or, without bounds, a
+    paragraph break (a blank line)."""
+    low, high = bounds if bounds is not None else (0, len(body))
+    a = max(low, start - context)
+    paragraph = body.rfind("\n\n", a, start) if bounds is None else -1
+    if paragraph >= 0:
+        a = paragraph + 2
+    elif a > low:
+        space = body.find(" ", a, start)
+        a = space + 1 if space >= 0 else a
+    b = min(high, end + context)
+    paragraph = body.find("\n\n", end, b) if bounds is None else -1
+    if paragraph >= 0:
+        b = paragraph
+    elif b < high:
+        space = body.rfind(" ", end, b)
+        b = space if space >= 0 else b
+    return a, b
+
+
 def context_segments(
     body: str, start: int, end: int, *, context: int = CONTEXT_CHARS
 ) -> tuple[tuple[str, bool], ...]:
     """The span `body[start:end]` highlighted, with up to `context` code points of text each
     side, cut back to a paragraph break (a blank line: the context stays in the span's
     paragraph, even a hard-wrapped one) or else a space (whole words). The segments
-    concatenate to `body[a:b]` exactly (invariant 2's shape)."""
-    a = max(0, start - context)
-    paragraph = body.rfind("\n\n", a, start)
-    if paragraph >= 0:
-        a = paragraph + 2
-    elif a > 0:
-        space = body.find(" ", a, start)
-        a = space + 1 if space >= 0 else a
-    b = min(len(body), end + context)
-    paragraph = body.find("\n\n", end, b)
-    if paragraph >= 0:
-        b = paragraph
-    elif b < len(body):
-        space = body.rfind(" ", end, b)
-        b = space if space >= 0 else b
+    concatenate to `body[a:b]` exactly (invariant 2's shape). The raw form: the answer page
+    shows `quote_segments`."""
+    a, b = _context_range(body, start, end, context, None)
     pieces = ((body[a:start], False), (body[start:end], True), (body[end:b], False))
     return tuple((text, highlighted) for text, highlighted in pieces if text)
 
 
-def _evidence_url_at(version_id: int, offset: int) -> str:
-    """The verified-opening URL of the passage of `version_id` containing `offset`, or ""."""
-    passage = (
+# --- quotes as a person reads them (issue 12 item 3) -------------------------------------------
+#
+# A quote's context is shown as text, not as Markdown source: no "##", no fences, no "- "
+# markers, no "**". Chosen over rendering the context through the sanitiser
+# (notes/rendering.py): rendered HTML cannot carry a <mark> at arbitrary code-point offsets
+# (a span may start inside an emphasis, a link or a list item), so the exact-span highlight
+# would not survive. Instead the context is cut to the span's Markdown block (the list item,
+# table row, block-quote or plain paragraph holding it: `retrieval.text.quotable_blocks`, the
+# blocks the extractive answerer quotes from), its markup is removed from the text *outside*
+# the verified span only, and the headings above it are shown as a label (ShownSupport's
+# `heading_path`). The highlighted span stays exactly the stored characters, so what the gate
+# verified is what is marked; the "Open verified evidence" link shows the raw passage.
+
+# How far each side of a span is read to find its Markdown block when no passage holds it.
+STRUCTURE_WINDOW = 4000
+# Markup at the start of a context line: indentation, block-quote markers, a heading's marks or
+# a list marker with its task box, and a table row's leading "|".
+_LINE_MARKUP_RE = re.compile(
+    r"[ \t]*(?:>[ \t]?)*[ \t]*"
+    r"(?:#{1,6}[ \t]+|(?:[-*+]|\d{1,9}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?)?\|?[ \t]*"
+)
+# An ATX heading's optional closing marks ("## Title ##").
+_CLOSING_HASHES_RE = re.compile(r"[ \t]+#+[ \t]*$")
+# A code fence line ("```python", "~~~").
+_FENCE_RE = re.compile(r"[ \t]*(?:`{3,}|~{3,})")
+# Characters of a line that is only markup: a thematic break or a table's delimiter row.
+_RULE_CHARACTERS = frozenset("-*_|: \t")
+# Inline markup: a link or image shows its text, an autolink its address; emphasis asterisks
+# (not "2 * 3", not an escaped "\*"), strikethrough and code backticks are dropped; a
+# backslash escape shows the character. Underscores stay: in notes they are mostly identifiers
+# ("max_connections"), rarely emphasis.
+_LINK_RE = re.compile(r"!?\[([^\[\]\n]{0,500})\]\([^()\n]{0,2000}\)")
+_AUTOLINK_RE = re.compile(r"<((?:https?|mailto):[^<>\s]{1,2000})>")
+_INLINE_MARKS_RE = re.compile(
+    r"(?<![\w*\\])\*{1,3}(?=[^\s*])|(?<=[^\s*\\])\*{1,3}(?![\w*])|~~|(?<!\\)`+"
+)
+_ESCAPED_RE = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
+def _readable(text: str, *, at_line_start: bool) -> str:
+    """`text` (context outside a verified span) with its Markdown markup removed: each line's
+    leading markup (the first line's only when `at_line_start`), fence, rule and delimiter
+    lines, a table row's outer pipes, then inline markup. Shown escaped, like all note text."""
+    lines: list[str] = []
+    position, first = 0, True
+    breaks = [*LINE_BREAK_RE.finditer(text), None]
+    for found in breaks:
+        line = text[position : found.start() if found else len(text)]
+        separator = found.group(0) if found else ""
+        position = found.end() if found else len(text)
+        if not first or at_line_start:
+            stripped = line.strip()
+            if _FENCE_RE.match(line) or (
+                len(stripped) >= 3 and set(stripped) <= _RULE_CHARACTERS and "-" in stripped
+            ):
+                first = False
+                continue  # a line that is only markup
+            if stripped.startswith("|"):
+                line = line.rstrip().rstrip("|")
+            elif stripped.startswith("#"):
+                line = _CLOSING_HASHES_RE.sub("", line)
+            prefix = _LINE_MARKUP_RE.match(line)
+            line = line[prefix.end() :] if prefix else line
+        first = False
+        lines.append(line + separator)
+    plain = "".join(lines)
+    plain = _LINK_RE.sub(r"\1", plain)
+    plain = _AUTOLINK_RE.sub(r"\1", plain)
+    plain = _INLINE_MARKS_RE.sub("", plain)
+    return _ESCAPED_RE.sub(r"\1", plain)
+
+
+def _block_bounds(body: str, start: int, end: int, low: int, high: int) -> tuple[int, int] | None:
+    """The Markdown block of body[low:high] the span [start, end) starts in (the first
+    quotable block it overlaps), widened to the whole span; None when the span lies outside
+    every quotable block (a heading or code a model quoted)."""
+    for block in quotable_blocks(body[low:high]):
+        a, b = low + block.start, low + block.end
+        if a < end and b > start:
+            return min(a, start), max(b, end)
+    return None
+
+
+def quote_segments(
+    body: str, start: int, end: int, passage: Passage | None, *, context: int = CONTEXT_CHARS
+) -> tuple[tuple[str, bool], ...]:
+    """The verified span `body[start:end]` highlighted, exactly as stored, in the context a
+    person reads: at most `context` code points each side, within the span's Markdown block
+    (read from `passage`, the passage holding the span's start, which begins outside any
+    code block; else from `STRUCTURE_WINDOW` around the span), with the markup outside the
+    span removed (`_readable`). A span outside every block gets its paragraph as context."""
+    if passage is not None and passage.start <= start:
+        low, high = passage.start, min(len(body), max(passage.end, end))
+    else:
+        low, high = max(0, start - STRUCTURE_WINDOW), min(len(body), end + STRUCTURE_WINDOW)
+    line = body.rfind("\n", 0, low) + 1
+    if low - line <= STRUCTURE_WINDOW:
+        low = line  # parse from the line's start, so a list marker or ">" reads as markup
+    bounds = _block_bounds(body, start, end, low, high)
+    a, b = _context_range(body, start, end, context, bounds)
+    before = _readable(body[a:start], at_line_start=a == 0 or body[a - 1] in "\r\n")
+    after = _readable(body[end:b], at_line_start=False)
+    pieces = ((before, False), (body[start:end], True), (after, False))
+    return tuple((text, highlighted) for text, highlighted in pieces if text)
+
+
+def _passage_at(version_id: int, offset: int) -> Passage | None:
+    """The passage of `version_id` containing `offset` (the first by position), or None."""
+    return (
         Passage.objects.filter(version_id=version_id, start__lte=offset, end__gt=offset)
         .select_related("version")
         .order_by("position")
         .first()
     )
-    return evidence_url(passage) if passage is not None else ""
+
+
+def _heading_label(passage: Passage | None, title: str) -> tuple[str, ...]:
+    """The passage's heading path without the headings that only repeat the document title
+    (a note's "# Title" line, a SciFact abstract's title): the label shown over a quote."""
+    if passage is None:
+        return ()
+    same = " ".join(title.casefold().split())
+    return tuple(
+        heading
+        for heading in passage.heading_path or ()
+        if isinstance(heading, str) and heading.strip()
+        if " ".join(heading.casefold().split()) != same
+    )
 
 
 def _versions(user: AbstractBaseUser, ids: Sequence[int]) -> dict[int, Version]:
@@ -106,7 +252,10 @@ def _versions(user: AbstractBaseUser, ids: Sequence[int]) -> dict[int, Version]:
 
 
 def shown_support(version: Version, quoted_span: str, start: int, end: int) -> ShownSupport:
+    """A verified span as the answer page shows it (`quote_segments`), with the heading label
+    and the verified-opening link of the passage holding its start."""
     document = version.document
+    passage = _passage_at(version.pk, start)
     return ShownSupport(
         version_id=version.pk,
         version_number=version.number,
@@ -117,9 +266,10 @@ def shown_support(version: Version, quoted_span: str, start: int, end: int) -> S
         quoted_span=quoted_span,
         start=start,
         end=end,
-        segments=context_segments(version.body, start, end),
-        evidence_url=_evidence_url_at(version.pk, start),
+        segments=quote_segments(version.body, start, end, passage),
+        evidence_url=evidence_url(passage) if passage is not None else "",
         version_created_at=version.created_at.isoformat() if version.created_at else "",
+        heading_path=_heading_label(passage, document.title),
     )
 
 
@@ -179,13 +329,89 @@ def conflicts_for(
             if start is None:
                 value["segments"], value["evidence_url"] = [], ""
                 continue
+            passage = _passage_at(version.pk, start)
             value["segments"] = [
-                {"text": t, "highlighted": h} for t, h in context_segments(version.body, start, end)
+                {"text": t, "highlighted": h}
+                for t, h in quote_segments(version.body, start, end, passage)
             ]
-            value["evidence_url"] = _evidence_url_at(version.pk, start)
+            value["evidence_url"] = evidence_url(passage) if passage is not None else ""
             value["version_number"] = version.number
             value["version_created_at"] = version.created_at.isoformat()
     return found
+
+
+# --- closest passages (abstentions) -------------------------------------------------------------
+
+# Characters of passage text a closest passage shows, and how many of them may come before
+# the first question word it holds.
+SNIPPET_CHARS = 240
+SNIPPET_LEAD = 60
+# A Markdown heading line: left out of a snippet, whose heading path is shown beside it.
+HEADING_LINE_RE = re.compile(r"^[ \t]{0,3}#{1,6}(?:[ \t].*)?$", re.MULTILINE)
+
+
+def _joined_lines(text: str) -> str:
+    """`text`'s non-empty lines on one line, whitespace collapsed: a line that ends a sentence
+    is followed by a space, any other (a list item, a table row, a label) by " · ", so two list
+    items never read as one sentence."""
+    lines = [" ".join(line.split()) for line in LINE_BREAK_RE.split(text)]
+    joined = ""
+    for line in filter(None, lines):
+        if joined:
+            joined += " " if joined[-1] in ".!?:;" else " · "
+        joined += line
+    return joined
+
+
+def passage_snippet(text: str, words: Sequence[str], *, limit: int = SNIPPET_CHARS) -> str:
+    """A short plain-text excerpt of a passage: its heading lines left out (unless that is
+    all it has) and its Markdown made readable (`_readable`, as quote context is), whitespace
+    collapsed, starting shortly before the first of the question's `words` it holds
+    (stemmed, as the index matches them; else at the start), cut at word boundaries with "…"
+    where cut. Shown escaped, like all note text."""
+    body = HEADING_LINE_RE.sub("", text)
+    plain = _joined_lines(_readable(body if body.strip() else text, at_line_start=True))
+    wanted = {fold(word) for word in words}
+    first = next((m.start() for m in TOKEN_RE.finditer(plain) if fold(m.group(0)) in wanted), 0)
+    start = max(0, first - SNIPPET_LEAD)
+    if start:
+        space = plain.find(" ", start, first)
+        start = space + 1 if space >= 0 else first
+    end = start + limit
+    if end < len(plain):
+        space = plain.rfind(" ", start, end)
+        end = space if space > start else end
+    excerpt = plain[start:end].strip()
+    return ("…" if start else "") + excerpt + ("…" if end < len(plain) else "")
+
+
+def closest_passages(
+    items: Sequence[PackItem], words: Sequence[str], *, user: AbstractBaseUser
+) -> list[ClosestPassage]:
+    """`items` (the closest pack items, `decision.closest_items`) as an abstention shows
+    them. The evidence link is built from the user's own passage row (its version's hash);
+    an item whose passage is gone keeps its snippet with no link."""
+    rows = {
+        p.pk: p
+        for p in Passage.objects.filter(
+            pk__in=[item.passage_id for item in items], document__owner_id=user.pk
+        ).select_related("version")
+    }
+    return [
+        ClosestPassage(
+            passage_id=item.passage_id,
+            document_id=item.document_id,
+            version_id=item.version_id,
+            version_number=item.version_number,
+            document_title=item.document_title,
+            kind=item.kind,
+            trust_tier=item.trust_tier,
+            heading_path=item.heading_path,
+            snippet=passage_snippet(item.text, words),
+            evidence_url=evidence_url(rows[item.passage_id]) if item.passage_id in rows else "",
+        )
+        for item in items
+    ]
 
 
 # --- permalinks ----------------------------------------------------------------------------------
@@ -206,6 +432,10 @@ def outcome_from_trace(row: AskTrace) -> AskOutcome:
         dropped=[ClaimVerdict.from_dict(v) for v in answer.get("dropped", [])],
         withheld=[pack_items[pid] for pid in withheld_ids if pid in pack_items],
         clarifying_questions=list(answer.get("clarifying_questions", [])),
+        clarifying_choices=[
+            ClarifyingChoice.from_dict(c) for c in answer.get("clarifying_choices", [])
+        ],
+        closest=[ClosestPassage.from_dict(c) for c in answer.get("closest", [])],
         conflicts=list(answer.get("conflicts", [])),
         message=answer.get("message", ""),
         error=answer.get("error", ""),
