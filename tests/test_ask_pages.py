@@ -11,7 +11,9 @@ Two kinds of test:
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
+from html import unescape
 from html.parser import HTMLParser
 
 import pytest
@@ -429,7 +431,7 @@ def test_answer_renders_claim_span_version_tier_and_dropped(alice_client, alice_
     assert "Set maxmemory-policy <mark>" in html  # context around the span
     assert "Your note" in html and "version 1" in html
     assert f'href="/evidence/{alice_note.pk}/{alice_note.head_id}/1/abc/"' in html
-    assert "1 claim dropped by the faithfulness gate" in html
+    assert "1 claim dropped by the gate" in html
     assert '<details class="dropped">' in html
     assert "The cache uses volatile-lru." in html and "quoted span not found" in html
 
@@ -619,3 +621,187 @@ def test_answer_differences_name_what_changed(alice_note):
     assert changes[0] == "Decision changed from ANSWER to ABSTAIN_NO_EVIDENCE."
     assert "Answerer changed from x to y." in changes
     assert "1 claim no longer shown: “A.”" in changes
+
+
+# --------------------------------------------------------------------------
+# Abstentions that help, clarifying choices (issue 12 item 2)
+# --------------------------------------------------------------------------
+
+NEAR_TOPIC = "How do I rotate the production certs with acme.sh?"
+
+
+def forms_of(html: str) -> list[dict[str, str]]:
+    """Each <form class="choice">'s hidden inputs and button, in order."""
+    forms: list[dict[str, str]] = []
+    for tag, attrs in tags_of(html):
+        if tag == "form" and "choice" in (attrs.get("class") or "").split():
+            forms.append({"action": attrs.get("action") or "", "method": attrs.get("method") or ""})
+        elif tag == "input" and forms and attrs.get("type") == "hidden":
+            forms[-1].setdefault(attrs.get("name") or "", attrs.get("value") or "")
+    return forms
+
+
+def test_an_abstention_shows_the_closest_passages_and_search_instead(alice_client, alice_note):
+    response = post_ask(alice_client, question=NEAR_TOPIC, mode="lexical")
+    assert response.status_code == 303
+    html = page(alice_client, response["Location"])
+    assert 'data-decision="ABSTAIN_NO_EVIDENCE"' in html
+    assert "Closest passages — these do not answer the question" in html
+    passage = alice_note.head.passages.filter(text__contains="certbot").get()
+    evidence = f"/evidence/{alice_note.pk}/{alice_note.head_id}/{passage.pk}/"
+    assert f'<a class="evidence-link" href="{evidence}' in html
+    assert "Rotate the staging certs with certbot before Friday." in html  # the snippet
+    search = "/search?q=How%20do%20I%20rotate%20the%20production%20certs%20with%20acme.sh%3F"
+    assert f'<a class="search-instead-link" href="{search}">Search instead</a>' in html
+    assert alice_client.get(search).status_code == 200
+
+
+def test_the_closest_passages_come_back_on_the_permalink_and_over_the_api(alice_client, alice_note):
+    data = api_post(alice_client, {"question": NEAR_TOPIC, "mode": "lexical"}).json()
+    assert data["decision"] == "ABSTAIN_NO_EVIDENCE"
+    [first, *_] = data["closest"]
+    assert first["document_id"] == alice_note.pk and first["version_id"] == alice_note.head_id
+    assert first["evidence_url"].startswith(f"/evidence/{alice_note.pk}/")
+    assert "certbot" in first["snippet"]
+    stored = alice_client.get(f"/api/ask/{data['trace_id']}").json()
+    assert stored["closest"] == data["closest"]
+    html = page(alice_client, f"/ask/{data['trace_id']}")
+    assert f'href="{first["evidence_url"]}"' in html
+
+
+def test_clarifying_choices_are_buttons_that_ask_the_rewritten_question(alice_client, alice_note):
+    response = post_ask(alice_client, question="staging?", mode="lexical")
+    html = page(alice_client, response["Location"])
+    assert 'data-decision="ASK_CLARIFYING"' in html
+    forms = forms_of(html)
+    assert forms, "the suggestions are choices, not text"
+    assert all(f["method"] == "post" and f["action"] == "/ask" for f in forms)
+    assert all(f["csrfmiddlewaretoken"] and f["mode"] == "lexical" for f in forms)
+    scoped = [f for f in forms if "pinned_document_id" in f]
+    assert scoped and scoped[0]["pinned_document_id"] == str(alice_note.pk)
+    assert scoped[0]["question"] == "staging?"
+    added = [f["question"] for f in forms if "pinned_document_id" not in f]
+    assert added and all(q.startswith("staging ") for q in added)
+    assert "/search?q=staging%3F" in html  # search instead, carrying the question
+    # Choosing one asks it: the rewritten question is answered or abstains, never clarified.
+    chosen = {k: v for k, v in scoped[0].items() if k not in {"action", "method"}}
+    again = alice_client.post("/ask", chosen)
+    assert again.status_code == 303
+    trace = AskTrace.objects.get(pk=int(again["Location"].rsplit("/", 1)[1]))
+    assert trace.pinned_document_id == alice_note.pk and trace.decision != "ASK_CLARIFYING"
+
+
+def test_choices_and_closest_render_from_a_stored_answer_escaped(alice_client, alice_note, stored):
+    from retrieval.answer.types import ClarifyingChoice, ClosestPassage
+
+    evil = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+    clarify = stored(
+        AskOutcome(
+            question=f"certs {evil}",
+            decision=Decision.ASK_CLARIFYING,
+            answerer="rules",
+            clarifying_questions=["Do you mean “Deploy runbook”?"],
+            clarifying_choices=[ClarifyingChoice(label=f"Add {evil}", question=f"certs {evil}")],
+        )
+    )
+    html = page(alice_client, clarify)
+    assert escape(f"Add {evil}") in html and evil not in html
+    [form] = forms_of(html)
+    assert form["question"] == f"certs {evil}"  # the attribute carries the text, escaped
+    assert "Do you mean" not in html  # the plain-text list gives way to the choices
+    abstain = stored(
+        AskOutcome(
+            question="Tides?",
+            decision=Decision.ABSTAIN_NO_EVIDENCE,
+            answerer="extractive",
+            closest=[
+                ClosestPassage(
+                    passage_id=1,
+                    document_id=alice_note.pk,
+                    version_id=alice_note.head_id,
+                    version_number=1,
+                    document_title=f"Title {evil}",
+                    kind="note",
+                    trust_tier="note",
+                    heading_path=("Redis", f"Policy {evil}"),
+                    snippet=f"Snippet {evil}",
+                    evidence_url=f"/evidence/{alice_note.pk}/{alice_note.head_id}/1/abc/",
+                )
+            ],
+        )
+    )
+    html = page(alice_client, abstain)
+    assert evil not in html
+    assert escape(f"Snippet {evil}") in html and escape(f"Title {evil}") in html
+    assert "› Redis › Policy " in html
+    assert f'href="/evidence/{alice_note.pk}/{alice_note.head_id}/1/abc/"' in html
+    assert f'href="/notes/{alice_note.pk}/versions/{alice_note.head_id}"' in html
+    assert '<a class="search-instead-link" href="/search?q=Tides%3F">' in html
+
+
+def test_an_answer_offers_no_closest_passages_or_search_instead(alice_client, alice_note):
+    response = post_ask(alice_client, question=ON_TOPIC, mode="lexical")
+    html = page(alice_client, response["Location"])
+    assert 'data-decision="ANSWER"' in html
+    assert "Closest passages" not in html and "search-instead" not in html
+
+
+# --------------------------------------------------------------------------
+# Quotes a person reads (issue 12 item 3)
+# --------------------------------------------------------------------------
+
+BACKUP_NOTE = (
+    "# Ops notes\n\n"
+    "## Backups\n\n"
+    "```sh\nbackup --now --target s3://ops-backups\n```\n\n"
+    "- The restore drill is on the first Monday of the month.\n"
+    "- Nightly backups run at 03:30 UTC since October. The **old** `02:00` slot is retired, "
+    "see [the plan](https://example.com/plan).\n"
+    "    - Dana owns the backup job.\n\n"
+    "## Restores\n\n"
+    "Restores go through the staging bucket first.\n"
+)
+SUPPORT_QUOTE_RE = re.compile(
+    r'<p class="meta quote-heading heading-path">(?P<label>.*?)</p>\s*'
+    r'<blockquote class="support-text passage-text">(?P<quote>.*?)</blockquote>',
+    re.S,
+)
+
+
+def test_a_quote_from_a_markdown_list_reads_as_text_with_its_exact_span(alice, alice_client):
+    document = services.note_create(owner=alice, title="Ops notes", body=BACKUP_NOTE)
+    response = post_ask(alice_client, question="When do the nightly backups run?", mode="lexical")
+    html = page(alice_client, response["Location"])
+    assert 'data-decision="ANSWER"' in html
+    match = SUPPORT_QUOTE_RE.search(html)
+    assert match, html
+    # The heading path is a label over the quote, not "##" in it.
+    assert unescape(re.sub(r"<[^>]+>", "", match["label"])) == "Backups"
+    quote = match["quote"]
+    [marked] = re.findall(r"<mark>(.*?)</mark>", quote, re.S)
+    shown = unescape(re.sub(r"<[^>]+>", "", quote))
+    # The highlighted text is exactly the stored span the gate verified…
+    stored = AskTrace.objects.get().answer["claims"][0]["support"][0]
+    span = "Nightly backups run at 03:30 UTC since October."
+    assert unescape(marked) == stored["quoted_span"] == span
+    assert BACKUP_NOTE[stored["start"] : stored["end"]] == span
+    assert stored["version_id"] == document.head_id
+    # …and its context is the list item as text: no heading marks, fences, list markers,
+    # emphasis, code ticks or link syntax, and nothing of the neighbouring items.
+    assert shown == span + " The old 02:00 slot is retired, see the plan."
+    for markup in ("##", "```", "**", "`", "](", "- "):
+        assert markup not in shown, markup
+    assert "restore drill" not in shown and "Dana" not in shown
+
+
+def test_readable_context_keeps_the_span_and_drops_markup_only_outside_it():
+    from retrieval.answer.display import quote_segments
+
+    body = "## Steps\n\n> - Run **`deploy`** first, then\n>   check the *canary* — see [docs](http://x).\n"
+    start = body.index("then")
+    end = start + len("then\n>   check the *canary*")
+    segments = quote_segments(body, start, end, None)
+    assert [text for text, marked in segments if marked] == [body[start:end]]  # markup kept
+    before, after = [text for text, marked in segments if not marked]
+    assert before == "Run deploy first, "
+    assert after == " — see docs."

@@ -4,12 +4,17 @@ conflicts between sources (the higher trust tier leads). Pure: no database."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from retrieval.answer.decision import (
+    MAX_CHOICES,
     MAX_CLARIFYING,
+    PreDecision,
     Statement,
     claim_statements,
+    closest_items,
     content_words,
     coverage,
     decide_after_gate,
@@ -17,9 +22,11 @@ from retrieval.answer.decision import (
     evidence_statements,
     facts,
     find_conflicts,
+    query_error_choices,
 )
 from retrieval.answer.types import (
     ABSTAIN_MESSAGE,
+    ClarifyingChoice,
     Decision,
     EvidencePack,
     PackItem,
@@ -362,3 +369,191 @@ def test_how_long_questions_do_not_need_the_word_long() -> None:
 
     assert content_words("How long are the nightly backups kept?") == ["nightly", "backups", "kept"]
     assert "long" in content_words("symptoms of long covid")
+
+
+# --- issue 12 item 2: abstention that fails for the right reasons ------------------------------
+
+
+def headed(pid: int, text: str, headings: tuple[str, ...], **kwargs) -> PackItem:
+    return replace(item(pid, text, **kwargs), heading_path=headings)
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("When do the nightly backups run now?", ["nightly", "backups"]),
+        ("What did we decide about backups?", ["backups"]),
+        ("Is the staging cache still currently enabled today?", ["staging", "cache", "enabled"]),
+        ("How do I promote the replica during a failover?", ["promote", "replica", "failover"]),
+        ("What did Priya actually say and mention about our plan?", ["priya"]),
+    ],
+)
+def test_filler_time_and_reporting_words_are_not_content_words(question, expected):
+    assert content_words(question) == expected
+
+
+def test_filler_words_match_as_typed_never_by_stem():
+    # "currently" is filler; "current" (an electrical current, a current smoker) is a topic.
+    assert content_words("Is the current limit currently 5 A?") == ["current", "limit", "5"]
+    assert "decisions" not in content_words("Which design decisions did we take?")
+
+
+def test_a_time_word_the_notes_never_use_does_not_abstain():
+    pack = EvidencePack(
+        items=[item(1, "The nightly backups moved from 02:00 to 03:30 UTC.", title="Ops sync")]
+    )
+    pre = decide_before_answer("When do the nightly backups run now?", pack)
+    assert pre.decision is None, pre.reason
+    assert pre.content_words == ["nightly", "backups"]
+
+
+def test_a_heading_path_counts_as_the_passages_text_for_coverage():
+    steps = "1. Stop writes on the primary.\n2. Run `pg_ctl promote` on the standby."
+    question = "How do I promote the replica during a failover?"
+    without = EvidencePack(items=[item(1, steps, title="Database runbook")])
+    assert decide_before_answer(question, without).decision == Decision.ABSTAIN_NO_EVIDENCE
+    pack = EvidencePack(
+        items=[headed(1, steps, ("Failover", "Promote the replica"), title="Database runbook")]
+    )
+    pre = decide_before_answer(question, pack)
+    assert pre.decision is None, pre.reason
+    assert pre.best_coverage == 1.0
+
+
+def test_a_framing_verb_makes_a_one_topic_question_specific_but_is_not_searched_for():
+    pack = EvidencePack(items=[item(1, "The nightly backups moved to 03:30 UTC.", title="Ops")])
+    pre = decide_before_answer("What did we decide about backups?", pack)
+    assert pre.decision is None, pre.reason
+    assert pre.content_words == ["backups"]
+    assert decide_before_answer("backups?", pack).decision == Decision.ASK_CLARIFYING
+    assert decide_before_answer("What did we decide?", pack).decision == Decision.ASK_CLARIFYING
+
+
+def test_a_negated_auxiliary_leaves_no_content_word_behind():
+    assert content_words("Why didn't we go with Auth0?") == ["auth0"]
+    assert content_words("Who won the final?") == ["won", "final"]  # "won" is a topic
+
+
+@pytest.mark.parametrize(
+    ("question", "vague"),
+    [
+        ("What is our RPO?", False),  # an acronym
+        ("Why didn't we go with Auth0?", False),  # letters and digits
+        ("When is the ShipBridge deadline?", False),  # an inner capital (and two words)
+        ("What is Keycloak?", False),  # a capital after the first word
+        ("How much is our rent?", True),
+        ("Staging?", True),  # the first word's capital is only the sentence's
+    ],
+)
+def test_a_single_named_word_is_specific_enough(question, vague):
+    pre = decide_before_answer(question, PACK)
+    assert (pre.decision == Decision.ASK_CLARIFYING) is vague, pre.reason
+
+
+def test_filler_words_alone_leave_a_question_too_vague():
+    pre = decide_before_answer("What did we decide now?", PACK)
+    assert pre.decision == Decision.ASK_CLARIFYING
+
+
+def test_a_real_topic_word_missing_from_the_pack_still_abstains():
+    # Loosening filler must not loosen topics: "rugby" is nowhere, so still no answer.
+    pre = decide_before_answer("What did we decide now about rugby staging certs?", PACK)
+    assert pre.decision == Decision.ABSTAIN_NO_EVIDENCE
+    assert "rugbi" in pre.reason or "rugby" in pre.reason
+
+
+# --- closest passages -------------------------------------------------------------------------
+
+
+def test_closest_items_rank_by_shared_words_then_pack_order():
+    pack = EvidencePack(
+        items=[
+            item(1, "Nothing in common here."),
+            item(2, "Certbot renews staging certificates weekly.", title="Certbot docs"),
+            item(3, "Rotate the staging certs before Friday."),
+            item(4, "Staging only."),
+        ]
+    )
+    closest = closest_items(pack, ["rotate", "staging", "certs"], limit=3)
+    assert [i.passage_id for i in closest] == [3, 2, 4]
+
+
+def test_closest_items_of_an_empty_pack_are_empty():
+    assert closest_items(EvidencePack(), ["anything"]) == []
+
+
+def test_closest_items_count_headings():
+    pack = EvidencePack(
+        items=[
+            item(1, "Restore from the latest snapshot."),
+            headed(2, "Stop writes first.", ("Promote the replica",)),
+        ]
+    )
+    assert [i.passage_id for i in closest_items(pack, ["promote", "replica"], limit=1)] == [2]
+
+
+# --- clarifying choices -----------------------------------------------------------------------
+
+
+def test_clarifying_suggestions_are_choices_that_rewrite_the_question():
+    pre = decide_before_answer("staging?", PACK)
+    assert pre.decision == Decision.ASK_CLARIFYING
+    assert all(isinstance(c, ClarifyingChoice) and c.label for c in pre.choices)
+    scoped = [c for c in pre.choices if c.pinned_document_id is not None]
+    # Ask one of the top documents: the same question, pinned to it.
+    assert [(c.pinned_document_id, c.question) for c in scoped] == [
+        (1, "staging?"),
+        (2, "staging?"),
+    ]
+    assert "Deploy runbook" in scoped[0].label
+    # Add a word the top items share: the question rewritten, never replaced.
+    added = [c.question for c in pre.choices if c.pinned_document_id is None]
+    assert added and added[0] == "staging certbot?"
+    assert all(q.startswith("staging ") and q.endswith("?") for q in added)
+    assert len(pre.choices) <= MAX_CHOICES
+    assert len({(c.question, c.pinned_document_id) for c in pre.choices}) == len(pre.choices)
+
+
+def test_suggested_words_are_never_an_inflection_of_what_was_asked():
+    pack = EvidencePack(
+        items=[
+            item(1, "The backup runs nightly; backups are kept 30 days.", title="Backups"),
+            item(2, "Restore a backup from the bucket.", title="Restore"),
+        ]
+    )
+    pre = decide_before_answer("backups?", pack)
+    suggested = [c.question for c in pre.choices if c.pinned_document_id is None]
+    assert suggested and not any(q.startswith("backups backup") for q in suggested)
+    assert "backup," not in " ".join(pre.clarifying_questions)
+
+
+def test_a_word_choice_is_specific_enough_to_be_answered():
+    pre = decide_before_answer("staging?", PACK)
+    for choice in pre.choices:
+        if choice.pinned_document_id is None:
+            again = decide_before_answer(choice.question, PACK)
+            assert again.decision is None, (choice.question, again.reason)
+
+
+def test_choices_are_deterministic_and_round_trip():
+    first = decide_before_answer("redis", PACK)
+    assert all(decide_before_answer("redis", PACK).choices == first.choices for _ in range(3))
+    assert PreDecision.from_dict(first.as_dict()) == first
+    assert [ClarifyingChoice.from_dict(c.as_dict()) for c in first.choices] == first.choices
+
+
+def test_a_decision_without_choices_stores_no_choices_key():
+    # Stored traces from before choices existed must write back key for key.
+    pre = decide_before_answer("How do I rotate the staging certs?", PACK)
+    assert "choices" not in pre.as_dict()
+    assert PreDecision.from_dict(pre.as_dict()).choices == []
+
+
+def test_an_empty_pack_offers_no_choices():
+    assert decide_before_answer("cache?", EvidencePack()).choices == []
+
+
+def test_a_query_error_offers_the_question_without_its_filters():
+    [choice] = query_error_choices("staging certs type:banana")
+    assert choice.question == "staging certs"
+    assert query_error_choices("type:banana") == []  # nothing left to ask

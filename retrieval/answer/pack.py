@@ -34,6 +34,10 @@ budget".
 
 At egress a parent block shared by several items is sent once (`egress_blocks`), while every
 item keeps its own range — the citation offsets live on the item (seed, lode-ol2v).
+
+Each item carries its passage's section headings (`PackItem.heading_path`, the entries that
+add a word to the document title: `headings_beyond_title`), which the answerability decision
+and the extractive answerer count as the passage's words.
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ if TYPE_CHECKING:
     from retrieval.search.pipeline import Hit
 
 JACCARD_THRESHOLD = 0.9
+# What `retrieval.index.chunking` ends a heading with when it cuts it to its length bound.
+HEADING_CUT_MARK = "…"
 
 
 def pack_item(
@@ -88,7 +94,29 @@ def pack_item(
         rank=rank,
         score=float(score),
         score_name=score_name,
+        heading_path=headings_beyond_title(document.title, passage.heading_path or ()),
     )
+
+
+def headings_beyond_title(title: str, heading_path: Iterable[str]) -> tuple[str, ...]:
+    """The entries of a passage's heading path that add a word to the document title.
+
+    A note's first heading usually repeats its title ("# Deploy runbook" in "Deploy
+    runbook", every SciFact abstract's title); the title is already on the item, so only the
+    section headings below it are kept (`PackItem.heading_path`)."""
+    title_words = set(folded_tokens(title))
+    return tuple(
+        heading for heading in heading_path if set(folded_tokens(_uncut(heading))) - title_words
+    )
+
+
+def _uncut(heading: str) -> str:
+    """A heading the chunker cut to its length bound ends in "…" mid-word: without that
+    partial word ("…Global Burden of Disea…" is not a new word "disea")."""
+    if not heading.endswith(HEADING_CUT_MARK):
+        return heading
+    kept = heading.removesuffix(HEADING_CUT_MARK).rsplit(maxsplit=1)
+    return kept[0] if len(kept) > 1 else ""
 
 
 def token_set(text: str) -> frozenset[str]:

@@ -19,6 +19,11 @@ read back unchanged:
     draft?       {claims, sent_versions}, gate? [ClaimVerdict.as_dict()],
     decision?    {decision, reason}, code_version, elapsed_ms
 
+Two keys inside sections are written only when they hold something, so traces stored before
+them write back unchanged: a pack item's `heading_path` (its section headings) and the
+pre-decision's `choices` (ASK_CLARIFYING's suggestions as {label, question,
+pinned_document_id}).
+
 A key marked `?` is absent when the ask stopped before that stage (a pinned note that is not
 available stops before `search`; an answerer failure before `gate`), and replay reads that
 absence as "not reached". Reading is forgiving — a missing key reads as its empty value, as

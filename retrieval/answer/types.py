@@ -130,15 +130,27 @@ class PackItem:
     rank: int = 0  # 1-based position in the search ranking (0 for pinned items)
     score: float = 0.0
     score_name: str = ""
+    # The passage's heading path without the entries that add no word to the document title
+    # ("Failover", "Promote the replica"): the answerability decision and the extractive
+    # answerer count it as the passage's text, and the closest passages show it.
+    heading_path: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The item's JSON. `heading_path` is written only when there is one, so an item
+        without headings (and every pack stored before the field existed) keeps its layout."""
+        data = asdict(self)
+        headings = data.pop("heading_path")
+        if headings:
+            data["heading_path"] = list(headings)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
         """The item `as_dict` wrote; keys this version does not know are ignored."""
         names = {f.name for f in fields(cls)}
-        return cls(**{key: value for key, value in data.items() if key in names})
+        values = {key: value for key, value in data.items() if key in names}
+        values["heading_path"] = tuple(values.get("heading_path") or ())
+        return cls(**values)
 
 
 @dataclass
@@ -196,17 +208,22 @@ class AnswerDraft:
 @dataclass(frozen=True)
 class ClaimVerdict:
     """The gate's result for one claim: `passed`, and for a failure the step that failed it
-    ("verbatim", "coupling", "entailment") and why, in words."""
+    ("verbatim", "coupling", "entailment", "relevance") and why, in words."""
 
     claim: Claim
     passed: bool
-    step: str  # the last step run: "verbatim" | "coupling" | "entailment"
+    step: str  # the last step run: "verbatim" | "coupling" | "entailment" | "relevance"
     reason: str = ""
     entailment_score: float | None = None
     entailment_scorer: str = ""
+    # The relevance step's probability that the claim answers the question (None when the
+    # claim never reached that step).
+    relevance_score: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        """The verdict's JSON. `relevance_score` is written only when there is one, so
+        verdicts stored before the relevance step keep their layout."""
+        data: dict[str, Any] = {
             "claim": self.claim.as_dict(),
             "passed": self.passed,
             "step": self.step,
@@ -214,6 +231,9 @@ class ClaimVerdict:
             "entailment_score": self.entailment_score,
             "entailment_scorer": self.entailment_scorer,
         }
+        if self.relevance_score is not None:
+            data["relevance_score"] = self.relevance_score
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
@@ -224,6 +244,7 @@ class ClaimVerdict:
             reason=data.get("reason", ""),
             entailment_score=data.get("entailment_score"),
             entailment_scorer=data.get("entailment_scorer", ""),
+            relevance_score=data.get("relevance_score"),
         )
 
 
@@ -248,17 +269,27 @@ class ShownSupport:
     segments: tuple[tuple[str, bool], ...]
     evidence_url: str  # "" when no passage of the version contains the span
     version_created_at: str  # ISO-8601 (the age of an external is shown from it)
+    # The headings above the span (the page shows them as a label over the quote), without
+    # those that only repeat the document title; () when there are none.
+    heading_path: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
+        """The support's JSON. `heading_path` is written only when there is one, so answers
+        stored before the field existed read and write back unchanged."""
         data = asdict(self)
         data["segments"] = [{"text": t, "highlighted": h} for t, h in self.segments]
+        headings = data.pop("heading_path")
+        if headings:
+            data["heading_path"] = list(headings)
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        values = {f.name: data[f.name] for f in fields(cls) if f.name != "segments"}
+        skip = ("segments", "heading_path")
+        values = {f.name: data[f.name] for f in fields(cls) if f.name not in skip}
         segments = tuple((seg["text"], bool(seg["highlighted"])) for seg in data["segments"])
-        return cls(**values, segments=segments)
+        headings = tuple(data.get("heading_path") or ())
+        return cls(**values, segments=segments, heading_path=headings)
 
     @property
     def display_segments(self) -> list[Segment]:
@@ -289,6 +320,68 @@ class ShownClaim:
         )
 
 
+@dataclass(frozen=True)
+class ClarifyingChoice:
+    """An ASK_CLARIFYING suggestion the page offers as a button: `label` says what it does,
+    `question` is the (rewritten) question asked when it is chosen, and
+    `pinned_document_id`, when set, scopes it to that document ("ask about this note")."""
+
+    label: str
+    question: str
+    pinned_document_id: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "question": self.question,
+            "pinned_document_id": self.pinned_document_id,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        pinned = data.get("pinned_document_id")
+        return cls(
+            label=str(data.get("label", "")),
+            question=str(data.get("question", "")),
+            pinned_document_id=int(pinned) if pinned is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class ClosestPassage:
+    """A passage shown with an abstention: the evidence that came closest, which does *not*
+    answer the question (the page says so). `snippet` is a short plain-text excerpt of the
+    passage; `evidence_url` opens the passage re-verified ("" if it no longer exists)."""
+
+    passage_id: int
+    document_id: int
+    version_id: int
+    version_number: int
+    document_title: str
+    kind: str
+    trust_tier: str
+    heading_path: tuple[str, ...]
+    snippet: str
+    evidence_url: str
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["heading_path"] = list(self.heading_path)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        values = {f.name: data[f.name] for f in fields(cls) if f.name != "heading_path"}
+        return cls(**values, heading_path=tuple(data.get("heading_path") or ()))
+
+    @property
+    def version_url(self) -> str:
+        """The page of the version the passage belongs to."""
+        return links.version_url(
+            kind=self.kind, document_id=self.document_id, version_id=self.version_id
+        )
+
+
 @dataclass
 class AskOutcome:
     """The result of one ask: the decision, the claims that survived the gate (each with its
@@ -303,6 +396,10 @@ class AskOutcome:
     # Documents present in the evidence but withheld from cloud synthesis (no-egress).
     withheld: list[PackItem] = field(default_factory=list)
     clarifying_questions: list[str] = field(default_factory=list)
+    # ASK_CLARIFYING: the suggestions as choices, each a rewritten question to ask.
+    clarifying_choices: list[ClarifyingChoice] = field(default_factory=list)
+    # ABSTAIN_NO_EVIDENCE: the passages that came closest (they do not answer the question).
+    closest: list[ClosestPassage] = field(default_factory=list)
     # ANSWER_WITH_CONFLICTS: [{"subject", "values": [{"value", "trust_tier", "claim" …}]}]
     conflicts: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""  # the abstention / clarification / failure text shown to the user
@@ -312,7 +409,9 @@ class AskOutcome:
     elapsed_ms: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        """The stored answer JSON. `clarifying_choices` and `closest` are written only when
+        there are some, so answers stored before they existed keep their layout."""
+        data: dict[str, Any] = {
             "question": self.question,
             "decision": str(self.decision),
             "answerer": self.answerer,
@@ -333,3 +432,8 @@ class AskOutcome:
             "notes": list(self.notes),
             "trace_id": self.trace_id,
         }
+        if self.clarifying_choices:
+            data["clarifying_choices"] = [c.as_dict() for c in self.clarifying_choices]
+        if self.closest:
+            data["closest"] = [c.as_dict() for c in self.closest]
+        return data

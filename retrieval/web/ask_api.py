@@ -76,6 +76,31 @@ class WithheldOut(Schema):
     document_title: str
 
 
+class ChoiceOut(Schema):
+    """An ASK_CLARIFYING suggestion: ask `question` (with `pinned_document_id`, if set)."""
+
+    label: str
+    question: str = Field(description="The rewritten question to ask if this is chosen.")
+    pinned_document_id: int | None = Field(
+        None, description='Ask it about this document first ("ask about this note").'
+    )
+
+
+class ClosestOut(Schema):
+    """A passage that came closest to an abstained question. It does not answer it."""
+
+    passage_id: int
+    document_id: int
+    version_id: int
+    version_number: int
+    document_title: str
+    kind: str
+    trust_tier: str
+    heading_path: list[str]
+    snippet: str = Field(description="A short plain-text excerpt; render as text.")
+    evidence_url: str = Field(description='Opens the passage re-verified; "" if it is gone.')
+
+
 class AskOut(Schema):
     """One answer. `decision`: ANSWER | ABSTAIN_NO_EVIDENCE | ASK_CLARIFYING |
     ANSWER_WITH_CONFLICTS. `claims` are only those the faithfulness gate verified; `dropped`
@@ -91,6 +116,14 @@ class AskOut(Schema):
         description="Documents present in the evidence but withheld from cloud synthesis."
     )
     clarifying_questions: list[str]
+    clarifying_choices: list[ChoiceOut] = Field(
+        [], description="ASK_CLARIFYING: the suggestions as rewritten questions to ask."
+    )
+    closest: list[ClosestOut] = Field(
+        [],
+        description="ABSTAIN_NO_EVIDENCE: the passages that came closest (they do not "
+        "answer the question).",
+    )
     conflicts: list[dict[str, Any]]
     message: str
     error: str

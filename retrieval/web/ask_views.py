@@ -27,10 +27,12 @@ template and the redirect.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import push_url
 
@@ -135,7 +137,14 @@ def answer_context(
         "differences": differences,
         "pinned_document": trace.pinned_document,
         "conflicts": shown_conflicts(outcome.conflicts),
+        "search_instead_url": search_instead_url(outcome.question),
     }
+
+
+def search_instead_url(question: str) -> str:
+    """The search page for the question as typed: what an abstention or a clarification
+    offers instead of an answer (the search shows every hit, ranked, without judging)."""
+    return f"{reverse('retrieval:search')}?{urlencode({'q': question}, quote_via=quote)}"
 
 
 def shown_conflicts(conflicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
