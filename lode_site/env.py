@@ -48,6 +48,20 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     return value
 
 
+def env_probability(name: str) -> float | None:
+    """A probability in (0, 1) from the environment, or None when unset or empty."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+    if not 0.0 < value < 1.0:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be strictly between 0 and 1")
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:

@@ -300,6 +300,14 @@ LODE_ENTAILMENT_MODEL_NAME = env.env_str(
 # Evidence pack budget: items and characters of passage text handed to an answerer.
 LODE_ASK_MAX_ITEMS = env.env_int("LODE_ASK_MAX_ITEMS", 12, minimum=1)
 LODE_ASK_MAX_CHARS = env.env_int("LODE_ASK_MAX_CHARS", 12_000, minimum=200)
+# What a remote model may be sent per ask (issue 12 item 4): only pack items at or above the
+# relevance floor (retrieval/data/relevance.json), best first, until their parent blocks fill
+# this many characters (the best one always goes).
+LODE_EGRESS_MAX_CHARS = env.env_int("LODE_EGRESS_MAX_CHARS", 8_000, minimum=500)
+# The relevance step's threshold (issue 12 item 1): unset = the one chosen on data and stored
+# in retrieval/data/relevance.json; a value in (0, 1) overrides it (calibration runs, or a
+# user who prefers more answers or fewer).
+LODE_RELEVANCE_THRESHOLD = env.env_probability("LODE_RELEVANCE_THRESHOLD")
 
 # --- Externals (issue 6) ----------------------------------------------------------------
 # Largest file a source scan reads (ADR 0005's ingest.max_file_bytes); bigger is a failure

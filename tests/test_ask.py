@@ -496,8 +496,8 @@ def egress_plans(monkeypatch) -> list[EgressPlan]:
     plans: list[EgressPlan] = []
     real = ask_module.plan_egress
 
-    def counted(pack: EvidencePack, *, question: str = "") -> EgressPlan:
-        plans.append(real(pack, question=question))
+    def counted(pack: EvidencePack, *, question: str = "", **needed: Any) -> EgressPlan:
+        plans.append(real(pack, question=question, **needed))
         return plans[-1]
 
     monkeypatch.setattr(ask_module, "plan_egress", counted)
@@ -545,26 +545,29 @@ def test_a_remote_judge_is_only_asked_about_versions_cleared_for_egress(
     secret = make_external(alice, "Private vendor notes", VENDOR, no_egress=True)
     cleared = claim(
         runbook.head_id,
-        "Staging gives up after half a minute.",
+        "The staging timeout is half a minute.",
         "The staging timeout is 30 seconds.",
     )
     withheld = claim(
         secret.head_id,
-        "Staging gives up after a whole minute.",
+        "The staging timeout is a whole minute.",
         "The staging timeout is 60 seconds.",
     )
-    fake_llm.reply('{"entailed": true}')
+    # The judge is asked twice about the cleared claim: is it entailed, does it answer.
+    fake_llm.reply('{"entailed": true}').reply('{"answers": true}')
     outcome = lexical_ask(
         user=alice, question="What is the staging timeout?", answerer=Scripted([cleared, withheld])
     )
     assert len(egress_plans) == 1
-    (request,) = fake_llm.requests
-    assert "60 seconds" not in request.body.decode() and "30 seconds" in request.body.decode()
+    entailment, relevance = fake_llm.requests
+    assert "30 seconds" in entailment.body.decode() and "half a minute" in relevance.body.decode()
+    assert all("60 seconds" not in r.body.decode() for r in fake_llm.requests)
+    assert all("a whole minute" not in r.body.decode() for r in fake_llm.requests)
     assert [c.text for c in outcome.claims] == [cleared.text]
     (dropped,) = outcome.dropped
     assert dropped.claim == withheld and dropped.step == "entailment"
     assert WITHHELD_FROM_JUDGE in dropped.reason
-    assert EgressLog.objects.get().purpose == "judge"
+    assert [row.purpose for row in EgressLog.objects.all()] == ["judge", "judge"]
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -614,3 +617,192 @@ def test_trace_rows_are_written_even_inside_an_outer_transaction(alice, runbook)
             user=alice, question="What is the capital of France?", answerer=Scripted()
         )
     assert AskTrace.objects.filter(pk=outcome.trace_id).exists()
+
+
+# --- issue 12 item 2: abstention that fails for the right reasons (real extractive answerer) ----
+
+OPS_SYNC = (
+    "# Ops sync, 2026-09-15\n\n"
+    "Attendees: Priya, Mei, Daniel.\n\n"
+    "## Backups\n\n"
+    "Backup alerts went to email only, so nobody saw the failure on Sunday.\n\n"
+    "## Decisions\n\n"
+    "- The nightly backups moved from 02:00 to 03:30 UTC, after the reindex job.\n"
+    "- Backup alerts page the on-call engineer from now on.\n"
+)
+DB_RUNBOOK = (
+    "# Database runbook\n\n"
+    "## Failover\n\n"
+    "Fail over only when the incident commander approves it in the incident channel.\n\n"
+    "### Promote the replica\n\n"
+    "1. Stop writes on the primary and fence it.\n"
+    "2. Run `pg_ctl promote` on the standby host.\n"
+    "3. Point PgBouncer at the new primary and reload it.\n"
+)
+BACKUP_RUNBOOK = (
+    "# Backups and restore\n\n"
+    "Backups are kept for 30 days in the S3 bucket. Restore drills run every quarter, and the "
+    "restore job runs from the ops host.\n"
+)
+
+
+@pytest.fixture
+def ops_notes(alice) -> dict[str, Document]:
+    return {
+        "sync": services.note_create(owner=alice, title="Ops sync 2026-09-15", body=OPS_SYNC),
+        "db": services.note_create(owner=alice, title="Database runbook", body=DB_RUNBOOK),
+        "backups": services.note_create(owner=alice, title="Backup runbook", body=BACKUP_RUNBOOK),
+    }
+
+
+def extractive_ask(**kwargs) -> Any:
+    from retrieval.answer.answerers import ExtractiveAnswerer
+
+    return lexical_ask(answerer=ExtractiveAnswerer(), **kwargs)
+
+
+def cited_documents(outcome) -> set[int]:
+    return {s.document_id for c in outcome.claims for s in c.support}
+
+
+def test_a_time_word_does_not_sink_an_answerable_question(alice, ops_notes):
+    outcome = extractive_ask(user=alice, question="When do the nightly backups run now?")
+    assert outcome.decision == Decision.ANSWER, AskTrace.objects.get(pk=outcome.trace_id).trace[
+        "decision"
+    ]
+    assert any("03:30 UTC" in c.text for c in outcome.claims)
+    assert ops_notes["sync"].pk in cited_documents(outcome)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 12, open: the abstention rule now lets this through and the answerer quotes "
+    "the right step, but the relevance scorer gives it 0.13, below the threshold chosen on data "
+    "(0.28): its features do not credit a step for the heading it sits under",
+)
+def test_a_section_heading_answers_a_how_do_i_question(alice, ops_notes):
+    outcome = extractive_ask(user=alice, question="How do I promote the replica during a failover?")
+    assert outcome.decision == Decision.ANSWER, AskTrace.objects.get(pk=outcome.trace_id).trace[
+        "decision"
+    ]
+    assert any("pg_ctl promote" in c.text for c in outcome.claims)
+    assert cited_documents(outcome) == {ops_notes["db"].pk}
+    pack = AskTrace.objects.get(pk=outcome.trace_id).trace["pack"]["items"]
+    promote = next(i for i in pack if "pg_ctl promote" in i["text"])
+    assert promote["heading_path"] == ["Failover", "Promote the replica"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 12, open: the pinned ask now quotes the decision, but the relevance scorer "
+    "gives it 0.09 (below 0.28): 'decide' is framing, so the question is just 'backups'",
+)
+def test_a_pinned_ask_answers_from_that_note(alice, ops_notes):
+    outcome = extractive_ask(
+        user=alice,
+        question="What did we decide about backups?",
+        pinned_document_id=ops_notes["sync"].pk,
+    )
+    assert outcome.decision == Decision.ANSWER, AskTrace.objects.get(pk=outcome.trace_id).trace[
+        "decision"
+    ]
+    assert any("03:30 UTC" in c.text for c in outcome.claims)
+    assert cited_documents(outcome) == {ops_notes["sync"].pk}  # not the backup runbook
+
+
+def test_an_abstention_stores_and_shows_the_closest_passages(alice, ops_notes):
+    outcome = extractive_ask(
+        user=alice, question="How do I restore the billing database from tape?"
+    )
+    assert outcome.decision == Decision.ABSTAIN_NO_EVIDENCE
+    assert 1 <= len(outcome.closest) <= 3
+    first = outcome.closest[0]
+    assert first.document_id in {d.pk for d in ops_notes.values()}
+    assert first.evidence_url.startswith(f"/evidence/{first.document_id}/{first.version_id}/")
+    assert first.snippet and "restore" in first.snippet.casefold()
+    assert all(c.evidence_url for c in outcome.closest)
+    row = AskTrace.objects.get(pk=outcome.trace_id)
+    assert row.answer["closest"][0]["evidence_url"] == first.evidence_url
+    assert outcome_from_trace(row).closest == outcome.closest  # the permalink shows them too
+
+
+def test_an_abstention_after_the_gate_shows_the_closest_passages(alice, runbook):
+    outcome = lexical_ask(
+        user=alice,
+        question="When do I rotate the staging certs?",
+        answerer=Scripted([claim(runbook.head_id, "Certs rotate hourly.", "not in the note")]),
+    )
+    assert outcome.decision == Decision.ABSTAIN_NO_EVIDENCE and outcome.dropped
+    assert outcome.closest and "certbot" in outcome.closest[0].snippet
+
+
+def test_an_answer_and_a_pinned_failure_store_no_closest_passages(alice, runbook):
+    answered = lexical_ask(
+        user=alice,
+        question="When do I rotate the staging certs?",
+        answerer=Scripted(
+            [claim(runbook.head_id, "Rotate the staging certs with certbot before Friday.")]
+        ),
+    )
+    assert answered.decision == Decision.ANSWER and answered.closest == []
+    assert "closest" not in AskTrace.objects.get(pk=answered.trace_id).answer
+    failed = lexical_ask(
+        user=alice, question="certs", pinned_document_id=10**9, answerer=Scripted()
+    )
+    assert failed.closest == []
+
+
+def test_clarifying_choices_are_stored_with_the_answer(alice, ops_notes):
+    outcome = lexical_ask(user=alice, question="backups?", answerer=Scripted())
+    assert outcome.decision == Decision.ASK_CLARIFYING
+    assert outcome.clarifying_questions  # the plain-text list stays, for old readers
+    assert outcome.clarifying_choices
+    assert all("backups" in c.question for c in outcome.clarifying_choices)
+    row = AskTrace.objects.get(pk=outcome.trace_id)
+    assert row.answer["clarifying_choices"] == [c.as_dict() for c in outcome.clarifying_choices]
+    assert outcome_from_trace(row).clarifying_choices == outcome.clarifying_choices
+
+
+def test_a_clarifying_choice_asked_answers(alice, ops_notes):
+    outcome = lexical_ask(user=alice, question="backups?", answerer=Scripted())
+    scoped = next(c for c in outcome.clarifying_choices if "Ops sync" in c.label)
+    assert scoped.pinned_document_id == ops_notes["sync"].pk
+    again = extractive_ask(
+        user=alice, question=scoped.question, pinned_document_id=scoped.pinned_document_id
+    )
+    assert again.decision == Decision.ANSWER, AskTrace.objects.get(pk=again.trace_id).trace[
+        "decision"
+    ]
+
+
+def test_a_bad_filter_offers_the_question_without_it(alice, runbook):
+    outcome = lexical_ask(user=alice, question="staging certs type:banana", answerer=Scripted())
+    assert [c.question for c in outcome.clarifying_choices] == ["staging certs"]
+    assert outcome.closest == []  # nothing was searched
+
+
+def test_a_closest_passage_snippet_is_short_readable_text_near_the_question_words():
+    from retrieval.answer.display import SNIPPET_CHARS, passage_snippet
+
+    text = (
+        "## Restore\n\n"
+        + "Filler words here. " * 20
+        + "Restore **from** the `S3` bucket. "
+        + ("More text follows. " * 30)
+    )
+    snippet = passage_snippet(text, ["restoring", "bucket"])
+    assert "##" not in snippet and "**" not in snippet and "`" not in snippet
+    assert "Restore from the S3 bucket." in snippet  # stemmed match, the lead cut at a word
+    assert snippet.startswith("…") and snippet.endswith("…")
+    assert len(snippet) <= SNIPPET_CHARS + 2
+    assert passage_snippet("# Only a heading", ["x"]) == "Only a heading"
+    assert passage_snippet("Short text.", []) == "Short text."
+
+
+def test_a_closest_passage_snippet_keeps_list_items_apart():
+    from retrieval.answer.display import passage_snippet
+
+    text = "- Grafana admin: user admin\n- Wi-Fi at the office: in the welcome e-mail\n"
+    snippet = passage_snippet(text, ["wifi"])
+    assert snippet == "Grafana admin: user admin · Wi-Fi at the office: in the welcome e-mail"
+    assert passage_snippet("One sentence.\nAnother one.", []) == "One sentence. Another one."

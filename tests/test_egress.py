@@ -13,6 +13,8 @@ from django.urls import reverse
 from notes import services
 from notes.models import Document
 from retrieval.answer.egress import (
+    BELOW_FLOOR,
+    OVER_BUDGET,
     WITHHELD_LABEL,
     EgressLogError,
     destination_host,
@@ -202,3 +204,58 @@ def test_admin_egress_list_needs_staff(alice_client) -> None:
     page = alice_client.get(reverse("admin:retrieval_egresslog_changelist"))
     assert page.status_code == 302
     assert reverse("admin:login") in page["Location"]
+
+
+# --- only what is needed leaves the machine (issue 12 item 4) --------------------------------
+
+
+@pytest.fixture
+def three_notes(alice) -> tuple[Document, Document, Document]:
+    backups = services.note_create(
+        owner=alice, title="Backups", body="The nightly backups run at 03:30 UTC since March."
+    )
+    restore = services.note_create(
+        owner=alice, title="Restore", body="Restore drills happen on the first Monday."
+    )
+    secrets = services.note_create(
+        owner=alice, title="Credentials", body="Backup bucket key: sk_test_4eC39HqLyjWDarjtT1zdp7dc"
+    )
+    return backups, restore, secrets
+
+
+def test_a_document_below_the_relevance_floor_is_not_sent(three_notes) -> None:
+    backups, restore, secrets = three_notes
+    pack = pack_of(backups, restore, secrets)
+    scores = {pack.items[0].passage_id: 0.9, pack.items[1].passage_id: 0.5}
+    plan = plan_egress(pack, question="When do backups run?", relevance=scores, floor=0.4)
+    assert [i.document_id for i in plan.sendable] == [backups.pk, restore.pk]
+    assert [(i.document_id, why) for i, why in plan.not_sent] == [(secrets.pk, BELOW_FLOOR)]
+    assert secrets.head_id not in plan.sent_versions() and secrets.head_id not in plan.bodies
+    assert all("sk_test" not in block.text for block in plan.blocks)
+    assert not plan.clears([secrets.head_id]) and plan.clears([backups.head_id])
+
+
+def test_the_budget_keeps_the_best_items_first(three_notes) -> None:
+    backups, restore, secrets = three_notes
+    pack = pack_of(backups, restore, secrets)
+    first, second, third = (item.passage_id for item in pack.items)
+    scores = {first: 0.5, second: 0.9, third: 0.7}
+    budget = len(pack.items[1].text) + len(pack.items[2].text)
+    plan = plan_egress(pack, relevance=scores, floor=0.1, max_chars=budget)
+    # Pack order is kept among the sent items; the lowest-scoring one is over the budget.
+    assert [i.passage_id for i in plan.sendable] == [second, third]
+    assert [(i.passage_id, why) for i, why in plan.not_sent] == [(first, OVER_BUDGET)]
+    assert sum(len(b.text) for b in plan.blocks) <= budget
+
+
+def test_the_best_item_goes_even_past_the_budget(three_notes) -> None:
+    pack = pack_of(*three_notes)
+    scores = {item.passage_id: 0.8 for item in pack.items}
+    plan = plan_egress(pack, relevance=scores, floor=0.1, max_chars=1)
+    assert [i.passage_id for i in plan.sendable] == [pack.items[0].passage_id]
+    assert len(plan.not_sent) == 2
+
+
+def test_without_scores_every_cleared_item_goes(three_notes) -> None:
+    plan = plan_egress(pack_of(*three_notes), floor=0.99, max_chars=1)
+    assert len(plan.sendable) == 3 and plan.not_sent == []

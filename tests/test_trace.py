@@ -11,9 +11,10 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from notes import services
+from notes.models import Document
 from retrieval.answer.ask import ask
 from retrieval.answer.replay import RecordedScorer, replay
-from retrieval.answer.types import Decision
+from retrieval.answer.types import Claim, Decision
 from retrieval.models import AskTrace, EgressLog
 from tests.test_ask import RUNBOOK, Scripted, claim
 
@@ -151,8 +152,18 @@ def test_a_changed_decision_is_reported(answered):
     assert "decision before answering differs: ASK_CLARIFYING → None" in differences
 
 
+def relevance_of(question: str, made: Claim, document: Document) -> float:
+    """The relevance step's score for `made` quoted from `document` (rank 1, no heading)."""
+    from retrieval.answer.relevance import Candidate, passage_idf, question_profile, score_pairs
+
+    idf = passage_idf(document.owner_id, question_profile(question))
+    candidate = Candidate(text=made.text, title=document.title, rank=1)
+    return score_pairs(question, [candidate], idf=idf).scores[0]
+
+
 def test_replay_never_calls_the_answerer_and_reuses_llm_judge_scores(alice, runbook):
-    paraphrase = claim(runbook.head_id, "Certificates get renewed before the weekend.", SPAN)
+    # A paraphrase (it does not couple, so it needs entailment) that answers the question.
+    paraphrase = claim(runbook.head_id, "You rotate the staging certs before Friday.", SPAN)
     answerer = Scripted([paraphrase])
     outcome = ask(user=alice, question=QUESTION, mode="lexical", answerer=answerer)
     assert outcome.dropped[0].step == "entailment"  # no scorer configured: dropped
@@ -161,6 +172,9 @@ def test_replay_never_calls_the_answerer_and_reuses_llm_judge_scores(alice, runb
     trace.trace["settings"]["entailment"] = "llm-judge"
     trace.trace["manifests"]["entailment"] = "llm-judge"
     trace.trace["gate"][0].update(passed=True, step="entailment", entailment_score=0.97)
+    # …and as the relevance step (which a dropped claim never reached) would have scored it.
+    replayed_score = relevance_of(QUESTION, paraphrase, runbook)
+    trace.trace["gate"][0]["relevance_score"] = replayed_score
     trace.trace["decision"]["decision"] = "ANSWER"
     trace.save(update_fields=["trace"])
     assert replay(trace) == []

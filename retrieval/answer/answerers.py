@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -51,6 +52,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from retrieval.answer.egress import EgressPlan
 from retrieval.answer.llm import ChatClient, LLMError, quote_tag
 from retrieval.answer.pack import version_bodies
+from retrieval.answer.relevance import Candidate, RelevanceUnavailable, score_candidates
 from retrieval.answer.types import (
     ANSWER_JSON_SCHEMA,
     AnswerDraft,
@@ -61,10 +63,10 @@ from retrieval.answer.types import (
 )
 from retrieval.text import (
     EXTRACTIVE_STOPWORDS,
+    QUESTION_FRAME_WORDS,
     TOKEN_RE,
     Sentence,
     fold,
-    folded_tokens,
     split_sentences,
 )
 
@@ -94,13 +96,15 @@ class Answerer(Protocol):
 # At most this many claims, best first.
 MAX_EXTRACTIVE_CLAIMS = 3
 # A sentence qualifies when it holds at least this share of the question's content words…
-MIN_COVERAGE = 0.4
-# …and at least this many of them (all of them when the question has fewer). Two shared words
-# are too easy to hit by accident: probed on SciFact train (505 claims with rationales, each
-# asked over its cited abstracts; 20 off-topic questions over the 5 abstracts sharing most
-# words with them), coverage 0.4 with 2 words answered 77% of claims but 10/20 off-topic
-# questions; with 3 words, 75% and 1/20.
-MIN_MATCHED = 3
+MIN_COVERAGE = 0.34
+# …and at least this many of them (all of them when the question has fewer). Before the
+# relevance step (issue 12) this rule alone kept off-topic sentences out and needed 3 words at
+# 0.4 coverage (probed on SciFact train: 2 words answered 77% of claims but 10/20 off-topic
+# questions; 3 words, 75% and 1/20) — which left "How long is an access token valid?"
+# unanswered by "Access tokens live for 15 minutes". Now it only gathers candidates: the
+# relevance scorer ranks them and the gate's relevance step decides (bench/answer_quality.py
+# measures the whole: bench/README.md, "Answers that answer").
+MIN_MATCHED = 2
 # Weight of the evidence item's position (pinned, then search rank) in the sentence score:
 # small, so it breaks near-ties between sentences rather than outvoting coverage.
 RANK_WEIGHT = 0.1
@@ -115,9 +119,14 @@ def _stopwords() -> frozenset[str]:
 
 
 def content_tokens(text: str) -> frozenset[str]:
-    """The folded tokens of `text` (as the lexical index sees them) minus question glue."""
+    """The folded tokens of `text` (as the lexical index sees them) minus question glue and
+    the words that frame a question (`QUESTION_FRAME_WORDS`, matched as typed, as the
+    answerability decision does: "now", "decided", "run" never sink an answer)."""
     stop = _stopwords()
-    return frozenset(t for t in folded_tokens(text) if t and t not in stop)
+    folded = (
+        fold(word) for word in TOKEN_RE.findall(text) if word.casefold() not in QUESTION_FRAME_WORDS
+    )
+    return frozenset(t for t in folded if t and t not in stop)
 
 
 def _item_range(item: PackItem, body: str) -> tuple[int, int] | None:
@@ -129,13 +138,105 @@ def _item_range(item: PackItem, body: str) -> tuple[int, int] | None:
     return (found, found + len(item.text)) if found >= 0 and item.text else None
 
 
+# A passage's Markdown structure is read from its heading section (the pack item's parent
+# range): a section starts at a top-level heading, so outside any list or code block, while a
+# passage the chunker cut from inside a long block (a word window) may start mid-list or
+# mid-fence and be misread on its own. A section longer than this is read from the passage
+# alone, which bounds the work per ask (a heading-less 1 MB note is one section).
+MAX_STRUCTURE_CHARS = 50_000
+
+
+def _item_sentences(
+    item: PackItem, body: str, sections: dict[tuple[int, int, int], list[Sentence]]
+) -> list[Sentence]:
+    """The quotable sentences (`split_sentences`: sentences, list items, table rows, lines)
+    starting inside the item's text, read with the structure of its section when the item's
+    offsets are trustworthy. `sections` caches each section's sentences for one answer."""
+    where = _item_range(item, body)
+    if where is None:
+        return []
+    start, end = where
+    parent_start, parent_end = item.parent_start, item.parent_end
+    if (
+        where == (item.start, item.end)
+        and 0 <= parent_start <= start
+        and end <= parent_end <= len(body)
+        and parent_end - parent_start <= MAX_STRUCTURE_CHARS
+    ):
+        key = (item.version_id, parent_start, parent_end)
+        if key not in sections:
+            sections[key] = split_sentences(body, parent_start, parent_end)
+        return [s for s in sections[key] if start <= s.start < end]
+    return split_sentences(body, start, end)
+
+
+def _score(
+    wanted: frozenset[str], sentence: Sentence, index: int, headings: frozenset[str] = frozenset()
+) -> float | None:
+    """How well `sentence` answers a question whose content words are `wanted`, or None when
+    it does not qualify: coverage of the question's content words (at least `MIN_COVERAGE`
+    of them and at least `MIN_MATCHED`, or all when fewer), plus a small bonus for evidence
+    ranked earlier (`index` is the item's position in the pack). The one place a candidate is
+    scored, so a better scorer replaces this function alone. `headings` (the content tokens of
+    the item's heading path) count as the sentence's own: a step under "Failover > Promote the
+    replica" is about promoting the replica even when it never says so."""
+    matched = len(wanted & (content_tokens(sentence.text) | headings))
+    coverage = matched / len(wanted)
+    if matched < min(MIN_MATCHED, len(wanted)) or coverage < MIN_COVERAGE:
+        return None
+    return coverage + RANK_WEIGHT / (1 + index)
+
+
+# How many qualifying units (best by `_score`) the relevance scorer ranks: the claims are the
+# `MAX_EXTRACTIVE_CLAIMS` it scores highest. Bounded because scoring embeds each unit.
+RELEVANCE_POOL = 12
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """A qualifying unit: where it is, its `_score`, the pack item it came from, and (once
+    ranked) its relevance probability."""
+
+    version_id: int
+    sentence: Sentence
+    score: float
+    item: PackItem
+    relevance: float = 0.0
+
+
+def rank_by_relevance(question: str, pool: list[Pooled], *, owner_id: int) -> list[Pooled]:
+    """`pool` ordered by the relevance scorer (`retrieval.answer.relevance`), best first, ties
+    kept in `_score` order. The scorer sees each unit as the gate will see the claim made of
+    it (its text, title, heading path and search rank), so the answerer offers the units the
+    gate's relevance step is likeliest to keep. Weights that cannot be read leave the `_score`
+    order (the gate then fails those claims closed and says why)."""
+    if len(pool) <= 1:
+        return pool
+    candidates = [
+        Candidate(
+            text=" ".join(p.sentence.text.split()),
+            title=p.item.document_title,
+            heading_path=" > ".join(p.item.heading_path),
+            rank=p.item.rank,
+        )
+        for p in pool
+    ]
+    try:
+        scores = score_candidates(question, candidates, owner_id=owner_id)
+    except RelevanceUnavailable:
+        return pool
+    ranked = sorted(zip(scores, range(len(pool)), pool, strict=True), key=lambda r: (-r[0], r[1]))
+    return [replace(p, relevance=score) for score, _, p in ranked]
+
+
 class ExtractiveAnswerer:
     """Quotes the evidence sentences sharing the most content words with the question.
 
-    A sentence qualifies when it holds at least `MIN_COVERAGE` of the question's content words
-    and at least `MIN_MATCHED` of them; the best `MAX_EXTRACTIVE_CLAIMS` by coverage (plus a
-    small bonus for earlier evidence) become claims, each quoting its own sentence. No
-    qualifying sentence → no claims, and the pipeline abstains. Never leaves the machine.
+    The candidates are the pack's quotable units (`retrieval.text.split_sentences`): one
+    sentence, list item, table row or line each, never a block or a file. A candidate
+    qualifies when `_score` says so; the best `MAX_EXTRACTIVE_CLAIMS` become claims, each
+    quoting its own unit. No qualifying unit → no claims, and the pipeline abstains. Never
+    leaves the machine.
     """
 
     name = "extractive"
@@ -151,13 +252,14 @@ class ExtractiveAnswerer:
     ) -> AnswerDraft:
         bodies = version_bodies(item.version_id for item in pack.items)
         wanted = content_tokens(question)
-        selected = self._select(wanted, pack.items, bodies)
+        pool = self._select(wanted, pack.items, bodies, limit=RELEVANCE_POOL)
+        selected = rank_by_relevance(question, pool, owner_id=user.pk)[:MAX_EXTRACTIVE_CLAIMS]
         claims = [
             Claim(
-                text=" ".join(sentence.text.split()),
-                support=(Support(version_id=version_id, quoted_span=sentence.text),),
+                text=" ".join(chosen.sentence.text.split()),
+                support=(Support(version_id=chosen.version_id, quoted_span=chosen.sentence.text),),
             )
-            for version_id, sentence, _ in selected
+            for chosen in selected
         ]
         return AnswerDraft(
             answerer=self.name,
@@ -166,51 +268,56 @@ class ExtractiveAnswerer:
                 "question_tokens": sorted(wanted),
                 "selected": [
                     {
-                        "version_id": version_id,
-                        "start": sentence.start,
-                        "end": sentence.end,
-                        "score": round(score, 6),
+                        "version_id": chosen.version_id,
+                        "start": chosen.sentence.start,
+                        "end": chosen.sentence.end,
+                        "score": round(chosen.score, 6),
+                        "relevance": round(chosen.relevance, 6),
                     }
-                    for version_id, sentence, score in selected
+                    for chosen in selected
                 ],
+                "pool": len(pool),
             },
             sent_versions=bodies,
         )
 
     @staticmethod
     def _select(
-        wanted: frozenset[str], items: list[PackItem], bodies: Mapping[int, str]
-    ) -> list[tuple[int, Sentence, float]]:
+        wanted: frozenset[str],
+        items: list[PackItem],
+        bodies: Mapping[int, str],
+        *,
+        limit: int = MAX_EXTRACTIVE_CLAIMS,
+    ) -> list[Pooled]:
+        """The `limit` best qualifying units by `_score`, best first."""
         if not wanted:
             return []
-        need = min(MIN_MATCHED, len(wanted))
-        scored: list[tuple[float, int, int, int, Sentence]] = []
+        scored: list[tuple[float, int, int, int, Sentence, PackItem]] = []
         seen: set[tuple[int, int]] = set()
         seen_text: set[str] = set()
+        sections: dict[tuple[int, int, int], list[Sentence]] = {}
         for index, item in enumerate(items):
             body = bodies.get(item.version_id)
-            where = _item_range(item, body) if body is not None else None
-            if body is None or where is None:
+            if body is None:
                 continue
-            for sentence in split_sentences(body, *where):
+            headings = content_tokens("\n".join(item.heading_path))
+            for sentence in _item_sentences(item, body, sections):
                 key = (item.version_id, sentence.start)
                 normal = " ".join(sentence.text.casefold().split())
                 if key in seen or normal in seen_text:
                     continue  # overlapping passages, or the same sentence in two documents
                 seen.add(key)
-                tokens = content_tokens(sentence.text)
                 if len(TOKEN_RE.findall(sentence.text)) < MIN_SENTENCE_WORDS:
                     continue
-                matched = len(wanted & tokens)
-                coverage = matched / len(wanted)
-                if matched < need or coverage < MIN_COVERAGE:
+                score = _score(wanted, sentence, index, headings)
+                if score is None:
                     continue
                 seen_text.add(normal)
-                score = coverage + RANK_WEIGHT / (1 + index)
-                scored.append((-score, index, sentence.start, item.version_id, sentence))
+                scored.append((-score, index, sentence.start, item.version_id, sentence, item))
         scored.sort(key=lambda row: row[:3])
-        return [(vid, sentence, -neg) for neg, _, _, vid, sentence in scored][
-            :MAX_EXTRACTIVE_CLAIMS
+        return [
+            Pooled(version_id=vid, sentence=sentence, score=-neg, item=item)
+            for neg, _, _, vid, sentence, item in scored[:limit]
         ]
 
 

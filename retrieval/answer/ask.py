@@ -20,11 +20,17 @@ versions the plan cleared; any other claim needing entailment is dropped, fail c
 Failure states, all stored like any other answer:
 * the pinned note is not the user's live note → ABSTAIN_NO_EVIDENCE with `error` set; the
   wording is the same for someone else's note and a missing one (ids leak nothing);
-* the question cannot be searched (a bad filter) → ASK_CLARIFYING with the parser's message;
+* the question cannot be searched (a bad filter) → ASK_CLARIFYING with the parser's message
+  and, as its one choice, the question without its filters;
 * the answerer failed (timeout, HTTP error, malformed JSON, or it raised) →
   ABSTAIN_NO_EVIDENCE with `error` set and a message saying so: nothing is shown as verified.
   The decision stays ABSTAIN_NO_EVIDENCE (no claim survived), and `error` tells the page it
   was a failure, not an honest "your notes don't answer this".
+
+Every ABSTAIN_NO_EVIDENCE after a search (before answering, after the gate, or an answerer
+failure) stores the closest passages on the outcome (`decision.closest_items`,
+`display.closest_passages`), so the page and the permalink show them, labelled as not
+answering; ASK_CLARIFYING stores its suggestions as choices (`outcome.clarifying_choices`).
 
 With ANSWER_WITH_CONFLICTS the claims are ordered by trust tier (your notes first; stable
 otherwise; `retrieval.trust.tier_order`) and each conflict lists its values the same way.
@@ -34,7 +40,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Protocol, runtime_checkable
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -45,18 +52,37 @@ from retrieval.answer.answerers import Answerer, get_answerer
 from retrieval.answer.decision import (
     ANSWERER_FAILED,
     PreDecision,
+    closest_items,
     decide_after_gate,
     decide_before_answer,
+    query_error_choices,
 )
-from retrieval.answer.display import conflicts_for, show_claims
+from retrieval.answer.display import closest_passages, conflicts_for, show_claims
 from retrieval.answer.egress import EgressPlan, plan_egress
 from retrieval.answer.entailment import (
     EntailmentScorer,
     EntailmentUnavailable,
     get_entailment_scorer,
 )
-from retrieval.answer.gate import check_claim
+from retrieval.answer.gate import (
+    check_claim,
+    judged_not_an_answer,
+    relevance_judge_failed,
+    relevance_unavailable,
+    relevance_verdict,
+)
 from retrieval.answer.pack import build_pack
+from retrieval.answer.relevance import (
+    FALLBACK_MODEL,
+    Candidate,
+    RelevanceUnavailable,
+    egress_floor,
+    item_relevance,
+    load_model,
+    passage_idf,
+    question_profile,
+    score_pairs,
+)
 from retrieval.answer.trace import (
     Trace,
     TraceDecision,
@@ -74,9 +100,11 @@ from retrieval.answer.types import (
     ClaimVerdict,
     Decision,
     EvidencePack,
+    PackItem,
 )
 from retrieval.models import AskTrace, Passage
 from retrieval.search.pipeline import SearchResult, search
+from retrieval.text import nfc_collapsed
 from retrieval.trust import tier_order
 
 logger = logging.getLogger("lode.ask")
@@ -148,12 +176,19 @@ def front(
     passages = pinned_passages(pinned) if pinned is not None else []
     pack = build_pack(result.hits, pinned=passages, max_items=max_items, max_chars=max_chars)
     if result.error:
+        # Nothing was searched, so there are no passages to offer: only the question without
+        # the filter that failed (kept on the pinned note, if one was pinned).
+        pinned_id = pinned.pk if pinned is not None else None
         pre = PreDecision(
             Decision.ASK_CLARIFYING,
             reason="query error",
             message=SEARCH_FAILED.format(error=result.error),
             clarifying_questions=[
                 "Could you rephrase the question, or fix the filter the message names?"
+            ],
+            choices=[
+                replace(choice, pinned_document_id=pinned_id)
+                for choice in query_error_choices(question)
             ],
         )
     else:
@@ -210,9 +245,15 @@ def gate_claims(
     *,
     scorer: EntailmentScorer | None,
     egress: EgressPlan | None,
+    question: str,
+    pack: EvidencePack,
+    owner_id: int,
+    notes: list[str],
 ) -> list[ClaimVerdict]:
-    """The faithfulness gate over `claims`, one verdict each, in order. A remote scorer is
-    only given a claim whose cited versions `egress` cleared (no plan clears nothing)."""
+    """The gate over `claims`, one verdict each, in order: the faithfulness checks (verbatim,
+    coupling, entailment), then relevance for the claims that passed them (`relevance_step`).
+    A remote scorer is only given a claim whose cited versions `egress` cleared (no plan
+    clears nothing). Notes for the answer page (a degraded relevance check) go to `notes`."""
     verdicts = []
     for claim in claims:
         use = scorer
@@ -220,7 +261,115 @@ def gate_claims(
         if scorer is not None and scorer.remote and (egress is None or not egress.clears(cited)):
             use = WithheldFromJudge(scorer.name)
         verdicts.append(check_claim(claim, sent_versions, scorer=use))
-    return verdicts
+    judge = scorer if isinstance(scorer, RelevanceJudge) else None
+    return relevance_step(
+        verdicts,
+        question=question,
+        pack=pack,
+        sent_versions=sent_versions,
+        owner_id=owner_id,
+        judge=judge,
+        egress=egress,
+        notes=notes,
+    )
+
+
+@runtime_checkable
+class RelevanceJudge(Protocol):
+    """An entailment scorer that can also say whether a claim answers a question (the LLM
+    judge; replay's recorded stand-in). `remote` ones see only egress-cleared claims."""
+
+    name: str
+    remote: bool
+
+    def answers_question(self, question: str, claim: str) -> bool: ...
+
+
+def claim_candidate(claim: Claim, pack: EvidencePack, sent_versions: dict[int, str]) -> Candidate:
+    """The relevance scorer's view of a claim: its text, and the title, heading path and
+    search rank of the pack item its first locatable quote sits in (pinned items rank 0; a
+    quote outside every item ranks after the whole pack)."""
+    best: tuple[tuple[int, int], PackItem] | None = None
+    for support in claim.support:
+        body = sent_versions.get(support.version_id, "")
+        at = body.find(support.quoted_span) if support.quoted_span else -1
+        for item in pack.items:
+            if item.version_id != support.version_id:
+                continue
+            inside = at >= 0 and item.start <= at < item.end
+            key = (0 if inside else 1, item.rank)
+            if best is None or key < best[0]:
+                best = (key, item)
+    if best is None:
+        return Candidate(text=claim.text, rank=len(pack.items) + 1)
+    item = best[1]
+    return Candidate(
+        text=claim.text,
+        title=item.document_title,
+        heading_path=" > ".join(item.heading_path),
+        rank=item.rank,
+    )
+
+
+def relevance_step(
+    verdicts: list[ClaimVerdict],
+    *,
+    question: str,
+    pack: EvidencePack,
+    sent_versions: dict[int, str],
+    owner_id: int,
+    judge: RelevanceJudge | None,
+    egress: EgressPlan | None,
+    notes: list[str],
+) -> list[ClaimVerdict]:
+    """Step 4 of the gate over the verdicts that passed 1–3: one batched relevance scoring
+    (`retrieval.answer.relevance.score_pairs`, words weighed by their rarity in `owner_id`'s
+    passages), each claim kept or dropped by `gate.relevance_verdict`; then, with an LLM
+    judge, the judge asked about each claim still standing whose cited versions `egress`
+    cleared (a claim from a withheld version is decided by the local scorer alone: its text
+    must not leave). Unreadable weights drop every such claim (fail closed); a dead embedding
+    model switches to the model fitted without it and says so in `notes`."""
+    passing = [i for i, verdict in enumerate(verdicts) if verdict.passed]
+    if not passing:
+        return verdicts
+    out = list(verdicts)
+    try:
+        model = load_model()
+    except RelevanceUnavailable as exc:
+        notes.append(f"The relevance check is unavailable ({exc}): no claim could be shown.")
+        for i in passing:
+            out[i] = relevance_unavailable(out[i], str(exc))
+        return out
+    idf = passage_idf(owner_id, question_profile(question))
+    candidates = [claim_candidate(out[i].claim, pack, sent_versions) for i in passing]
+    scored = score_pairs(question, candidates, idf=idf, model=model)
+    if scored.note:
+        notes.append(scored.note)
+    label = scored.model if scored.model == FALLBACK_MODEL else ""
+    for i, score in zip(passing, scored.scores, strict=True):
+        out[i] = relevance_verdict(out[i], score, scored.threshold, model=label)
+    if judge is not None:
+        for i in passing:
+            out[i] = _judge_relevance(out[i], question, judge, egress)
+    return out
+
+
+def _judge_relevance(
+    verdict: ClaimVerdict, question: str, judge: RelevanceJudge, egress: EgressPlan | None
+) -> ClaimVerdict:
+    if not verdict.passed:
+        return verdict
+    cited = [support.version_id for support in verdict.claim.support]
+    if judge.remote and (egress is None or not egress.clears(cited)):
+        return verdict
+    try:
+        answers = judge.answers_question(question, nfc_collapsed(verdict.claim.text))
+    except EntailmentUnavailable as exc:
+        return relevance_judge_failed(verdict, judge.name, str(exc))
+    except Exception as exc:  # fail closed on anything a backend throws
+        logger.warning("relevance judge %s failed: %r", judge.name, exc)
+        return relevance_judge_failed(verdict, judge.name, type(exc).__name__)
+    return verdict if answers else judged_not_an_answer(verdict, judge.name)
 
 
 # --- ask ---------------------------------------------------------------------------------------
@@ -274,6 +423,7 @@ def ask(
         max_chars=max_chars,
     )
     outcome.notes.extend(stage.result.degraded)
+    store.pack, store.words = stage.pack, list(stage.pre.content_words)
     manifests = _record_front(trace, stage, mode)
 
     answerer = answerer if answerer is not None else get_answerer()
@@ -283,10 +433,11 @@ def ask(
         outcome.decision = stage.pre.decision
         outcome.message = stage.pre.message
         outcome.clarifying_questions = list(stage.pre.clarifying_questions)
+        outcome.clarifying_choices = list(stage.pre.choices)
         trace.model = TraceModel(remote=answerer.remote)
         return store.save(stage.pre.reason)
 
-    egress = plan_egress(stage.pack, question=question) if answerer.remote else None
+    egress = needed_egress(stage.pack, question, user, outcome.notes) if answerer.remote else None
     outcome.withheld = list(egress.withheld) if egress is not None else []
     trace.withheld_passage_ids = [item.passage_id for item in outcome.withheld]
     draft = _draft(answerer, question, stage.pack, user=user, egress=egress)
@@ -303,13 +454,52 @@ def ask(
     if scorer is not None and scorer.remote and egress is None:
         egress = plan_egress(stage.pack, question=question)  # the judge's plan: made once
     manifests.entailment = scorer_name(scorer)
-    verdicts = gate_claims(draft.claims, dict(draft.sent_versions), scorer=scorer, egress=egress)
+    verdicts = gate_claims(
+        draft.claims,
+        dict(draft.sent_versions),
+        scorer=scorer,
+        egress=egress,
+        question=question,
+        pack=stage.pack,
+        owner_id=user.pk,
+        notes=outcome.notes,
+    )
     trace.gate = verdicts
     _show(outcome, verdicts, stage.pack, user)
     return store.save(
         f"{len(outcome.claims)} claim(s) shown, {len(outcome.dropped)} dropped, "
         f"{len(outcome.conflicts)} conflict(s)"
     )
+
+
+def needed_egress(
+    pack: EvidencePack, question: str, user: AbstractBaseUser, notes: list[str]
+) -> EgressPlan:
+    """The egress plan for a remote answerer: only pack items whose relevance reaches the
+    floor, best first within `LODE_EGRESS_MAX_CHARS` (`plan_egress`). Weights that cannot be
+    read send nothing (fail closed) and say so in `notes`; what was not sent is said too."""
+    try:
+        scores = item_relevance(question, pack.items, owner_id=user.pk)
+        floor = egress_floor()
+    except RelevanceUnavailable as exc:
+        notes.append(f"Nothing was sent to the model: the relevance check is unavailable ({exc}).")
+        scores, floor = {}, 1.0
+    plan = plan_egress(
+        pack,
+        question=question,
+        relevance=scores,
+        floor=floor,
+        max_chars=settings.LODE_EGRESS_MAX_CHARS,
+    )
+    if plan.not_sent:
+        documents = {item.document_id for item, _ in plan.not_sent} - {
+            item.document_id for item in plan.sendable
+        }
+        notes.append(
+            f"{len(plan.not_sent)} passage(s) were not sent to the model (below the relevance "
+            f"floor or over the egress budget); {len(documents)} document(s) not sent at all."
+        )
+    return plan
 
 
 def _record_front(trace: Trace, stage: Front, mode: str) -> TraceManifests:
@@ -366,10 +556,20 @@ class _Store:
     trace: Trace
     started: float
     pinned: Document | None = None
+    # The evidence pack and the question's content words, once search has run: an
+    # abstention shows the closest passages from them.
+    pack: EvidencePack | None = None
+    words: list[str] = field(default_factory=list)
 
     def save(self, reason: str) -> AskOutcome:
-        """Store the trace with the final decision and `reason`; the outcome gets its id."""
+        """Store the trace with the final decision and `reason`; the outcome gets its id.
+        Every abstention after a search (early, after the gate, or an answerer failure)
+        carries the closest passages, so the answer page and its permalink show them."""
         outcome, trace = self.outcome, self.trace
+        if outcome.decision == Decision.ABSTAIN_NO_EVIDENCE and self.pack is not None:
+            outcome.closest = closest_passages(
+                closest_items(self.pack, self.words), self.words, user=self.user
+            )
         outcome.elapsed_ms = (time.perf_counter() - self.started) * 1000
         trace.decision = TraceDecision(decision=str(outcome.decision), reason=reason)
         trace.code_version = code_version()

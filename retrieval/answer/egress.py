@@ -71,6 +71,9 @@ class EgressPlan:
 
     sendable: list[PackItem] = field(default_factory=list)
     withheld: list[PackItem] = field(default_factory=list)
+    # Cleared for egress but not needed: (item, reason) — below the relevance floor or past
+    # the character budget. Never sent; the egress row lists only `sendable`.
+    not_sent: list[tuple[PackItem, str]] = field(default_factory=list)
     question: str = ""
     blocks: list[OutgoingBlock] = field(default_factory=list)
     bodies: dict[int, str] = field(default_factory=dict)
@@ -123,20 +126,37 @@ def no_egress_document_ids(document_ids: Iterable[int]) -> set[int]:
     return set(Document.objects.filter(pk__in=ids, no_egress=True).values_list("pk", flat=True))
 
 
-def plan_egress(pack: EvidencePack, *, question: str = "") -> EgressPlan:
-    """Split `pack` into sendable and withheld items, and redact what may be sent: `question`
-    and the parent blocks of the sendable items with their documents' titles. An item is
-    withheld when its document is no-egress, by the item's own flag *or* the document row
-    (either one is enough: the fail-closed direction)."""
+BELOW_FLOOR = "below the relevance floor"
+OVER_BUDGET = "over the egress budget"
+
+
+def plan_egress(
+    pack: EvidencePack,
+    *,
+    question: str = "",
+    relevance: Mapping[int, float] | None = None,
+    floor: float = 0.0,
+    max_chars: int | None = None,
+) -> EgressPlan:
+    """Split `pack` into sendable, withheld and not-needed items, and redact what is sent:
+    `question` and the parent blocks of the sendable items with their documents' titles. An
+    item is withheld when its document is no-egress, by the item's own flag *or* the document
+    row (either one is enough: the fail-closed direction). With `relevance` ({passage_id:
+    score}), an item scoring below `floor` (or missing from it) is not sent, and the rest go
+    best first while their parent blocks fit `max_chars`; without it every cleared item goes,
+    in pack order (callers that have no scorer, e.g. the judge's own plan for a local answer)."""
     blocked = no_egress_document_ids(item.document_id for item in pack.items)
     plan = EgressPlan()
+    cleared: list[PackItem] = []
     for item in pack.items:
         if item.no_egress or item.document_id in blocked:
             plan.withheld.append(item)
         else:
-            plan.sendable.append(item)
+            cleared.append(item)
     plan.question, plan.redaction_count = redact(question)
-    plan.bodies = version_bodies(item.version_id for item in plan.sendable)
+    bodies = version_bodies(item.version_id for item in cleared)
+    plan.sendable = _needed(cleared, bodies, plan, relevance, floor, max_chars)
+    plan.bodies = {vid: body for vid, body in bodies.items() if vid in _versions(plan.sendable)}
     by_passage = {item.passage_id: item for item in plan.sendable}
     for block in egress_blocks(plan.sendable, plan.bodies):
         text, text_redactions = redact(block.text)
@@ -145,6 +165,47 @@ def plan_egress(pack: EvidencePack, *, question: str = "") -> EgressPlan:
         plan.redaction_count += text_redactions + title_redactions
         plan.blocks.append(OutgoingBlock(block=block, text=text, title=title, items=items))
     return plan
+
+
+def _versions(items: Iterable[PackItem]) -> set[int]:
+    return {item.version_id for item in items}
+
+
+def _needed(
+    cleared: list[PackItem],
+    bodies: Mapping[int, str],
+    plan: EgressPlan,
+    relevance: Mapping[int, float] | None,
+    floor: float,
+    max_chars: int | None,
+) -> list[PackItem]:
+    """The cleared items worth sending, in pack order; the others go to `plan.not_sent`."""
+    if relevance is None:
+        return cleared
+    above: list[PackItem] = []
+    for item in cleared:
+        score = relevance.get(item.passage_id)
+        if score is None or score < floor:
+            plan.not_sent.append((item, BELOW_FLOOR))
+        else:
+            above.append(item)
+    if max_chars is None:
+        return above
+    kept: set[int] = set()
+    blocks_sent: set[tuple[int, int, int]] = set()
+    used = 0
+    for item in sorted(above, key=lambda i: -relevance[i.passage_id]):
+        # The block this item would send (egress_blocks sends each parent block once).
+        block = egress_blocks([item], bodies)[0]
+        key = (block.version_id, block.start, block.end)
+        cost = 0 if key in blocks_sent else len(block.text)
+        if kept and used + cost > max_chars:
+            plan.not_sent.append((item, OVER_BUDGET))
+            continue
+        kept.add(item.passage_id)
+        blocks_sent.add(key)
+        used += cost
+    return [item for item in above if item.passage_id in kept]
 
 
 def destination_host(url: str) -> str:

@@ -18,7 +18,13 @@ Steps, in order, for each claim:
 3. **Entailment.** The claim's cited spans, joined with a space, are the premise and the claim
    text the hypothesis; accepted strictly above `ENTAILMENT_THRESHOLD`. No scorer → dropped
    (fail closed); a scorer that cannot run → dropped with its reason.
-4. Every failure is a `ClaimVerdict(passed=False, step, reason)`, in plain words; callers drop
+4. **Relevance** (issue 12 item 1), run by `retrieval.answer.ask.gate_claims` over the claims
+   that passed 1–3, all at once: `retrieval.answer.relevance` scores each question × claim
+   pair and `relevance_verdict` (below, pure) drops a claim scoring below the fitted threshold
+   with the reason "does not answer the question"; with an LLM judge configured the judge is
+   also asked "does this claim answer the question?" and a "no" drops it the same way
+   (`judged_not_an_answer`). A verbatim, entailed quote can still be beside the point.
+5. Every failure is a `ClaimVerdict(passed=False, step, reason)`, in plain words; callers drop
    those claims and abstain when none survive.
 
 Known, accepted exposure (seed decision lode-1qxy, pinned by a canary test): `[^\\W_]+` splits
@@ -60,6 +66,7 @@ import logging
 import math
 import unicodedata
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from retrieval.answer.entailment import (
     ENTAILMENT_THRESHOLD,
@@ -83,8 +90,12 @@ logger = logging.getLogger("lode.gate")
 STEP_VERBATIM = "verbatim"
 STEP_COUPLING = "coupling"
 STEP_ENTAILMENT = "entailment"
+STEP_RELEVANCE = "relevance"
 
 NO_ENTAILMENT_REASON = "needs entailment and no entailment model is configured"
+NOT_AN_ANSWER = "does not answer the question"
+# How a drop by the LLM judge's relevance question begins (replay reads recorded "no"s by it).
+JUDGE_SAYS_NOT_AN_ANSWER = f"{NOT_AN_ANSWER}: the LLM judge"
 
 # The gate's words, glue words, negation cues and normal form live in retrieval.text, so the
 # answerer that picks a quote and the gate that checks it cut text the same way.
@@ -305,3 +316,50 @@ def run_gate(
     """One verdict per claim, in order. `sent_versions` is {version_id: body} of the versions
     the answerer was shown; nothing else can verify a span."""
     return [check_claim(claim, sent_versions, scorer=scorer) for claim in claims]
+
+
+# --- step 4: relevance (scored by retrieval.answer.relevance, decided here) ----------------------
+
+
+def relevance_verdict(
+    verdict: ClaimVerdict, score: float, threshold: float, *, model: str = ""
+) -> ClaimVerdict:
+    """Step 4 for one verdict, pure: a claim that passed the faithfulness checks keeps passing
+    when its relevance `score` reaches `threshold`, and is dropped at step "relevance" with
+    the reason "does not answer the question" (the score and threshold in words) when it does
+    not. The score is recorded either way; a non-finite score drops the claim (fail closed).
+    A verdict that already failed is returned unchanged (it was never scored)."""
+    if not verdict.passed:
+        return verdict
+    which = f" ({model} model)" if model else ""
+    if not math.isfinite(score):
+        reason = f"{NOT_AN_ANSWER}: the relevance check gave no usable score{which}"
+        return replace(verdict, passed=False, step=STEP_RELEVANCE, reason=reason)
+    if score >= threshold:
+        return replace(verdict, relevance_score=score)
+    reason = (
+        f"{NOT_AN_ANSWER}: its relevance score {score:.2f} is below the threshold "
+        f"{threshold:.2f}{which}"
+    )
+    return replace(verdict, passed=False, step=STEP_RELEVANCE, reason=reason, relevance_score=score)
+
+
+def relevance_unavailable(verdict: ClaimVerdict, why: str) -> ClaimVerdict:
+    """Step 4 when the relevance model cannot run at all: the claim is dropped (fail closed)."""
+    if not verdict.passed:
+        return verdict
+    reason = f"could not check that it answers the question: {why}"
+    return replace(verdict, passed=False, step=STEP_RELEVANCE, reason=reason)
+
+
+def judged_not_an_answer(verdict: ClaimVerdict, judge: str) -> ClaimVerdict:
+    """The LLM judge said the claim does not answer the question: dropped at step 4."""
+    reason = f"{JUDGE_SAYS_NOT_AN_ANSWER} ({judge}) says it does not"
+    return replace(verdict, passed=False, step=STEP_RELEVANCE, reason=reason)
+
+
+def relevance_judge_failed(verdict: ClaimVerdict, judge: str, why: str) -> ClaimVerdict:
+    """The LLM judge was asked whether the claim answers the question and could not say:
+    dropped at step 4, fail closed like an entailment judge that cannot run."""
+    reason = f"could not check that it answers the question: the LLM judge ({judge}) failed: {why}"
+    return replace(verdict, passed=False, step=STEP_RELEVANCE, reason=reason)

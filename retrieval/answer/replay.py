@@ -4,7 +4,9 @@ from the trace and say, in words, everything that came out differently.
 Re-run: parse, search with the stored mode and reranker, the evidence pack with the stored
 budgets, the decision before answering, the gate over the *stored* draft claims against the
 stored sent versions (the answerer is never called again; an LLM judge's recorded scores are
-reused through `RecordedScorer`, a local cross-encoder is run again), and the final decision.
+reused through `RecordedScorer`, a local cross-encoder is run again) followed by the relevance
+step (`ask.relevance_step`: the local scorer run again, an LLM judge's recorded "no"s reused
+through `RecordedRelevanceJudge`), and the final decision.
 An empty list means the same pipeline decisions. Each stage's comparison is its own small
 function below, in pipeline order.
 """
@@ -17,7 +19,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
 from notes.models import Document, Version
-from retrieval.answer.ask import Front, embedding_manifest, front, pinnable
+from retrieval.answer.ask import Front, embedding_manifest, front, pinnable, relevance_step
 from retrieval.answer.decision import decide_after_gate
 from retrieval.answer.display import conflicts_for, outcome_from_trace, show_claims
 from retrieval.answer.entailment import (
@@ -25,7 +27,7 @@ from retrieval.answer.entailment import (
     EntailmentUnavailable,
     get_entailment_scorer,
 )
-from retrieval.answer.gate import run_gate
+from retrieval.answer.gate import JUDGE_SAYS_NOT_AN_ANSWER, STEP_RELEVANCE, run_gate
 from retrieval.answer.trace import TRACE_SCHEMA, Trace, TraceSearch
 from retrieval.answer.types import ClaimVerdict, EvidencePack
 from retrieval.models import AskTrace
@@ -49,6 +51,31 @@ class RecordedScorer:
             if nfc_collapsed(text) == hypothesis:  # the gate's hypothesis form
                 return value
         raise EntailmentUnavailable("no score was recorded for this claim")
+
+
+class RecordedRelevanceJudge:
+    """The LLM judge's relevance answers as the trace recorded them: "no" for a claim the
+    stored gate dropped on the judge's word, "yes" otherwise (never the model again)."""
+
+    remote = False
+
+    def __init__(self, name: str, stored: list[ClaimVerdict]):
+        self.name = name
+        self._said_no = {
+            nfc_collapsed(v.claim.text)
+            for v in stored
+            if v.step == STEP_RELEVANCE and v.reason.startswith(JUDGE_SAYS_NOT_AN_ANSWER)
+        }
+
+    def answers_question(self, question: str, claim: str) -> bool:
+        return claim not in self._said_no
+
+
+def _replay_relevance_judge(trace: Trace) -> RecordedRelevanceJudge | None:
+    name = trace.settings.entailment if trace.settings.entailment is not None else "none"
+    if name != "llm-judge":
+        return None
+    return RecordedRelevanceJudge(name, trace.gate or [])
 
 
 def replay(row: AskTrace) -> list[str]:
@@ -169,6 +196,16 @@ def _gate_differences(row: AskTrace, trace: Trace, stage: Front) -> list[str]:
     if missing:
         out.append(f"sent versions no longer stored: {missing}")
     verdicts = run_gate(claims, bodies, scorer=_replay_scorer(trace) if claims else None)
+    verdicts = relevance_step(
+        verdicts,
+        question=row.question,
+        pack=trace.pack if trace.pack is not None else stage.pack,
+        sent_versions=bodies,
+        owner_id=row.user.pk,
+        judge=_replay_relevance_judge(trace),
+        egress=None,
+        notes=[],
+    )
     out += _verdict_differences(trace.gate or [], verdicts)
 
     shown, _ = show_claims(verdicts, user=row.user)

@@ -1,0 +1,511 @@
+"""Benchmark: do answers answer? (issue 12, "Measure").
+
+    .venv/bin/python bench/answer_quality.py --scifact-data /work/scifact-data [--queries 809]
+    .venv/bin/python bench/answer_quality.py --part notes          # the notes corpus only
+    .venv/bin/python bench/answer_quality.py --part scifact --scifact-data DIR
+
+Two parts, each in its own child process (a Django process has one data folder):
+
+* **notes** — `bench/data/notes_corpus/` (runbooks, meeting notes, design docs, personal
+  notes; `.md` and `.txt`) loaded as notes of user `notes` into a fresh temporary data folder
+  and embedded with the bundled model (or `--notes-data DIR`, reused: loaded once).
+  - retrieval, every mode (lexical, semantic, hybrid with the reranker off, hybrid with the
+    learned reranker): **recall@5** of the passage that answers — a top-5 hit whose passage
+    overlaps the `answer` text of `bench/data/questions/notes_answerable.jsonl` in its file;
+  - `ask()` (extractive answerer, `--mode`, default hybrid, the configured reranker) on
+    `notes_answerable` (answer rate; *right* answers: a shown claim's quote overlaps the
+    answer text) and `notes_unanswerable` (near-topic, not answerable: **false answers**),
+    each per split (`tune`: what fitting may see; `holdout`: kept apart).
+* **scifact** — a data folder with SciFact loaded and embedded for user `eval`
+  (`--scifact-data`, see bench/README.md; the traces these asks store are deleted at the end):
+  - the first `--queries` SciFact train queries: answer rate, and answers citing an abstract
+    the qrels mark relevant (all of an answer's claims, and at least one);
+  - `scifact_answerable` (answer rate, right answers: a claim cites the answering abstract)
+    and `scifact_unanswerable` (false answers), per split;
+  - the off-topic sets `bench/data/offtopic_questions.txt` (in-sample for the coverage rule)
+    and `offtopic_questions_holdout.txt`: false answers;
+  - ask latency p50/p95 over every ask of the part.
+
+An ask *answers* when its decision is ANSWER or ANSWER_WITH_CONFLICTS with at least one shown
+claim. Prints a summary per part and writes `bench/out/answer_quality_<part>.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import ROOT, SCIFACT
+
+OUT = ROOT / "bench" / "out"
+DATA = ROOT / "bench" / "data"
+QUESTIONS = DATA / "questions"
+NOTES_CORPUS = DATA / "notes_corpus"
+OFFTOPIC = DATA / "offtopic_questions.txt"
+OFFTOPIC_HOLDOUT = DATA / "offtopic_questions_holdout.txt"
+ANSWERED = ("ANSWER", "ANSWER_WITH_CONFLICTS")
+SPLITS = ("tune", "holdout")
+# (label, search mode, reranker) for the retrieval table.
+RETRIEVAL_MODES = (
+    ("lexical", "lexical", "off"),
+    ("semantic", "semantic", "off"),
+    ("hybrid", "hybrid", "off"),
+    ("hybrid+learned", "hybrid", "learned"),
+)
+RECALL_K = 5
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def read_lines(path: Path) -> list[str]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def setup_django(data_dir: str) -> None:
+    os.environ.pop("DATABASE_URL", None)
+    os.environ["LODE_DATA_DIR"] = data_dir
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "lode_site.settings")
+    import django
+
+    django.setup()
+
+
+def percentile(values: list[float], pct: float) -> float:
+    from retrieval.search.evaluation import percentile as _percentile
+
+    return round(_percentile(values, pct), 1) if values else 0.0
+
+
+# --- asking -------------------------------------------------------------------------------------
+
+
+def ask_row(user: Any, question: str, *, mode: str) -> dict[str, Any]:
+    """One `ask()` with the extractive answerer, reduced to what the figures need."""
+    from retrieval.answer.answerers import ExtractiveAnswerer
+    from retrieval.answer.ask import ask
+
+    started = time.perf_counter()
+    outcome = ask(user=user, question=question, answerer=ExtractiveAnswerer(), mode=mode)
+    ms = (time.perf_counter() - started) * 1000
+    supports = [
+        {"document_id": s.document_id, "start": s.start, "end": s.end, "span": s.quoted_span}
+        for claim in outcome.claims
+        for s in claim.support
+    ]
+    claims = [[s.document_id for s in claim.support] for claim in outcome.claims]
+    answered = str(outcome.decision) in ANSWERED and bool(outcome.claims)
+    gate = gate_rows(outcome.trace_id)
+    return {
+        "question": question,
+        "ms": round(ms, 2),
+        "decision": str(outcome.decision),
+        "answered": answered,
+        "claims": claims,
+        "supports": supports,
+        "first_claim": outcome.claims[0].text if outcome.claims else "",
+        "dropped": [v.reason for v in outcome.dropped],
+        "error": outcome.error,
+        "gate": gate,
+    }
+
+
+def gate_rows(trace_id: int | None) -> list[dict[str, Any]]:
+    """Each claim the gate judged, from the stored trace: whether it passed the faithfulness
+    steps, its relevance score, and where its quotes sit ({document, start, end}) — what the
+    threshold calibration replays (a claim passing faithfulness is shown iff its relevance
+    score reaches the threshold)."""
+    from notes.models import Version
+    from retrieval.models import AskTrace
+
+    if trace_id is None:
+        return []
+    verdicts = AskTrace.objects.get(pk=trace_id).trace.get("gate") or []
+    version_ids = {s["version_id"] for v in verdicts for s in v["claim"]["support"]}
+    versions = {
+        pk: (doc, body)
+        for pk, doc, body in Version.objects.filter(pk__in=version_ids).values_list(
+            "pk", "document_id", "body"
+        )
+    }
+    rows = []
+    for verdict in verdicts:
+        faithful = verdict["passed"] or verdict["step"] == "relevance"
+        quotes = []
+        for support in verdict["claim"]["support"]:
+            doc, body = versions.get(support["version_id"], (None, ""))
+            at = body.find(support["quoted_span"])
+            quotes.append(
+                {"document_id": doc, "start": at, "end": at + len(support["quoted_span"])}
+            )
+        rows.append(
+            {"faithful": faithful, "score": verdict.get("relevance_score"), "quotes": quotes}
+        )
+    return rows
+
+
+def rate(rows: list[dict[str, Any]], key: str = "answered") -> dict[str, Any]:
+    hits = sum(1 for r in rows if r.get(key))
+    return {"n": len(rows), key: hits, "rate": round(hits / len(rows), 4) if rows else 0.0}
+
+
+def by_split(rows: list[dict[str, Any]], key: str = "answered") -> dict[str, Any]:
+    return {split: rate([r for r in rows if r["split"] == split], key) for split in SPLITS}
+
+
+# --- notes ------------------------------------------------------------------------------------
+
+
+def note_title(path: Path, text: str) -> str:
+    for line in text.splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    return path.stem.replace("-", " ").replace("_", " ")
+
+
+def load_notes_corpus(user: Any) -> dict[str, int]:
+    """Every file of the notes corpus as a note of `user` (once); {relative path: doc id}."""
+    from notes import services
+    from notes.models import Document
+
+    keys = {}
+    for path in sorted(NOTES_CORPUS.rglob("*")):
+        if not path.is_file() or path.suffix not in (".md", ".txt"):
+            continue
+        rel = path.relative_to(NOTES_CORPUS).as_posix()
+        existing = Document.objects.filter(owner=user, external_key=f"notes:{rel}").first()
+        if existing is None:
+            text = path.read_text(encoding="utf-8")
+            existing = services.note_create(
+                owner=user,
+                title=note_title(path, text),
+                body=text,
+                external_key=f"notes:{rel}",
+                source_name="notes_corpus",
+            )
+        keys[rel] = existing.pk
+    return keys
+
+
+def answer_range(document_id: int, answer: str) -> tuple[int, int] | None:
+    """Where `answer` sits in the document's head body (code points), or None."""
+    from notes.models import Document
+
+    body = Document.objects.select_related("head").get(pk=document_id).head.body
+    at = body.find(answer)
+    if at < 0:
+        collapsed = " ".join(answer.split())
+        at = " ".join(body.split()).find(collapsed)
+        return None if at < 0 else (-1, -1)  # present only modulo whitespace: not pinned
+    return at, at + len(answer)
+
+
+def overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def notes_part(args: argparse.Namespace) -> dict[str, Any]:
+    data_dir = args.notes_data or tempfile.mkdtemp(prefix="lode-notes-bench-")
+    setup_django(data_dir)
+    from django.core.management import call_command
+
+    from notes.management.commands.lode_import_markdown import ensure_user
+    from retrieval.index.vectors import pending_count
+    from retrieval.search.pipeline import search
+
+    call_command("migrate", verbosity=0)
+    user = ensure_user("notes")
+    docs = load_notes_corpus(user)
+    if pending_count(user.pk):
+        call_command("lode_embed_pending", verbosity=0)
+    answerable = read_jsonl(QUESTIONS / "notes_answerable.jsonl")
+    unanswerable = read_jsonl(QUESTIONS / "notes_unanswerable.jsonl")
+    for row in answerable:
+        row["doc"] = docs[row["file"]]
+        row["range"] = answer_range(row["doc"], row["answer"])
+
+    retrieval: dict[str, Any] = {}
+    for label, mode, rerank in RETRIEVAL_MODES:
+        found = []
+        for row in answerable:
+            result = search(
+                user=user,
+                query=row["question"],
+                mode=mode,
+                rerank=rerank,
+                limit=RECALL_K,
+                highlight=False,
+            )
+            hit = any(
+                h.passage.document_id == row["doc"]
+                and row["range"] is not None
+                and overlaps((h.passage.start, h.passage.end), row["range"])
+                for h in result.hits[:RECALL_K]
+            )
+            found.append({"split": row["split"], "found": hit})
+        retrieval[label] = {"all": rate(found, "found"), **by_split(found, "found")}
+
+    ans_rows, un_rows = [], []
+    for row in answerable:
+        r = ask_row(user, row["question"], mode=args.mode)
+        r["split"] = row["split"]
+        r["doc"], r["range"] = row["doc"], row["range"]
+        r["right"] = r["answered"] and any(
+            s["document_id"] == row["doc"]
+            and row["range"] is not None
+            and overlaps((s["start"], s["end"]), row["range"])
+            for s in r["supports"]
+        )
+        r["right_document"] = r["answered"] and any(
+            s["document_id"] == row["doc"] for s in r["supports"]
+        )
+        ans_rows.append(r)
+    for row in unanswerable:
+        r = ask_row(user, row["question"], mode=args.mode)
+        r["split"] = row["split"]
+        un_rows.append(r)
+    times = [r["ms"] for r in ans_rows + un_rows]
+    return {
+        "part": "notes",
+        "mode": args.mode,
+        "documents": len(docs),
+        "retrieval_recall_at_5": retrieval,
+        "answerable": {
+            "answered": by_split(ans_rows),
+            "right": by_split(ans_rows, "right"),
+            "right_document": by_split(ans_rows, "right_document"),
+        },
+        "unanswerable_false_answers": by_split(un_rows),
+        "latency_ms": {"p50": percentile(times, 50), "p95": percentile(times, 95)},
+        "false_answers": [
+            {"question": r["question"], "split": r["split"], "claim": r["first_claim"]}
+            for r in un_rows
+            if r["answered"]
+        ],
+        "missed": [
+            {"question": r["question"], "split": r["split"], "decision": r["decision"]}
+            for r in ans_rows
+            if not r["answered"]
+        ],
+        "rows": {"answerable": ans_rows, "unanswerable": un_rows},
+    }
+
+
+# --- scifact ----------------------------------------------------------------------------------
+
+
+def add_keys(row: dict[str, Any], key_of: dict[int, str]) -> None:
+    """Name each gate quote's document by its BEIR id (what the qrels speak of)."""
+    for verdict in row["gate"]:
+        for quote in verdict["quotes"]:
+            quote["key"] = key_of.get(quote["document_id"], "")
+
+
+def scifact_part(args: argparse.Namespace) -> dict[str, Any]:
+    if not args.scifact_data:
+        raise SystemExit("--scifact-data DIR is required for the scifact part (bench/README.md)")
+    setup_django(str(Path(args.scifact_data).resolve()))
+    from notes.management.commands.lode_import_markdown import ensure_user
+    from notes.models import Document
+    from retrieval.index.vectors import pending_count
+    from retrieval.models import AskTrace
+    from retrieval.search import evaluation
+
+    user = ensure_user("eval")
+    first_new_trace = AskTrace.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    key_of = {
+        pk: key.removeprefix("beir:")
+        for pk, key in Document.objects.filter(owner=user).values_list("pk", "external_key")
+    }
+    if not key_of:
+        raise SystemExit(f"no SciFact documents for user eval in {args.scifact_data}")
+    try:
+        qrels = evaluation.load_qrels(SCIFACT / "qrels" / "train.tsv")
+        train = [
+            (qid, text)
+            for qid, text in evaluation.load_queries(SCIFACT / "queries.jsonl").items()
+            if qid in qrels
+        ][: args.queries]
+        train_rows = []
+        for qid, text in train:
+            r = ask_row(user, text, mode=args.mode)
+            relevant = set(qrels.get(qid, {}))
+            r["relevant"] = sorted(relevant)
+            add_keys(r, key_of)
+            cited = [{key_of.get(d, "") for d in claim} for claim in r["claims"]]
+            r["cites_relevant"] = r["answered"] and any(c & relevant for c in cited)
+            r["all_claims_relevant"] = r["answered"] and all(c & relevant for c in cited)
+            train_rows.append(r)
+        answered = [r for r in train_rows if r["answered"]]
+
+        sets: dict[str, Any] = {}
+        sa_rows = []
+        for row in read_jsonl(QUESTIONS / "scifact_answerable.jsonl"):
+            r = ask_row(user, row["question"], mode=args.mode)
+            r["split"] = row["split"]
+            r["relevant"] = [str(row["doc_id"])]
+            add_keys(r, key_of)
+            cited = {key_of.get(s["document_id"], "") for s in r["supports"]}
+            r["right"] = r["answered"] and str(row["doc_id"]) in cited
+            sa_rows.append(r)
+        sets["answerable"] = {"answered": by_split(sa_rows), "right": by_split(sa_rows, "right")}
+        su_rows = []
+        for row in read_jsonl(QUESTIONS / "scifact_unanswerable.jsonl"):
+            r = ask_row(user, row["question"], mode=args.mode)
+            r["split"] = row["split"]
+            su_rows.append(r)
+        sets["unanswerable_false_answers"] = by_split(su_rows)
+        off = [ask_row(user, q, mode=args.mode) for q in read_lines(OFFTOPIC)]
+        off_holdout = [ask_row(user, q, mode=args.mode) for q in read_lines(OFFTOPIC_HOLDOUT)]
+        times = [r["ms"] for r in train_rows + sa_rows + su_rows + off + off_holdout]
+        return {
+            "part": "scifact",
+            "mode": args.mode,
+            "documents": len(key_of),
+            "passages_without_vectors": pending_count(user.pk),
+            "train": {
+                **rate(train_rows),
+                "answers_citing_a_relevant_abstract": sum(r["cites_relevant"] for r in answered),
+                "answers_all_claims_relevant": sum(r["all_claims_relevant"] for r in answered),
+            },
+            **sets,
+            "offtopic_false_answers": {"in_sample": rate(off), "holdout": rate(off_holdout)},
+            "latency_ms": {"p50": percentile(times, 50), "p95": percentile(times, 95)},
+            "false_answers": [
+                {
+                    "question": r["question"],
+                    "split": r.get("split", "offtopic"),
+                    "claim": r["first_claim"],
+                }
+                for r in su_rows + off + off_holdout
+                if r["answered"]
+            ],
+            "train_uncited": [
+                {"question": r["question"], "claim": r["first_claim"]}
+                for r in answered
+                if not r["cites_relevant"]
+            ][:40],
+            "rows": {"train": train_rows, "answerable": sa_rows, "unanswerable": su_rows},
+        }
+    finally:
+        AskTrace.objects.filter(pk__gt=first_new_trace).delete()
+
+
+# --- printing ---------------------------------------------------------------------------------
+
+
+def pct(block: dict[str, Any], key: str = "answered") -> str:
+    return f"{block[key]}/{block['n']} ({block['rate']:.1%})"
+
+
+def show(report: dict[str, Any]) -> None:
+    if report["part"] == "notes":
+        print(f"\n== notes corpus: {report['documents']} documents, ask mode {report['mode']}")
+        print(f"retrieval recall@{RECALL_K} of the answering passage:")
+        for label, block in report["retrieval_recall_at_5"].items():
+            print(
+                f"  {label:<15} all {pct(block['all'], 'found')}   tune "
+                f"{pct(block['tune'], 'found')}   holdout {pct(block['holdout'], 'found')}"
+            )
+        a = report["answerable"]
+        for split in SPLITS:
+            print(
+                f"answerable {split:<8} answered {pct(a['answered'][split])}   right quote "
+                f"{pct(a['right'][split], 'right')}   right note "
+                f"{pct(a['right_document'][split], 'right_document')}"
+            )
+        for split in SPLITS:
+            block = report["unanswerable_false_answers"][split]
+            print(f"near-topic unanswerable {split:<8} false answers {pct(block)}")
+    else:
+        t = report["train"]
+        print(
+            f"\n== SciFact: {report['documents']} abstracts, ask mode {report['mode']} "
+            f"({report['passages_without_vectors']} passages without a vector)"
+        )
+        print(
+            f"train queries answered {t['answered']}/{t['n']} ({t['rate']:.1%}); answers citing "
+            f"a qrels-relevant abstract {t['answers_citing_a_relevant_abstract']}/{t['answered']}"
+            f" ({t['answers_citing_a_relevant_abstract'] / max(t['answered'], 1):.1%}); every "
+            f"claim relevant {t['answers_all_claims_relevant']}/{t['answered']}"
+        )
+        a = report["answerable"]
+        for split in SPLITS:
+            print(
+                f"answerable {split:<8} answered {pct(a['answered'][split])}   right abstract "
+                f"{pct(a['right'][split], 'right')}"
+            )
+        for split in SPLITS:
+            block = report["unanswerable_false_answers"][split]
+            print(f"near-topic unanswerable {split:<8} false answers {pct(block)}")
+        off = report["offtopic_false_answers"]
+        print(
+            f"off-topic false answers: in-sample {pct(off['in_sample'])}, "
+            f"held-out {pct(off['holdout'])}"
+        )
+    lat = report["latency_ms"]
+    print(f"ask latency p50 {lat['p50']} ms, p95 {lat['p95']} ms")
+    for row in report["false_answers"][:30]:
+        print(f"   FALSE ANSWER [{row['split']}] {row['question']!r} → {row['claim'][:100]!r}")
+
+
+def run_child(part: str, args: argparse.Namespace) -> dict[str, Any]:
+    OUT.mkdir(parents=True, exist_ok=True)
+    out = OUT / f"answer_quality_{part}.json"
+    command = [
+        sys.executable,
+        __file__,
+        "--part",
+        part,
+        "--child",
+        "--mode",
+        args.mode,
+        "--queries",
+        str(args.queries),
+    ]
+    if args.scifact_data:
+        command += ["--scifact-data", args.scifact_data]
+    if args.notes_data:
+        command += ["--notes-data", args.notes_data]
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    subprocess.run(command, cwd=ROOT, env=env, check=True)
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--part", choices=("notes", "scifact", "both"), default="both")
+    parser.add_argument("--scifact-data", default=None, help="SciFact loaded+embedded (SQLite)")
+    parser.add_argument("--notes-data", default=None, help="reuse this notes data folder")
+    parser.add_argument("--mode", choices=("lexical", "hybrid", "semantic"), default="hybrid")
+    parser.add_argument("--queries", type=int, default=809, help="SciFact train queries")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        report = notes_part(args) if args.part == "notes" else scifact_part(args)
+        (OUT / f"answer_quality_{args.part}.json").write_text(
+            json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+        return
+    parts = ("notes", "scifact") if args.part == "both" else (args.part,)
+    for part in parts:
+        show(run_child(part, args))
+
+
+if __name__ == "__main__":
+    main()
