@@ -259,3 +259,28 @@ def test_the_best_item_goes_even_past_the_budget(three_notes) -> None:
 def test_without_scores_every_cleared_item_goes(three_notes) -> None:
     plan = plan_egress(pack_of(*three_notes), floor=0.99, max_chars=1)
     assert len(plan.sendable) == 3 and plan.not_sent == []
+
+
+def test_a_large_parent_block_is_cut_to_the_budget_around_its_item(alice) -> None:
+    filler = " ".join(f"word{n}" for n in range(3000))  # one paragraph, one parent section
+    note = services.note_create(
+        owner=alice, title="Huge", body=f"{filler}\n\nThe backup key rotates monthly.\n"
+    )
+    pack = pack_of(note)
+    last = pack.items[-1]
+    assert last.parent_end - last.parent_start > 4000  # the whole note is one section
+    scores = {item.passage_id: (0.9 if item is last else 0.0) for item in pack.items}
+    plan = plan_egress(pack, relevance=scores, floor=0.5, max_chars=1000)
+    assert [i.passage_id for i in plan.sendable] == [last.passage_id]
+    (block,) = plan.blocks
+    assert len(block.text) <= 1000 and "rotates monthly" in block.text
+    body = note.head.body
+    assert body[block.block.start : block.block.end] == block.text
+
+
+def test_a_non_finite_score_never_clears_the_floor(three_notes) -> None:
+    pack = pack_of(*three_notes)
+    scores = {item.passage_id: float("nan") for item in pack.items}
+    scores[pack.items[0].passage_id] = 0.9
+    plan = plan_egress(pack, relevance=scores, floor=0.1)
+    assert [i.passage_id for i in plan.sendable] == [pack.items[0].passage_id]

@@ -679,3 +679,47 @@ def test_the_fit_runs_end_to_end_and_never_reads_holdout_rows(tmp_path, monkeypa
         "scifact_answerable": 1,
         "scifact_unanswerable": 1,
     }
+
+
+@pytest.mark.django_db
+def test_an_embedding_failing_mid_inference_falls_back_like_a_dead_model(monkeypatch):
+    def failing(question: str, texts: list[str]) -> list[float]:
+        raise RuntimeError("onnxruntime: bad allocation")
+
+    monkeypatch.setattr(relevance, "embedding_cosines", failing)
+    scored = relevance.score_pairs(
+        "When do the nightly backups run?", [Candidate(text="Backups run at 03:30 UTC.")]
+    )
+    assert scored.model == relevance.FALLBACK_MODEL and "bad allocation" in scored.note
+    assert len(scored.scores) == 1 and 0.0 < scored.scores[0] < 1.0
+
+
+def test_an_override_moves_the_fallback_threshold_by_the_same_log_odds(settings):
+    model = load_model()
+    settings.LODE_RELEVANCE_THRESHOLD = None
+    assert relevance.threshold_of(model.fallback, model.full) == model.fallback.threshold
+    settings.LODE_RELEVANCE_THRESHOLD = 0.6
+    assert relevance.threshold_of(model.full, model.full) == pytest.approx(0.6)
+    moved = relevance.threshold_of(model.fallback, model.full)
+    logit = relevance._logit
+    assert logit(moved) - logit(model.fallback.threshold) == pytest.approx(
+        logit(0.6) - logit(model.full.threshold)
+    )
+    # The fallback stays stricter than the full model whatever the override.
+    assert moved > 0.6
+
+
+@pytest.mark.django_db
+def test_item_relevance_scores_every_item_even_behind_a_long_pinned_note(alice):
+    body = "\n\n".join(f"Filler paragraph number {n} about nothing much." for n in range(200))
+    pinned = services.note_create(owner=alice, title="Long pinned note", body=body)
+    answer = services.note_create(
+        owner=alice, title="Backups", body="The nightly backups run at 03:30 UTC."
+    )
+    pack = pack_of(pinned, answer)
+    scores = relevance.item_relevance(
+        "When do the nightly backups run?", pack.items, owner_id=alice.pk
+    )
+    answering = pack.items[-1].passage_id
+    assert answering in scores and all(math.isfinite(v) for v in scores.values())
+    assert scores[answering] == max(scores.values())

@@ -31,7 +31,8 @@ redaction again as an idempotent backstop (it finds nothing in planned content).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -159,12 +160,39 @@ def plan_egress(
     plan.bodies = {vid: body for vid, body in bodies.items() if vid in _versions(plan.sendable)}
     by_passage = {item.passage_id: item for item in plan.sendable}
     for block in egress_blocks(plan.sendable, plan.bodies):
-        text, text_redactions = redact(block.text)
         items = tuple(by_passage[passage_id] for passage_id in block.passage_ids)
+        if max_chars is not None:
+            block = capped_block(block, items, plan.bodies, max_chars)
+        text, text_redactions = redact(block.text)
         title, title_redactions = redact(items[0].document_title)
         plan.redaction_count += text_redactions + title_redactions
         plan.blocks.append(OutgoingBlock(block=block, text=text, title=title, items=items))
     return plan
+
+
+def capped_block(
+    block: EgressBlock, items: Sequence[PackItem], bodies: Mapping[int, str], max_chars: int
+) -> EgressBlock:
+    """`block`, or when it is longer than `max_chars`, the part of it around its `items`: from
+    the first item's start, at most `max_chars` long, widened back towards the block's start
+    when the items are shorter (a whole heading section of a large note never goes out for
+    one passage in it)."""
+    if len(block.text) <= max_chars:
+        return block
+    body = bodies.get(block.version_id, "")
+    inside = [i for i in items if block.start <= i.start < block.end] or list(items)
+    start = max(block.start, min(i.start for i in inside))
+    end = min(block.end, max(i.end for i in inside), start + max_chars)
+    start = max(block.start, end - max_chars) if end - start < max_chars else start
+    text = body[start:end] if 0 <= start < end <= len(body) else block.text[:max_chars]
+    return EgressBlock(
+        version_id=block.version_id,
+        document_id=block.document_id,
+        start=start,
+        end=start + len(text),
+        text=text,
+        passage_ids=list(block.passage_ids),
+    )
 
 
 def _versions(items: Iterable[PackItem]) -> set[int]:
@@ -185,7 +213,7 @@ def _needed(
     above: list[PackItem] = []
     for item in cleared:
         score = relevance.get(item.passage_id)
-        if score is None or score < floor:
+        if score is None or not math.isfinite(score) or score < floor:
             plan.not_sent.append((item, BELOW_FLOOR))
         else:
             above.append(item)
@@ -195,8 +223,9 @@ def _needed(
     blocks_sent: set[tuple[int, int, int]] = set()
     used = 0
     for item in sorted(above, key=lambda i: -relevance[i.passage_id]):
-        # The block this item would send (egress_blocks sends each parent block once).
-        block = egress_blocks([item], bodies)[0]
+        # The block this item would send (egress_blocks sends each parent block once, cut to
+        # the budget around its items when it is larger: `capped_block`).
+        block = capped_block(egress_blocks([item], bodies)[0], [item], bodies, max_chars)
         key = (block.version_id, block.start, block.end)
         cost = 0 if key in blocks_sent else len(block.text)
         if kept and used + cost > max_chars:

@@ -84,6 +84,7 @@ from typing import Any
 
 import numpy as np
 
+from lode_site.budget import as_budget_exceeded
 from retrieval.text import (
     EXTRACTIVE_STOPWORDS,
     NAMED_IDENTIFIER_RE,
@@ -487,6 +488,9 @@ def passage_idf(owner_id: int, profile: QuestionProfile) -> IdfTable:
                     continue
                 df[stem] = len(lexical.search(parsed, owner_id=owner_id, limit=DF_CAP))
     except DatabaseError as exc:
+        budget = as_budget_exceeded(exc)
+        if budget is not None:  # the ask's time is up: stop, do not carry on unweighted
+            raise budget from exc
         logger.warning("relevance IDF lookup failed, weighing words equally: %s", exc)
         return UNIFORM_IDF
     return IdfTable(passages=total, df=df)
@@ -728,7 +732,9 @@ def score_pairs(
     try:
         cosines: list[float] | None = embedding_cosines(question, [c.text for c in candidates])
         which, note = FULL_MODEL, ""
-    except EmbeddingUnavailable as exc:
+    except Exception as exc:  # a dead model, or one failing mid-inference: the same fallback
+        if not isinstance(exc, EmbeddingUnavailable):
+            logger.warning("embedding for the relevance check failed: %r", exc)
         cosines, which = None, FALLBACK_MODEL
         note = (
             f"The relevance check ran without the embedding model ({exc}): a model fitted "
@@ -740,15 +746,27 @@ def score_pairs(
         columns = [FEATURE_NAMES.index(name) for name in FALLBACK_FEATURE_NAMES]
         x = x[:, columns]
     scores = chosen.probabilities(x).tolist() if len(candidates) else []
-    return RelevanceScores(scores=scores, threshold=threshold_of(chosen), model=which, note=note)
+    threshold = threshold_of(chosen, fitted.full)
+    return RelevanceScores(scores=scores, threshold=threshold, model=which, note=note)
 
 
-def threshold_of(model: LogisticModel) -> float:
-    """The threshold in force: `LODE_RELEVANCE_THRESHOLD` when set, else the fitted one."""
+def _logit(p: float) -> float:
+    return math.log(p / (1.0 - p))
+
+
+def threshold_of(model: LogisticModel, full: LogisticModel | None = None) -> float:
+    """The threshold in force for `model`: the fitted one, or with `LODE_RELEVANCE_THRESHOLD`
+    set, that value for the full model (`full`, or `model` itself when not given) and, for the
+    no-embedding model, its fitted threshold moved by the same log-odds — so an override never
+    loosens the check more when the embedding model is down."""
     from django.conf import settings
 
     override = getattr(settings, "LODE_RELEVANCE_THRESHOLD", None)
-    return float(override) if override is not None else model.threshold
+    if override is None:
+        return model.threshold
+    reference = full if full is not None else model
+    shift = _logit(float(override)) - _logit(reference.threshold)
+    return 1.0 / (1.0 + math.exp(-(_logit(model.threshold) + shift)))
 
 
 def score_candidates(
@@ -791,10 +809,13 @@ def item_relevance(question: str, items: Sequence[Any], *, owner_id: int) -> dic
     weights cannot be read (the caller then sends nothing)."""
     owners: list[int] = []
     candidates: list[Candidate] = []
+    # Every item gets its share of the scoring budget (pinned items come first and are not
+    # capped: a long pinned note must not starve the rest of the pack).
+    share = max(1, min(EGRESS_SENTENCES_PER_ITEM, EGRESS_SENTENCES // max(len(items), 1)))
     for item in items:
-        for sentence in split_sentences(item.text)[:EGRESS_SENTENCES_PER_ITEM]:
-            if len(candidates) >= EGRESS_SENTENCES:
-                break
+        if len(candidates) >= EGRESS_SENTENCES:
+            break
+        for sentence in split_sentences(item.text)[:share]:
             owners.append(item.passage_id)
             candidates.append(
                 Candidate(
@@ -810,5 +831,6 @@ def item_relevance(question: str, items: Sequence[Any], *, owner_id: int) -> dic
     scores = score_pairs(question, candidates, idf=idf).scores
     best: dict[int, float] = {}
     for passage_id, score in zip(owners, scores, strict=True):
-        best[passage_id] = max(score, best.get(passage_id, 0.0))
+        if math.isfinite(score):  # a non-finite score never clears the floor
+            best[passage_id] = max(score, best.get(passage_id, 0.0))
     return best
