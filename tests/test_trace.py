@@ -273,3 +273,19 @@ def test_admin_escapes_stored_text(alice, runbook, staff_client):
         f"/admin/retrieval/asktrace/{outcome.trace_id}/change/"
     ).content.decode()
     assert "<script>alert(1)</script>" not in page
+
+
+def test_replay_names_a_changed_relevance_scorer(alice, runbook):
+    outcome = ask(
+        user=alice,
+        question=QUESTION,
+        mode="lexical",
+        answerer=Scripted([claim(runbook.head_id, SPAN)]),
+    )
+    trace = AskTrace.objects.get(pk=outcome.trace_id)
+    recorded = trace.trace["manifests"]["relevance"]
+    assert recorded.startswith("relevance-") and " threshold " in recorded
+    trace.trace["manifests"]["relevance"] = "relevance-0-old threshold 0.9"
+    trace.save(update_fields=["trace"])
+    differences = replay(trace)
+    assert f"relevance scorer differs: relevance-0-old threshold 0.9 → {recorded}" in differences

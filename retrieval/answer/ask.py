@@ -82,6 +82,7 @@ from retrieval.answer.relevance import (
     passage_idf,
     question_profile,
     score_pairs,
+    threshold_of,
 )
 from retrieval.answer.trace import (
     Trace,
@@ -454,6 +455,7 @@ def ask(
     if scorer is not None and scorer.remote and egress is None:
         egress = plan_egress(stage.pack, question=question)  # the judge's plan: made once
     manifests.entailment = scorer_name(scorer)
+    manifests.relevance = relevance_manifest() if draft.claims else ""
     verdicts = gate_claims(
         draft.claims,
         dict(draft.sent_versions),
@@ -470,6 +472,16 @@ def ask(
         f"{len(outcome.claims)} claim(s) shown, {len(outcome.dropped)} dropped, "
         f"{len(outcome.conflicts)} conflict(s)"
     )
+
+
+def relevance_manifest() -> str:
+    """The relevance scorer's version and the threshold in force, for the trace ("" when the
+    weights cannot be read: the gate then says why for each claim)."""
+    try:
+        model = load_model()
+    except RelevanceUnavailable:
+        return ""
+    return f"{model.version} threshold {threshold_of(model.full):.4g}"
 
 
 def needed_egress(

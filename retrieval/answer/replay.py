@@ -19,7 +19,14 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
 from notes.models import Document, Version
-from retrieval.answer.ask import Front, embedding_manifest, front, pinnable, relevance_step
+from retrieval.answer.ask import (
+    Front,
+    embedding_manifest,
+    front,
+    pinnable,
+    relevance_manifest,
+    relevance_step,
+)
 from retrieval.answer.decision import decide_after_gate
 from retrieval.answer.display import conflicts_for, outcome_from_trace, show_claims
 from retrieval.answer.entailment import (
@@ -147,12 +154,19 @@ def _search_differences(trace: Trace, stage: Front) -> list[str]:
 
 
 def _manifest_differences(trace: Trace) -> list[str]:
-    """The embedding model, when the stored ask recorded one and one is active now."""
+    """The embedding model, when the stored ask recorded one and one is active now; the
+    relevance scorer and threshold, when the stored ask recorded them (a difference explains
+    a relevance verdict that changed on replay)."""
+    out: list[str] = []
     stored = trace.manifests.embedding if trace.manifests else ""
     now = embedding_manifest(_mode(trace)) if stored else ""
     if stored and now not in ("", stored):
-        return [f"embedding manifest differs: {stored} → {now}"]
-    return []
+        out.append(f"embedding manifest differs: {stored} → {now}")
+    stored_relevance = trace.manifests.relevance if trace.manifests else ""
+    now_relevance = relevance_manifest() if stored_relevance else ""
+    if stored_relevance and now_relevance != stored_relevance:
+        out.append(f"relevance scorer differs: {stored_relevance} → {now_relevance or 'none'}")
+    return out
 
 
 def _pack_differences(before: EvidencePack, now: EvidencePack) -> list[str]:

@@ -241,18 +241,25 @@ class TraceSearch:
 @dataclass
 class TraceManifests:
     """Which models the ask ran: the embedding manifest key ("" for lexical), the reranker,
-    and the entailment scorer ("not run" until claims reach the gate, "none" without one)."""
+    the entailment scorer ("not run" until claims reach the gate, "none" without one) and the
+    relevance scorer with its threshold."""
 
     embedding: str = ""
     reranker: str = ""
     entailment: str = "not run"
+    # The relevance scorer's version and the threshold in force ("" until claims reach the
+    # gate; written only when set, so a trace stored before it round-trips unchanged).
+    relevance: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "embedding": self.embedding,
             "reranker": self.reranker,
             "entailment": self.entailment,
         }
+        if self.relevance:
+            data["relevance"] = self.relevance
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
@@ -260,6 +267,7 @@ class TraceManifests:
             embedding=data.get("embedding", ""),
             reranker=data.get("reranker", ""),
             entailment=data.get("entailment", "not run"),
+            relevance=data.get("relevance", ""),
         )
 
 
