@@ -666,6 +666,14 @@ def nfkc_folded(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
+# A word a clarifying choice may suggest must carry a topic: not a question's glue, filler or
+# framing, nor a function word the extractive answerer ignores ("every", "after" and "then"
+# were offered as choices).
+SUGGESTION_STOPWORDS = (
+    QUERY_STOPWORDS | QUESTION_FILLER_WORDS | EXTRACTIVE_STOPWORDS | QUESTION_FRAME_WORDS
+)
+
+
 # --- the relevance scorer's words (retrieval/answer/relevance.py) ---------------------------
 # Words that carry no topic in a question, beyond the answerer's and the decision's lists:
 # time-of-asking fillers ("now", "currently", "still") that a note never repeats, and the

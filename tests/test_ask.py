@@ -567,7 +567,13 @@ def test_a_remote_judge_is_only_asked_about_versions_cleared_for_egress(
     (dropped,) = outcome.dropped
     assert dropped.claim == withheld and dropped.step == "entailment"
     assert WITHHELD_FROM_JUDGE in dropped.reason
-    assert [row.purpose for row in EgressLog.objects.all()] == ["judge", "judge"]
+    rows = list(EgressLog.objects.order_by("pk"))
+    assert [row.purpose for row in rows] == ["judge", "judge"]
+    # Each judge row lists exactly what went: the cleared runbook version, never the vendor's,
+    # with the characters of the quoted span.
+    span_chars = len("The staging timeout is 30 seconds.")
+    expected = [{"document_id": runbook.pk, "version_id": runbook.head_id, "chars": span_chars}]
+    assert [row.items for row in rows] == [expected, expected]
 
 
 # --- helpers -------------------------------------------------------------------------------------

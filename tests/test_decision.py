@@ -527,6 +527,20 @@ def test_suggested_words_are_never_an_inflection_of_what_was_asked():
     assert "backup," not in " ".join(pre.clarifying_questions)
 
 
+def test_suggested_words_carry_a_topic():
+    pack = EvidencePack(
+        items=[
+            item(1, "Every night the backup runs after the reindex, then it syncs.", title="A"),
+            item(2, "Every week the backup is copied after midnight, then verified.", title="B"),
+        ]
+    )
+    pre = decide_before_answer("backup?", pack)
+    suggested = [c.question for c in pre.choices if c.pinned_document_id is None]
+    assert suggested and not any(
+        q.split()[1].rstrip("?") in {"every", "after", "then"} for q in suggested
+    )
+
+
 def test_a_word_choice_is_specific_enough_to_be_answered():
     pre = decide_before_answer("staging?", PACK)
     for choice in pre.choices:

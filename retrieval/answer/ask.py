@@ -261,6 +261,7 @@ def gate_claims(
         cited = [support.version_id for support in claim.support]
         if scorer is not None and scorer.remote and (egress is None or not egress.clears(cited)):
             use = WithheldFromJudge(scorer.name)
+        _cite(use, claim, pack)
         verdicts.append(check_claim(claim, sent_versions, scorer=use))
     judge = scorer if isinstance(scorer, RelevanceJudge) else None
     return relevance_step(
@@ -351,18 +352,42 @@ def relevance_step(
         out[i] = relevance_verdict(out[i], score, scored.threshold, model=label)
     if judge is not None:
         for i in passing:
-            out[i] = _judge_relevance(out[i], question, judge, egress)
+            out[i] = _judge_relevance(out[i], question, judge, egress, pack)
     return out
 
 
+def _cite(scorer: object, claim: Claim, pack: EvidencePack) -> None:
+    """Tell a judge that logs egress (`LLMJudge.citing`) which versions the requests about
+    `claim` quote from: one pack item per cited version, with the characters of its quoted
+    spans (what the premise carries), so the egress row lists exactly what went."""
+    citing = getattr(scorer, "citing", None)
+    if citing is None:
+        return
+    chars: dict[int, int] = {}
+    for support in claim.support:
+        chars[support.version_id] = chars.get(support.version_id, 0) + len(
+            nfc_collapsed(support.quoted_span)
+        )
+    items = {}
+    for item in pack.items:
+        if item.version_id in chars:
+            items.setdefault(item.version_id, item)
+    citing(list(items.values()), chars)
+
+
 def _judge_relevance(
-    verdict: ClaimVerdict, question: str, judge: RelevanceJudge, egress: EgressPlan | None
+    verdict: ClaimVerdict,
+    question: str,
+    judge: RelevanceJudge,
+    egress: EgressPlan | None,
+    pack: EvidencePack,
 ) -> ClaimVerdict:
     if not verdict.passed:
         return verdict
     cited = [support.version_id for support in verdict.claim.support]
     if judge.remote and (egress is None or not egress.clears(cited)):
         return verdict
+    _cite(judge, verdict.claim, pack)
     try:
         answers = judge.answers_question(question, nfc_collapsed(verdict.claim.text))
     except EntailmentUnavailable as exc:

@@ -119,6 +119,7 @@ from retrieval.text import (
     QUESTION_FILLER_WORDS,
     QUESTION_FRAME_WORDS,
     QUESTION_FRAMING_VERBS,
+    SUGGESTION_STOPWORDS,
     WORD_RE,
     fold,
     folded_tokens,
@@ -290,7 +291,10 @@ def _frequent_words(question: str, top: Sequence[PackItem]) -> list[str]:
         item_words = {
             w
             for w in tokens(item.text)
-            if w not in NON_CONTENT and len(w) >= 3 and not w.isdigit() and fold(w) not in asked
+            if w not in SUGGESTION_STOPWORDS
+            and len(w) >= 3
+            and not w.isdigit()
+            and fold(w) not in asked
         }
         counts.update(item_words)
     frequent: list[str] = []

@@ -40,6 +40,7 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from retrieval.answer.llm import ChatClient, LLMError, quote_tag
 from retrieval.answer.redaction import redact
+from retrieval.answer.types import PackItem
 
 ENTAILMENT_CHOICES = ("none", "cross-encoder", "llm-judge")
 
@@ -245,6 +246,16 @@ class LLMJudge:
         self.client = client
         self.user = user
         self.exchanges: list[dict[str, Any]] = []  # redacted request/response, for the trace
+        # What the next requests are about, for their egress rows: the pack items of the
+        # versions the claim cites and the characters of each it carries (`citing`).
+        self.cited: list[PackItem] = []
+        self.cited_chars: dict[int, int] = {}
+
+    def citing(self, items: list[PackItem], chars: Mapping[int, int]) -> None:
+        """Name the versions the following requests quote from (one item each) and how many
+        characters of each they carry, so each egress row lists exactly what went."""
+        self.cited = list(items)
+        self.cited_chars = dict(chars)
 
     def score(self, premise: str, hypothesis: str) -> float:
         verdict = self._ask(
@@ -310,7 +321,8 @@ class LLMJudge:
                 schema_name=schema_name,
                 user=self.user,
                 purpose="judge",
-                items=[],
+                items=self.cited,
+                item_chars=self.cited_chars if self.cited else None,
                 redaction_count=first_count + second_count,
                 withheld_count=0,
                 validate=False,
