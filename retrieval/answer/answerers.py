@@ -52,7 +52,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from retrieval.answer.egress import EgressPlan
 from retrieval.answer.llm import ChatClient, LLMError, quote_tag
 from retrieval.answer.pack import version_bodies
-from retrieval.answer.relevance import Candidate, RelevanceUnavailable, score_candidates
+from retrieval.answer.relevance import RelevanceUnavailable, candidate_for, score_candidates
 from retrieval.answer.types import (
     ANSWER_JSON_SCHEMA,
     AnswerDraft,
@@ -212,15 +212,7 @@ def rank_by_relevance(question: str, pool: list[Pooled], *, owner_id: int) -> li
     order (the gate then fails those claims closed and says why)."""
     if len(pool) <= 1:
         return pool
-    candidates = [
-        Candidate(
-            text=" ".join(p.sentence.text.split()),
-            title=p.item.document_title,
-            heading_path=" > ".join(p.item.heading_path),
-            rank=p.item.rank,
-        )
-        for p in pool
-    ]
+    candidates = [candidate_for(" ".join(p.sentence.text.split()), p.item) for p in pool]
     try:
         scores = score_candidates(question, candidates, owner_id=owner_id)
     except RelevanceUnavailable:

@@ -76,6 +76,7 @@ from retrieval.answer.relevance import (
     FALLBACK_MODEL,
     Candidate,
     RelevanceUnavailable,
+    candidate_for,
     egress_floor,
     item_relevance,
     load_model,
@@ -304,13 +305,7 @@ def claim_candidate(claim: Claim, pack: EvidencePack, sent_versions: dict[int, s
                 best = (key, item)
     if best is None:
         return Candidate(text=claim.text, rank=len(pack.items) + 1)
-    item = best[1]
-    return Candidate(
-        text=claim.text,
-        title=item.document_title,
-        heading_path=" > ".join(item.heading_path),
-        rank=item.rank,
-    )
+    return candidate_for(claim.text, best[1])
 
 
 def relevance_step(

@@ -163,6 +163,17 @@ class Candidate:
     rank: int = 0
 
 
+def candidate_for(text: str, item: Any) -> Candidate:
+    """`text` scored as coming from pack item `item`: its document title, heading path and
+    search rank (the one way the answerer, the gate and egress describe a candidate)."""
+    return Candidate(
+        text=text,
+        title=item.document_title,
+        heading_path=" > ".join(item.heading_path),
+        rank=item.rank,
+    )
+
+
 @lru_cache(maxsize=1)
 def _stop_stems() -> frozenset[str]:
     words = EXTRACTIVE_STOPWORDS | QUESTION_FILLER_WORDS | RELEVANCE_FILLER_WORDS
@@ -817,14 +828,7 @@ def item_relevance(question: str, items: Sequence[Any], *, owner_id: int) -> dic
             break
         for sentence in split_sentences(item.text)[:share]:
             owners.append(item.passage_id)
-            candidates.append(
-                Candidate(
-                    text=" ".join(sentence.text.split()),
-                    title=item.document_title,
-                    heading_path=" > ".join(item.heading_path),
-                    rank=item.rank,
-                )
-            )
+            candidates.append(candidate_for(" ".join(sentence.text.split()), item))
     if not candidates:
         return {}
     idf = passage_idf(owner_id, question_profile(question))
