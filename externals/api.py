@@ -60,8 +60,11 @@ class SourceOut(Schema):
 
 
 class QueuedOut(Schema):
+    """A queued (or, for the webhook, duplicate) refresh: always names its source; the
+    webhook also echoes the sender's delivery id."""
+
     status: str
-    source_id: int | None = None
+    source_id: int
     delivery: str | None = None
 
 

@@ -36,6 +36,10 @@ precisely what is wrong. Answers:
   trigger "webhook"), or one already pending for the source will cover this push (at most
   one pending refresh per source).
 
+Both carry `source_id` (the source the delivery was signed for, as `POST .../refresh`
+answers) and `delivery` (the sender's id, "" when none was sent). Only a correctly signed
+delivery gets them, so they tell a sender nothing it did not already hold the secret for.
+
 Refused deliveries are logged on the `lode.webhooks` logger (the reason, source id, address,
 delivery id) and counted per client address (`lode_site.throttle.client_address`: the last
 X-Forwarded-For entry behind the TLS proxy, else the peer) in the Django cache; they write no
@@ -282,7 +286,8 @@ def _accept(source: Source, *, delivery_id: str, remote_addr: str, digest: str) 
     """A correctly signed delivery: acknowledge a duplicate id or signature, else record
     and queue."""
     meta = {"delivery_id": delivery_id, "remote_addr": remote_addr, "digest": digest}
-    duplicate = WebhookOutcome(200, {"status": "duplicate", "delivery": delivery_id})
+    answer = {"source_id": source.pk, "delivery": delivery_id}
+    duplicate = WebhookOutcome(200, {"status": "duplicate", **answer})
     # A duplicate writes no row either: a captured request replayed within its five
     # minutes must not be able to fill the table.
     if _already_accepted(source, delivery_id, digest):
@@ -307,7 +312,7 @@ def _accept(source: Source, *, delivery_id: str, remote_addr: str, digest: str) 
             accepted=False, reason="could not queue the refresh"
         )
         return WebhookOutcome(503, {"detail": "could not queue the refresh; retry later"})
-    return WebhookOutcome(202, {"status": "queued", "delivery": delivery_id})
+    return WebhookOutcome(202, {"status": "queued", **answer})
 
 
 def _record(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils import timezone
 from ninja import NinjaAPI
 from ninja.openapi.schema import OpenAPISchema
@@ -58,17 +59,37 @@ _COMMON_RESPONSES = {
 }
 
 
+# What the API offers today (issue 13: it still promised "(later) cited answers"), in the
+# Markdown the docs page (Swagger UI) renders, with links back into the app; `{home}` and
+# `{help}` are filled in per request (`reverse`, so a script prefix is honoured).
+API_DESCRIPTION = (
+    "Your own notes and sources over JSON, as the app shows them: notes and their immutable "
+    "versions (create, edit against the version you started from, restore, delete), search "
+    "(keyword, semantic or hybrid, with the filters of the search page), verified evidence "
+    "for a search hit, cited answers whose every claim passed the faithfulness gate "
+    "(`/api/ask`, and stored answers by id), and your external sources (list, refresh, "
+    "signed webhook).\n\n"
+    "Authenticate with your signed-in session (writes then need the CSRF token) or with "
+    "`Authorization: Bearer <token>` (tokens are made with `manage.py lode_token`).\n\n"
+    "[\u2190 Back to lode]({home}) \u00b7 [Search syntax]({help})"
+)
+
+
 class LodeNinjaAPI(NinjaAPI):
     """The NinjaAPI whose OpenAPI schema also declares the answers every endpoint can give
     besides its own: 400 (an unparseable body), 401 (authentication), 422 (request
     validation), 404 (path ids that match no URL) and 503 (time budget, on reads and
     asks). Endpoints declare the rest themselves (`response={...}`), so the schema lists
-    every status code the API returns (tests/test_schemathesis.py checks it)."""
+    every status code the API returns (tests/test_schemathesis.py checks it). Its
+    description (`API_DESCRIPTION`) links back to the app."""
 
     def get_openapi_schema(
         self, *, path_prefix: str | None = None, path_params: dict | None = None
     ) -> OpenAPISchema:
         schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        schema["info"]["description"] = API_DESCRIPTION.format(
+            home=reverse("home"), help=reverse("search-help")
+        )
         for path, operations in schema.get("paths", {}).items():
             for method, operation in operations.items():
                 _declare_common_responses(path, method.lower(), operation)
@@ -104,7 +125,7 @@ def _declare_common_responses(path: str, method: str, operation: dict) -> None:
 api = LodeNinjaAPI(
     title="lode API",
     version="1",
-    description="Search, notes and (later) cited answers over your own notes.",
+    description="",  # API_DESCRIPTION, filled in by get_openapi_schema
     auth=[TokenAuth(), django_auth],
     docs_decorator=login_required,
     urls_namespace="api",

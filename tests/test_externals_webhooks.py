@@ -123,7 +123,7 @@ def test_sign_matches_a_reference_hmac():
 def test_good_delivery_queues_one_refresh(alice_source, queued):
     response = push(alice_source.pk)
     assert response.status_code == 202
-    assert response.json() == {"status": "queued", "source_id": None, "delivery": "d-1"}
+    assert response.json() == {"status": "queued", "source_id": alice_source.pk, "delivery": "d-1"}
     assert queued == [(alice_source.pk, "webhook")]
     assert deliveries(alice_source) == [("d-1", True, "refresh queued", "203.0.113.7")]
 

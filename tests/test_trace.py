@@ -11,7 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from notes import services
-from notes.models import Document
+from notes.models import Document, Version
 from retrieval.answer.ask import ask
 from retrieval.answer.replay import RecordedScorer, replay
 from retrieval.answer.types import Claim, Decision
@@ -135,10 +135,10 @@ def test_a_changed_gate_verdict_is_reported(answered):
     stored["gate"][1]["passed"] = True  # pretend the fabricated quote had passed
     stored["gate"][1]["step"] = "coupling"
     answered.save(update_fields=["trace"])
+    cited = Version.objects.get(pk=answered.trace["draft"]["claims"][1]["support"][0]["version_id"])
     assert replay(answered) == [
         "gate verdict for claim 2 changed: passed at coupling → dropped at verbatim "
-        "(quoted span 1 does not occur in version "
-        f"{answered.trace['draft']['claims'][1]['support'][0]['version_id']})"
+        f"(quoted span 1 does not occur in version {cited.number} of “{cited.document.title}”)"
     ]
 
 

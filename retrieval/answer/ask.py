@@ -70,6 +70,7 @@ from retrieval.answer.gate import (
     relevance_judge_failed,
     relevance_unavailable,
     relevance_verdict,
+    version_labels,
 )
 from retrieval.answer.pack import build_pack
 from retrieval.answer.relevance import (
@@ -257,13 +258,14 @@ def gate_claims(
     A remote scorer is only given a claim whose cited versions `egress` cleared (no plan
     clears nothing). Notes for the answer page (a degraded relevance check) go to `notes`."""
     verdicts = []
+    labels = version_labels(pack.items)
     for claim in claims:
         use = scorer
         cited = [support.version_id for support in claim.support]
         if scorer is not None and scorer.remote and (egress is None or not egress.clears(cited)):
             use = WithheldFromJudge(scorer.name)
         _cite(use, claim, pack)
-        verdicts.append(check_claim(claim, sent_versions, scorer=use))
+        verdicts.append(check_claim(claim, sent_versions, scorer=use, labels=labels))
     judge = scorer if isinstance(scorer, RelevanceJudge) else None
     return relevance_step(
         verdicts,

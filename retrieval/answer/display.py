@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
 from notes.models import Version
 from retrieval.answer.decision import claim_statements, evidence_statements, find_conflicts
+from retrieval.answer.gate import relabel_reason, version_labels
 from retrieval.answer.trace import Trace
 from retrieval.answer.types import (
     AskOutcome,
@@ -419,17 +421,21 @@ def closest_passages(
 
 def outcome_from_trace(row: AskTrace) -> AskOutcome:
     """The outcome exactly as stored (for permalinks): nothing is re-run or re-read. The
-    withheld documents are the pack items the trace lists as withheld."""
+    withheld documents are the pack items the trace lists as withheld. A dropped claim's
+    reason stored before issue 13 named its version by database id; it is shown naming the
+    version by its number, from the stored pack (`gate.relabel_reason`)."""
     answer = row.answer or {}
     trace = Trace.from_row(row)
     pack_items = {item.passage_id: item for item in trace.pack.items} if trace.pack else {}
+    labels = version_labels(pack_items.values())
+    dropped = [ClaimVerdict.from_dict(v) for v in answer.get("dropped", [])]
     withheld_ids = trace.withheld_passage_ids or []
     return AskOutcome(
         question=answer.get("question", row.question),
         decision=Decision(answer.get("decision", row.decision)),
         answerer=answer.get("answerer", row.answerer),
         claims=[ShownClaim.from_dict(c) for c in answer.get("claims", [])],
-        dropped=[ClaimVerdict.from_dict(v) for v in answer.get("dropped", [])],
+        dropped=[replace(v, reason=relabel_reason(v.reason, labels)) for v in dropped],
         withheld=[pack_items[pid] for pid in withheld_ids if pid in pack_items],
         clarifying_questions=list(answer.get("clarifying_questions", [])),
         clarifying_choices=[

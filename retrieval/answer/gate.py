@@ -25,7 +25,9 @@ Steps, in order, for each claim:
    also asked "does this claim answer the question?" and a "no" drops it the same way
    (`judged_not_an_answer`). A verbatim, entailed quote can still be beside the point.
 5. Every failure is a `ClaimVerdict(passed=False, step, reason)`, in plain words; callers drop
-   those claims and abstain when none survive.
+   those claims and abstain when none survive. A reason names a version as its pages do —
+   by its number within its document (`version_labels`: "version 2 of “Runbook”"), never
+   by its database id (issue 13), which only URLs and the API's fields carry.
 
 Known, accepted exposure (seed decision lode-1qxy, pinned by a canary test): `[^\\W_]+` splits
 hyphenated compounds, so "the policy is allkeys-lru" couples with "maxmemory-policy
@@ -64,6 +66,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -73,7 +76,7 @@ from retrieval.answer.entailment import (
     EntailmentScorer,
     EntailmentUnavailable,
 )
-from retrieval.answer.types import Claim, ClaimVerdict, Support
+from retrieval.answer.types import Claim, ClaimVerdict, PackItem, Support
 from retrieval.text import (
     COMPOUND_RE,
     GLUE_WORDS,
@@ -222,7 +225,52 @@ def couples(claim_text: str, spans: Iterable[tuple[str, str]]) -> tuple[bool, st
     return False, "no single quoted span contains the claim: " + "; ".join(reasons)
 
 
-def _verbatim_failure(support: tuple[Support, ...], sent_versions: Mapping[int, str]) -> str:
+# --- naming versions in reasons ---------------------------------------------------------------
+
+
+def version_labels(items: Iterable[PackItem]) -> dict[int, str]:
+    """{version id: how a reason names it} for the versions of the pack `items`: its number
+    within its document, as the note, history and evidence pages number it, and the
+    document's title ("version 2 of “Runbook”")."""
+    return {
+        item.version_id: f"version {item.version_number} of \u201c{item.document_title}\u201d"
+        for item in items
+    }
+
+
+def _not_shown(i: int, label: str | None) -> str:
+    if label is None:  # not in the pack: a version id the answerer made up, or another's
+        return f"quoted span {i} cites a version that was not shown to the answerer"
+    return f"quoted span {i} cites {label}, which was not shown to the answerer"
+
+
+def _not_in(i: int, label: str | None) -> str:
+    return f"quoted span {i} does not occur in {label or 'the version it cites'}"
+
+
+# Step 1's reasons as stored before issue 13, naming the version by its database id.
+_ID_REASON_RE = re.compile(
+    r"^quoted span (?P<i>\d+) (?:cites version (?P<cited>\d+), which was not shown to the "
+    r"answerer|does not occur in version (?P<absent>\d+))$"
+)
+
+
+def relabel_reason(reason: str, labels: Mapping[int, str]) -> str:
+    """A step-1 reason stored before issue 13 (which named the version by its database id)
+    in today's words, the version named by `labels`; any other reason unchanged. Versions
+    are immutable, so the id and the label name the same text: nothing stored is re-judged."""
+    match = _ID_REASON_RE.match(reason)
+    if match is None:
+        return reason
+    i = int(match["i"])
+    if match["cited"] is not None:
+        return _not_shown(i, labels.get(int(match["cited"])))
+    return _not_in(i, labels.get(int(match["absent"])))
+
+
+def _verbatim_failure(
+    support: tuple[Support, ...], sent_versions: Mapping[int, str], labels: Mapping[int, str]
+) -> str:
     """Step 1: "" when every span verifies, else the first failure in words."""
     if not support:
         return "the claim cites no evidence"
@@ -231,12 +279,9 @@ def _verbatim_failure(support: tuple[Support, ...], sent_versions: Mapping[int, 
             return f"quoted span {i} is empty"
         body = sent_versions.get(item.version_id)
         if body is None:
-            return (
-                f"quoted span {i} cites version {item.version_id}, "
-                "which was not shown to the answerer"
-            )
+            return _not_shown(i, labels.get(item.version_id))
         if not span_occurs(item.quoted_span, body):
-            return f"quoted span {i} does not occur in version {item.version_id}"
+            return _not_in(i, labels.get(item.version_id))
     return ""
 
 
@@ -248,14 +293,16 @@ def check_claim(
     sent_versions: Mapping[int, str],
     *,
     scorer: EntailmentScorer | None,
+    labels: Mapping[int, str] | None = None,
 ) -> ClaimVerdict:
     """One claim through steps 1–3. EntailmentUnavailable is taken per claim (a scorer may
     be unable to score one claim and able to score the next, e.g. one replaying recorded
-    scores), so a failure is never carried over to the other claims."""
+    scores), so a failure is never carried over to the other claims. `labels` name the
+    versions in reasons (`version_labels`); one without a label is "the version it cites"."""
     if not claim.text or not claim.text.strip():
         failure = "the claim has no text"
     else:
-        failure = _verbatim_failure(claim.support, sent_versions)
+        failure = _verbatim_failure(claim.support, sent_versions, labels or {})
     if failure:
         return ClaimVerdict(claim=claim, passed=False, step=STEP_VERBATIM, reason=failure)
 
@@ -311,11 +358,15 @@ def _dropped(
 
 
 def run_gate(
-    claims: list[Claim], sent_versions: dict[int, str], *, scorer: EntailmentScorer | None
+    claims: list[Claim],
+    sent_versions: dict[int, str],
+    *,
+    scorer: EntailmentScorer | None,
+    labels: Mapping[int, str] | None = None,
 ) -> list[ClaimVerdict]:
     """One verdict per claim, in order. `sent_versions` is {version_id: body} of the versions
-    the answerer was shown; nothing else can verify a span."""
-    return [check_claim(claim, sent_versions, scorer=scorer) for claim in claims]
+    the answerer was shown; nothing else can verify a span. `labels` as for `check_claim`."""
+    return [check_claim(claim, sent_versions, scorer=scorer, labels=labels) for claim in claims]
 
 
 # --- step 4: relevance (scored by retrieval.answer.relevance, decided here) ----------------------

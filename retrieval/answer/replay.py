@@ -34,7 +34,12 @@ from retrieval.answer.entailment import (
     EntailmentUnavailable,
     get_entailment_scorer,
 )
-from retrieval.answer.gate import JUDGE_SAYS_NOT_AN_ANSWER, STEP_RELEVANCE, run_gate
+from retrieval.answer.gate import (
+    JUDGE_SAYS_NOT_AN_ANSWER,
+    STEP_RELEVANCE,
+    run_gate,
+    version_labels,
+)
 from retrieval.answer.trace import TRACE_SCHEMA, Trace, TraceSearch
 from retrieval.answer.types import ClaimVerdict, EvidencePack
 from retrieval.models import AskTrace
@@ -209,11 +214,17 @@ def _gate_differences(row: AskTrace, trace: Trace, stage: Front) -> list[str]:
     missing = sorted(set(version_ids) - set(bodies))
     if missing:
         out.append(f"sent versions no longer stored: {missing}")
-    verdicts = run_gate(claims, bodies, scorer=_replay_scorer(trace) if claims else None)
+    pack = trace.pack if trace.pack is not None else stage.pack
+    verdicts = run_gate(
+        claims,
+        bodies,
+        scorer=_replay_scorer(trace) if claims else None,
+        labels=version_labels(pack.items),
+    )
     verdicts = relevance_step(
         verdicts,
         question=row.question,
-        pack=trace.pack if trace.pack is not None else stage.pack,
+        pack=pack,
         sent_versions=bodies,
         owner_id=row.user.pk,
         judge=_replay_relevance_judge(trace),
