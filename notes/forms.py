@@ -11,7 +11,10 @@ class NoteForm(forms.Form):
     tags = forms.CharField(
         required=False,
         max_length=2000,
-        help_text="Comma or space separated. #hashtags in the body are added automatically.",
+        help_text=(
+            "Comma or space separated. #hashtags in the body (#channel-name too) are added "
+            "automatically; put one in backticks to mention it without tagging."
+        ),
     )
     # The version this edit started from; a save is refused when the head has moved since.
     base_version = forms.IntegerField(widget=forms.HiddenInput, required=False)
