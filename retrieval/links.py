@@ -56,12 +56,17 @@ def evidence_url(passage: Passage) -> str:
     )
 
 
-def search_path(*, query: str, mode: str, rerank: str) -> str:
-    """The search page's path and query string for these parameters; empty query → bare page."""
+def search_path(*, query: str, mode: str, rerank: str, weaker: bool = False) -> str:
+    """The search page's path and query string for these parameters; empty query → bare page.
+    `weaker=1` (show meaning-only hits below the similarity floor) only when asked for, so
+    links made before it existed keep their meaning."""
     path = reverse("retrieval:search")
     if not query.strip():
         return path
-    return f"{path}?{urlencode({'q': query, 'mode': mode, 'rerank': rerank})}"
+    params = {"q": query, "mode": mode, "rerank": rerank}
+    if weaker:
+        params["weaker"] = "1"
+    return f"{path}?{urlencode(params)}"
 
 
 def permalink_path(trace_id: int | None, *, previous: int | None = None) -> str:

@@ -139,7 +139,7 @@ def degraded_page(client: Client, mode: str, expected: str, **params: str) -> st
     assert 'class="warning degraded"' in page
     assert escape(expected) in page
     assert 'class="hit"' in page
-    assert "No passages match" not in page
+    assert "Nothing in your notes matches" not in page
     assert 'role="alert"' not in page  # degraded is a warning, not an error
     return page
 

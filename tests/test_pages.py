@@ -407,7 +407,7 @@ def test_bob_search_page_does_not_show_alices_passages(bob_client, alice_note):
     response = bob_client.get("/search", {"q": "certbot"})
     assert response.status_code == 200
     page = text(response)
-    assert "No passages match" in page
+    assert "Nothing in your notes matches" in page
     assert "Rotate the staging certs" not in page
     assert "Deploy runbook" not in page
 
@@ -446,7 +446,7 @@ def test_search_page_empty_query(alice_client, alice_note):
 def test_search_page_no_results(alice_client, alice_note):
     # Keyword mode: a semantic leg may always find a nearest neighbour.
     page = text(alice_client.get("/search", {"q": "xylophone", "mode": "lexical"}))
-    assert "No passages match" in page
+    assert "Nothing in your notes matches" in page
     assert "lexical search" in page
 
 

@@ -73,7 +73,7 @@ def test_mode_and_reranker_are_chosen_per_request(mode, alice_client, alice, ali
     sync_vectors()
     query = "certbot staging certs"
 
-    result = search(user=alice, query=query, mode=mode, rerank="off")
+    result = search(user=alice, query=query, mode=mode, rerank="off", show_weaker=False)
     assert (result.mode, result.rerank, result.error, result.degraded) == (mode, "off", "", [])
     assert result.hits
     legs = {(h.fused.lexical is not None, h.fused.dense is not None) for h in result.hits}
@@ -162,7 +162,7 @@ def test_a_query_sharing_no_word_is_found_by_meaning(car_notes, alice_client, al
             assert result.hits[0].fused.dense.score_name == "cosine"
 
     page = page_text(alice_client.get("/search", {"q": CAR_QUERY, "mode": "lexical"}))
-    assert "No passages match" in page and CAR_NOTE not in page
+    assert "Nothing in your notes matches" in page and CAR_NOTE not in page
     for mode in ("semantic", "hybrid"):
         page = page_text(alice_client.get("/search", {"q": CAR_QUERY, "mode": mode}))
         assert CAR_NOTE in page
@@ -261,7 +261,7 @@ def test_api_hits_explain_their_rank(long_note, alice_client, alice) -> None:
 def test_page_shows_why_each_result_is_there(long_note, alice_client, alice) -> None:
     sync_vectors()
     query = "certbot staging certificates"
-    result = search(user=alice, query=query, mode="hybrid", rerank="learned")
+    result = search(user=alice, query=query, mode="hybrid", rerank="learned", show_weaker=False)
     assert result.hits
     page = page_text(alice_client.get("/search", {"q": query, "rerank": "learned"}))
     assert page.count('<details class="why"><summary>Why this result</summary>') == len(result.hits)
@@ -368,11 +368,12 @@ def test_bob_never_sees_alices_passages_in_any_leg(alice, bob, bob_client, alice
                 # The dense leg ran and found bob's passages, and only those.
                 assert result.dense_candidates == len(bobs)
                 assert ids == bobs
-            response = bob_client.get("/api/search/", {"q": query, "mode": mode})
+            # weaker=1: bob's own passages are all weaker matches for Alice's words.
+            response = bob_client.get("/api/search/", {"q": query, "mode": mode, "weaker": 1})
             assert response.status_code == 200
             assert {h["passage_id"] for h in response.json()["hits"]} <= bobs
             assert {h["document_id"] for h in response.json()["hits"]} <= {mine.pk}
-            page = page_text(bob_client.get("/search", {"q": query, "mode": mode}))
+            page = page_text(bob_client.get("/search", {"q": query, "mode": mode, "weaker": 1}))
             results = page[page.index('<div id="results">') :]
             for text in ("Rotate the staging certs", "maxmemory", "renews the staging"):
                 assert text not in results, (query, mode)

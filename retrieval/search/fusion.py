@@ -10,6 +10,10 @@ Order (DESIGN.md "RRF k=60 + exact identifier/phrase boosts + deterministic ties
 2. then the RRF sum, higher first;
 3. ties broken by lexical rank (measured on SciFact train: ~0.01 nDCG@10 better than dense
    order), then dense rank, then passage id.
+
+Short queries in hybrid search add a word-coverage tier (`word_tiers`, issue 13 item 4): a
+passage holding every query word ranks above one holding only some, which ranks above one
+holding none, whatever the dense leg thought; RRF orders each tier. Exact matches stay first.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ class FusedHit:
     dense: LegHit | None = None
     exact_matches: tuple[str, ...] = ()
     reasons: list[str] = field(default_factory=list)
+    # How many of the query's words the passage (title or text) holds; None when not
+    # counted (only short hybrid queries and meaning-only hits near the floor are counted).
+    words_matched: int | None = None
 
     @property
     def fused_score(self) -> float:
@@ -96,3 +103,37 @@ def fuse(
                 0, "exact match: " + ", ".join(f"“{n}”" for n in needles)
             )
     return sorted(hits.values(), key=FusedHit.sort_key)
+
+
+def word_tier(words_matched: int, query_words: int) -> int:
+    """0 when a passage holds every query word, 1 when it holds some, 2 when none."""
+    if words_matched >= query_words:
+        return 0
+    return 1 if words_matched > 0 else 2
+
+
+def word_tiers(hits: Sequence[FusedHit], query_words: int) -> list[FusedHit]:
+    """`hits` (in fused order, each with `words_matched` set) grouped by word coverage.
+
+    Why (issue 13, item 4): fusion adds the dense leg's reciprocal ranks to the lexical
+    leg's, so on a two-word query ("failover replica") a passage that is merely *about*
+    databases but holds neither word can collect more RRF than the one passage holding both
+    when that one sits deep in both legs (a library crowded with one-word matches), and the
+    learned reranker, which trusts the dense leg, can lift it to the top.
+    For a short query every word is deliberate, so coverage decides first — coordination-
+    level matching, the classic Boolean-then-ranked order — and RRF only orders passages of
+    equal coverage. Long queries (questions, SciFact claims) are left to fusion alone: there
+    one missing word says little. Exact matches stay first (rule 1). Stable; no database
+    or model (it only adds each hit's coverage to its reasons).
+    """
+    for hit in hits:
+        tier = word_tier(hit.words_matched or 0, query_words)
+        hit.reasons.append(
+            f"holds {hit.words_matched or 0} of {query_words} query word"
+            f"{'s' if query_words != 1 else ''}"
+            + ("" if tier == 0 else " (ranked below passages holding more)")
+        )
+    return sorted(
+        hits,
+        key=lambda h: (not h.exact_matches, word_tier(h.words_matched or 0, query_words)),
+    )

@@ -3,8 +3,11 @@
     parse → eligibility (owner, live, head, query filters) inside each leg, before its limit
           → lexical leg (≤256) ‖ dense leg (≤256)
           → RRF k=60 + exact phrase/identifier boosts + deterministic ties (fusion.py)
+          → short hybrid queries: word-coverage tiers (fusion.py `word_tiers`)
+          → meaning-only hits below MEANING_ONLY_FLOOR hidden unless asked for (`show_weaker`)
           → rerank of the fused top N (rerank.py; learned by default, toggle per request)
-          → trust rank (trust.py) → hits with their parent block (small-to-big)
+          → trust rank (trust.py) within each tier → orphaned annotations after live hits
+          → hits with their parent block (small-to-big)
           → highlight segments and evidence anchor for the returned hits (highlight.py)
           → bounded: a context window around each passage, a response size cap (`bound_hits`)
 
@@ -16,6 +19,7 @@ budget when there is one (`lode_site.budget`): the loops over candidates check i
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -26,8 +30,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import F, QuerySet
 from django.db.models.functions import Greatest, Least, Substr
 
+from externals.models import Annotation
 from lode_site import budget
-from notes.models import Document
+from notes.models import Document, TrustTier
 from retrieval import links
 from retrieval.eligibility import apply_filters, eligible_documents, eligible_ids
 from retrieval.highlight import (
@@ -42,8 +47,8 @@ from retrieval.highlight import (
 )
 from retrieval.index import lexical
 from retrieval.models import Passage
-from retrieval.query import ParsedQuery, QueryError, parse
-from retrieval.search.fusion import FusedHit, LegHit, exact_matches, fuse
+from retrieval.query import SHORT_QUERY_TERMS, ParsedQuery, QueryError, parse
+from retrieval.search.fusion import FusedHit, LegHit, exact_matches, fuse, word_tier, word_tiers
 from retrieval.search.rerank import (
     RERANK_CHOICES,
     RERANK_TOP_N,
@@ -51,6 +56,7 @@ from retrieval.search.rerank import (
     RerankUnavailable,
     get_reranker,
 )
+from retrieval.text import fold, folded_tokens
 from retrieval.trust import trust_rank
 
 if TYPE_CHECKING:
@@ -79,6 +85,20 @@ MAX_PAGE_SIZE = 100
 # Internal callers (evaluation, answers) may take the whole fused list.
 MAX_LIMIT = lexical.LEXICAL_LIMIT + DENSE_LIMIT
 
+# The similarity floor for meaning-only hits (issue 13, item 4): a passage holding none of
+# the query's words, found by the dense leg alone, is shown only when its cosine with the
+# query reaches this — or when the user asks for weaker matches (`show_weaker`). The dense
+# leg always returns its 256 nearest passages, however unrelated ("kubernetes helm chart"
+# over notes that never mention it returned all of them). Chosen by bench/similarity_floor.py
+# over the notes corpus (all-MiniLM-L6-v2), on tune rows only: the cosine best separating the
+# passage that answers a `notes_answerable` question (79 of 87 reach 0.29; median 0.485) from
+# the best meaning-only passage of an off-topic question (5 of 50 reach it; median 0.217),
+# max Youden's J 0.81 (flat from 0.29 to 0.31). Held out: 80 of 87 answering passages and 10
+# of 50 off-topic questions reach it. No answering passage in either half holds none of its
+# question's words, so none is actually hidden; meaning-only hits per answerable question
+# fall from 165 to 3.3. A new embedding model needs the script run again.
+MEANING_ONLY_FLOOR = 0.29
+
 
 @dataclass
 class Hit:
@@ -106,6 +126,12 @@ class Hit:
     context_end: int = 0
     context_trimmed: bool = False
     text_trimmed: bool = False
+    # A meaning-only hit below MEANING_ONLY_FLOOR: shown only because weaker matches were
+    # asked for (`search(show_weaker=True)`).
+    weak: bool = False
+    # An annotation whose quote is no longer in the current snapshot of its external: kept
+    # in results (never dropped) but labelled and ranked after every live hit.
+    orphaned: bool = False
 
     @property
     def context_truncated(self) -> bool:
@@ -190,6 +216,13 @@ class SearchResult:
     elapsed_ms: float = 0.0
     # Hits whose context or text the response size cap left out (`bound_hits`).
     trimmed_hits: int = 0
+    # Whether meaning-only hits below MEANING_ONLY_FLOOR were included (`show_weaker`), and
+    # how many candidates were left out because they were not (before the page-size cut).
+    show_weaker: bool = True
+    weaker_hidden: int = 0
+    # Set by the legs: the lexical leg ran and returned fewer than its limit, so it found
+    # every eligible passage holding a query word (a candidate it did not return holds none).
+    lexical_complete: bool = field(default=False, repr=False)
 
     @property
     def is_empty_query(self) -> bool:
@@ -373,6 +406,7 @@ def _run_legs(
     lexical_hits: list[LegHit] = []
     if mode in ("hybrid", "lexical"):
         lexical_hits = _lexical_leg(parsed, owner_id, documents)
+        result.lexical_complete = len(lexical_hits) < lexical.LEXICAL_LIMIT
     dense_hits: list[LegHit] = []
     if mode in ("hybrid", "semantic"):
         try:
@@ -385,6 +419,7 @@ def _run_legs(
             result.degraded.append(f"Semantic search unavailable: {exc}. Showing keyword matches.")
             if mode == "semantic":
                 lexical_hits = _lexical_leg(parsed, owner_id, documents)
+                result.lexical_complete = len(lexical_hits) < lexical.LEXICAL_LIMIT
     return lexical_hits, dense_hits
 
 
@@ -471,6 +506,99 @@ class _Ranked:
     row: CandidateRow
     rerank_score: float | None = None
     reasons: list[str] = field(default_factory=list)
+    tier: int = 0  # word-coverage tier (`fusion.word_tier`); 0 when tiers do not apply
+    weak: bool = False
+    orphaned: bool = False
+
+
+def words_matched(parsed: ParsedQuery, row: CandidateRow) -> int:
+    """How many of the query's optional terms the passage holds, in its title text or its
+    text, under the index's folding (`retrieval.text.fold`, as Python highlighting matches)."""
+    stems = set(folded_tokens(row.title_text + "\n" + row.text))
+    count = 0
+    for group in parsed.terms:
+        if len(group) == 1:
+            count += fold(group[0]) in stems
+        else:
+            count += contains_group(row.title_text, group) or contains_group(row.text, group)
+    return count
+
+
+def _count_words(
+    parsed: ParsedQuery, fused: list[FusedHit], rows: dict[int, CandidateRow], *, complete: bool
+) -> None:
+    """Set `words_matched` on each of `fused`. A hit the lexical leg did not return holds no
+    query word when that leg was complete (`SearchResult.lexical_complete`): the engine is
+    the authority and Python need not look. A hit it did return holds at least one, even if
+    Python's stemmer reads a word differently from the engine's."""
+    for hit in fused:
+        budget.check()
+        if hit.lexical is None and complete:
+            hit.words_matched = 0
+            continue
+        count = words_matched(parsed, rows[hit.passage_id])
+        hit.words_matched = max(count, 1) if hit.lexical is not None else count
+
+
+def _is_weak(hit: FusedHit) -> bool:
+    """A meaning-only hit (holds no query word) whose cosine is below the floor."""
+    return (
+        hit.lexical is None
+        and hit.dense is not None
+        and hit.dense.score < MEANING_ONLY_FLOOR
+        and not hit.exact_matches
+        and hit.words_matched == 0
+    )
+
+
+def _weak_candidates(
+    parsed: ParsedQuery,
+    fused: list[FusedHit],
+    rows: dict[int, CandidateRow],
+    *,
+    complete: bool,
+) -> set[int]:
+    """Passage ids of the weak hits among `fused`; counts words only where it matters (a
+    dense-only hit below the floor)."""
+    below = [
+        h for h in fused if h.lexical is None and h.dense and h.dense.score < MEANING_ONLY_FLOOR
+    ]
+    _count_words(parsed, [h for h in below if h.words_matched is None], rows, complete=complete)
+    return {h.passage_id for h in below if _is_weak(h)}
+
+
+def uses_word_tiers(parsed: ParsedQuery, mode: str) -> bool:
+    """Word-coverage tiers apply to short queries in hybrid mode (`fusion.word_tiers`)."""
+    return mode == "hybrid" and 0 < len(parsed.terms) <= SHORT_QUERY_TERMS
+
+
+def _orphaned_annotation_documents(rows: dict[int, CandidateRow]) -> set[int]:
+    """The annotation documents among the candidates whose annotation is orphaned (its quote
+    is not in the external's current snapshot)."""
+    annotations = {r.document_id for r in rows.values() if r.trust_tier == TrustTier.ANNOTATION}
+    if not annotations:
+        return set()
+    return set(
+        Annotation.objects.filter(
+            note_document_id__in=annotations, status=Annotation.Status.ORPHANED
+        ).values_list("note_document_id", flat=True)
+    )
+
+
+def _trust_rank_within_tiers(ranked: list[_Ranked]) -> list[_Ranked]:
+    """Trust rank (trust.py) applied to each run of hits of one word-coverage tier: trust
+    reorders near-ties in relevance, never a passage holding none of a short query's words
+    above one holding them all."""
+    out: list[_Ranked] = []
+    for _, group in itertools.groupby(ranked, key=lambda r: r.tier):
+        out.extend(
+            trust_rank(
+                list(group),
+                tier_of=lambda r: r.row.trust_tier,
+                passage_id_of=lambda r: r.row.passage_id,
+            )
+        )
+    return out
 
 
 def _rerank(
@@ -505,8 +633,9 @@ def _rerank(
     for r, score in zip(head, scores, strict=True):
         r.rerank_score = score
         r.reasons.append(f"{reranker.score_name} {score:.4g}")
-    # Exact matches stay first; equal scores keep the fused order (the sort is stable).
-    head.sort(key=lambda r: (not r.fused.exact_matches, -(r.rerank_score or 0.0)))
+    # Exact matches stay first, then word-coverage tiers (short hybrid queries; all 0
+    # otherwise); equal scores keep the fused order (the sort is stable).
+    head.sort(key=lambda r: (not r.fused.exact_matches, r.tier, -(r.rerank_score or 0.0)))
     result.rerank = reranker.name
     return head + tail, reranker.score_name
 
@@ -548,13 +677,18 @@ def search(
     rerank: str | None = None,
     limit: int = DEFAULT_PAGE_SIZE,
     highlight: bool = True,
+    show_weaker: bool = True,
 ) -> SearchResult:
     """Search the passages `user` may see. `highlight=False` skips highlight segments and
-    anchors (the evaluation harness ranks hundreds of hits and shows none)."""
+    anchors (the evaluation harness ranks hundreds of hits and shows none).
+
+    `show_weaker=False` (what the page and the API do unless asked) leaves out meaning-only
+    hits below MEANING_ONLY_FLOOR and counts them in `weaker_hidden`; with True (the default
+    for internal callers: evaluation, ask) they stay, marked `weak`."""
     started = time.perf_counter()
     rerank = rerank or settings.LODE_RERANK
     # `result.rerank` names the reranker that actually ran; it stays "off" if none could.
-    result = SearchResult(query=query, mode=mode, rerank="off")
+    result = SearchResult(query=query, mode=mode, rerank="off", show_weaker=show_weaker)
     if mode not in MODES:
         result.error = f"Unknown search mode {mode!r}; choose one of: {', '.join(MODES)}."
         return result
@@ -572,15 +706,53 @@ def search(
         return result
 
     fused, rows = fused_candidates(parsed, owner_id=user.pk, mode=mode, result=result)
-    ranked = [_Ranked(fused=f, row=rows[f.passage_id], reasons=list(f.reasons)) for f in fused]
+    tiers = uses_word_tiers(parsed, mode)
+    if tiers:
+        _count_words(parsed, fused, rows, complete=result.lexical_complete)
+        fused = word_tiers(fused, len(parsed.terms))
+    if not show_weaker:
+        # Left out before rerank and the page-size cut, so they never take a place.
+        weak = _weak_candidates(parsed, fused, rows, complete=result.lexical_complete)
+        result.weaker_hidden = len(weak)
+        fused = [f for f in fused if f.passage_id not in weak]
+    orphaned = _orphaned_annotation_documents(rows)
+    ranked = [
+        _Ranked(
+            fused=f,
+            row=rows[f.passage_id],
+            reasons=list(f.reasons),
+            tier=word_tier(f.words_matched or 0, len(parsed.terms)) if tiers else 0,
+            orphaned=rows[f.passage_id].document_id in orphaned,
+        )
+        for f in fused
+    ]
     score_name = ""
     if rerank != "off" and ranked:
         budget.check()
         ranked, score_name = _rerank(ranked, parsed, rerank, result)
-    ranked = trust_rank(
-        ranked, tier_of=lambda r: r.row.trust_tier, passage_id_of=lambda r: r.row.passage_id
-    )
+    ranked = _trust_rank_within_tiers(ranked)
+    if orphaned:
+        # Stable: live hits keep their order, orphaned annotations follow in theirs.
+        ranked = [r for r in ranked if not r.orphaned] + [r for r in ranked if r.orphaned]
+        for r in ranked:
+            if r.orphaned:
+                r.reasons.append(
+                    "orphaned annotation: its quote is no longer in the current snapshot, "
+                    "so it ranks after every live result"
+                )
     ranked = ranked[: max(1, min(limit, MAX_LIMIT))]
+    if show_weaker:
+        # Shown, but marked: only the returned hits need their words counted.
+        weak = _weak_candidates(
+            parsed, [r.fused for r in ranked], rows, complete=result.lexical_complete
+        )
+        for r in ranked:
+            if r.fused.passage_id in weak:
+                r.weak = True
+                r.reasons.append(
+                    f"weaker match: holds no query word and its cosine "
+                    f"{r.fused.dense.score:.4g} is below the floor {MEANING_ONLY_FLOOR:g}"
+                )
     budget.check()
 
     context_chars = settings.LODE_SEARCH_CONTEXT_CHARS
@@ -599,6 +771,8 @@ def search(
             context_text=passages[r.row.passage_id].context_text,
             context_start=passages[r.row.passage_id].context_start,
             context_end=passages[r.row.passage_id].context_end,
+            weak=r.weak,
+            orphaned=r.orphaned,
         )
         for i, r in enumerate(ranked, start=1)
         if r.row.passage_id in passages  # deleted between the two reads: drop, never guess

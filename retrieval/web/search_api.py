@@ -11,7 +11,14 @@ from ninja import Field, Query, Router, Schema, Status
 from lode_site.ids import DbId
 from retrieval.highlight import ANCHOR_NOTE, HIGHLIGHT_MAX_CHARS, HIGHLIGHT_MAX_MARKS
 from retrieval.search.evidence import EvidenceOutcome, open_evidence
-from retrieval.search.pipeline import DEFAULT_MODE, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Hit, search
+from retrieval.search.pipeline import (
+    DEFAULT_MODE,
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE_SIZE,
+    MEANING_ONLY_FLOOR,
+    Hit,
+    search,
+)
 
 router = Router(tags=["search"])
 
@@ -141,6 +148,16 @@ class HitOut(Schema):
     evidence_url: str = Field(
         description="Opens the passage re-verified against its pinned version and content hash."
     )
+    weaker: bool = Field(
+        False,
+        description="A weaker match: holds none of the query's words and its cosine is below "
+        "`similarity_floor`. Present only when the request asked for `weaker=true`.",
+    )
+    orphaned: bool = Field(
+        False,
+        description="An annotation whose quoted text is no longer in its external's current "
+        "snapshot. Orphaned annotations rank after every live hit.",
+    )
 
 
 class SearchOut(Schema):
@@ -159,6 +176,20 @@ class SearchOut(Schema):
         "or its text too); see each hit's `parent.trimmed` and `text_trimmed`.",
     )
     trimmed_hits: int = Field(0, description="How many hits were trimmed by the size cap.")
+    weaker: bool = Field(
+        False, description="Whether weaker matches were included (the `weaker` parameter)."
+    )
+    weaker_hidden: int = Field(
+        0,
+        description="Candidates left out as weaker matches: found by meaning alone, holding "
+        "none of the query's words, with a cosine below `similarity_floor`. Repeat the "
+        "request with `weaker=true` to get them. 0 with `hits` empty means nothing matched.",
+    )
+    similarity_floor: float = Field(
+        MEANING_ONLY_FLOOR,
+        description="The cosine a hit holding none of the query's words must reach to be "
+        "returned without `weaker=true`.",
+    )
     max_chars: int = Field(
         0,
         description="The size cap (LODE_SEARCH_RESPONSE_MAX_CHARS): characters of passage "
@@ -219,6 +250,8 @@ def hit_out(hit: Hit) -> HitOut:
         highlights_truncated=hit.highlights_truncated,
         anchor=_anchor(hit),
         evidence_url=hit.evidence_url,
+        weaker=hit.weak,
+        orphaned=hit.orphaned,
     )
 
 
@@ -250,6 +283,11 @@ def search_endpoint(
         DEFAULT_PAGE_SIZE,
         description=f"Hits to return: 1 to {MAX_PAGE_SIZE} (values outside are clamped).",
     ),
+    weaker: bool = Query(
+        False,
+        description="Also return weaker matches: passages found by meaning alone that hold "
+        "none of the query's words and whose cosine is below `similarity_floor`.",
+    ),
 ):
     """Hybrid search over the caller's notes. `q` is the search page's query language
     (words, "phrases", -exclusions, filters such as `tag:ops` or `after:2024-03`; see
@@ -259,6 +297,11 @@ def search_endpoint(
     code points; each hit's `highlights` also give UTF-16 code units (`*_utf16`). A hit's
     `anchor` spans its first to last highlight and may contain unmatched text between hits.
     `degraded` lists anything that limited this search (e.g. semantic search unavailable).
+
+    Weaker matches: the dense leg always finds nearest passages, however unrelated, so a
+    passage holding none of the query's words is returned only when its cosine reaches
+    `similarity_floor`; the others are counted in `weaker_hidden` and returned, marked
+    `weaker`, with `weaker=true`. No hits and `weaker_hidden` 0: nothing matches.
 
     Bounded: each hit's `parent` is a window of its section around the passage, not the
     whole section, and the response carries at most `max_chars` characters of passage and
@@ -274,6 +317,7 @@ def search_endpoint(
         mode=mode or DEFAULT_MODE,
         rerank=rerank or settings.LODE_RERANK,
         limit=max(1, min(limit, MAX_PAGE_SIZE)),
+        show_weaker=weaker,
     )
     body = SearchOut(
         query=result.query,
@@ -287,6 +331,9 @@ def search_endpoint(
         elapsed_ms=result.elapsed_ms,
         truncated=bool(result.trimmed_hits),
         trimmed_hits=result.trimmed_hits,
+        weaker=result.show_weaker,
+        weaker_hidden=result.weaker_hidden,
+        similarity_floor=MEANING_ONLY_FLOOR,
         max_chars=settings.LODE_SEARCH_RESPONSE_MAX_CHARS,
         hits=[hit_out(hit) for hit in result.hits],
     )

@@ -7,6 +7,10 @@ it in another session of a user who may see the same documents reproduces the sa
 the same order. The page offers that URL with every parameter spelled out (defaults made
 explicit, so a later change of default does not change what a shared link shows), built
 server-side so it works without JavaScript, and htmx pushes the same URL into the address bar.
+
+Weaker matches (issue 13, item 4): meaning-only hits below the similarity floor are left out
+unless `weaker=1` is in the URL (the "Show weaker matches" link sets it; shared links keep it),
+and a search that matches nothing says so in words.
 """
 
 from __future__ import annotations
@@ -28,10 +32,13 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
     query = request.GET.get("q", "")
     mode = request.GET.get("mode") or DEFAULT_MODE
     rerank = request.GET.get("rerank") or settings.LODE_RERANK
+    weaker = request.GET.get("weaker", "").lower() in ("1", "true", "on", "yes")
     result = (
-        search(user=request.user, query=query, mode=mode, rerank=rerank) if query.strip() else None
+        search(user=request.user, query=query, mode=mode, rerank=rerank, show_weaker=weaker)
+        if query.strip()
+        else None
     )
-    share_path = search_path(query=query, mode=mode, rerank=rerank)
+    share_path = search_path(query=query, mode=mode, rerank=rerank, weaker=weaker)
     template = "search/search.html#results" if request.htmx else "search/search.html"
     response = render(
         request,
@@ -43,6 +50,10 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
             "modes": MODES,
             "rerank_choices": RERANK_CHOICES,
             "result": result,
+            "weaker": weaker,
+            # The same search with weaker matches shown, and without them.
+            "weaker_path": search_path(query=query, mode=mode, rerank=rerank, weaker=True),
+            "stronger_path": search_path(query=query, mode=mode, rerank=rerank),
             "share_url": request.build_absolute_uri(share_path),
             # Carried on each "Open evidence" link, so its "back to results" returns here.
             "search_params": share_path.partition("?")[2],
