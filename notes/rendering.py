@@ -6,6 +6,14 @@ URLs in text into links (never inside code or an existing link). nh3 (the ammoni
 sanitiser) then allows only a fixed set of tags, attributes and URL schemes as a second,
 independent layer, and puts `rel="noopener noreferrer nofollow"` on every link.
 
+What note-takers expect (issue 13, item 7), from mdit-py-plugins (executablebooks, the
+maintained companion of markdown-it-py): task lists (`- [ ]`/`- [x]` as disabled
+checkboxes) and footnotes (`[^1]`, `^[inline]`). `[[Title]]`/`[[Title|label]]` wiki links
+are parsed here (`_wiki_link`) into a placeholder, `<span class="wikilink" title="Title">`,
+that is the same for every reader, so the per-version cache stays shared; the page then
+resolves the placeholders against the reader's own notes (`link_wiki`), at request time,
+so a renamed or new note is linked at once and nobody's note is ever linked from another's.
+
 Why not bleach (issue 10): profiled with cProfile, a 320 KB table spent its seconds in
 html5lib, twice (bleach's clean, then its linkify): the etree tree walker's
 `getParentNode`/`getNextSibling` call `list.index`/`list.count` on the parent's children,
@@ -37,6 +45,7 @@ import html as html_lib
 import itertools
 import logging
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import version as package_version
 from typing import NamedTuple
@@ -49,17 +58,22 @@ from markdown_it.common.utils import mdTrim
 from markdown_it.rules_block.state_block import StateBlock
 from markdown_it.rules_block.table import escapedSplit, getLine
 from markdown_it.rules_block.table import table as gfm_table
+from markdown_it.rules_inline import StateInline
+from markdown_it.token import Token
+from mdit_py_plugins.footnote import footnote_plugin
+from mdit_py_plugins.tasklists import tasklists_plugin
 
 logger = logging.getLogger("lode.rendering")
 
 # Bump whenever the HTML for the same markdown changes (pipeline, options, allow-lists or
 # the part bound): cached renderings of older versions are then never served again.
-RENDERER_VERSION = 3
+RENDERER_VERSION = 4
 # The packages whose upgrade can change the HTML for the same markdown: part of the cache
 # key too, so an upgraded sanitiser (say, a tightened allow-list) is never bypassed by
 # HTML cached under the old one.
 RENDER_PACKAGES = ",".join(
-    f"{name}={package_version(name)}" for name in ("markdown-it-py", "linkify-it-py", "nh3")
+    f"{name}={package_version(name)}"
+    for name in ("markdown-it-py", "mdit-py-plugins", "linkify-it-py", "nh3")
 )
 # Rendered parts live in their own cache (settings.CACHES["renders"]), so they never evict
 # the login throttle's counters in the default cache, nor the other way round.
@@ -109,12 +123,16 @@ ALLOWED_TAGS = frozenset(
         "hr",
         "i",
         "img",
+        "input",  # a task list's checkbox: forced to a disabled checkbox (below)
         "li",
         "ol",
         "p",
         "pre",
         "s",
+        "section",  # the footnotes at the end
+        "span",  # a wiki link's placeholder (class "wikilink" only)
         "strong",
+        "sup",  # a footnote reference
         "table",
         "tbody",
         "td",
@@ -125,10 +143,32 @@ ALLOWED_TAGS = frozenset(
     ]
 )
 ALLOWED_ATTRIBUTES = {
-    "a": {"href", "title"},
+    "a": {"href", "title", "id"},
     "img": {"src", "alt", "title"},
+    "li": {"id"},
     "ol": {"start"},
+    "span": {"title"},
 }
+# The classes the renderer's plugins put on their elements, and no others: a class could
+# otherwise borrow the look of the page's own controls.
+ALLOWED_CLASSES = {
+    "a": {"footnote-backref", "wikilink", "unresolved"},
+    "hr": {"footnotes-sep"},
+    "input": {"task-list-item-checkbox"},
+    "li": {"task-list-item", "footnote-item"},
+    "ol": {"contains-task-list", "footnotes-list"},
+    "section": {"footnotes"},
+    "span": {"wikilink"},
+    "sup": {"footnote-ref"},
+    "ul": {"contains-task-list"},
+}
+# A checkbox may say whether it is ticked, nothing else: whatever an <input> says, it comes
+# out as a disabled checkbox without a name (a note's tick boxes are never a form field).
+INPUT_ATTRIBUTE_VALUES = {"type": {"checkbox"}, "checked": {"checked"}, "disabled": {"disabled"}}
+INPUT_FORCED_ATTRIBUTES = {"type": "checkbox", "disabled": "disabled"}
+# The footnote plugin's anchors (`fn1`, `fnref1`, `fnref1:2`): the only ids a note may set,
+# so no note can give an element the id of one of the page's own.
+_FOOTNOTE_ID = re.compile(r"fn(?:ref)?[0-9]{1,9}(?::[0-9]{1,9})?")
 ALLOWED_PROTOCOLS = frozenset({"http", "https", "mailto"})
 LINK_REL = "noopener noreferrer nofollow"
 
@@ -176,6 +216,49 @@ def _bounded_table(state: StateBlock, start_line: int, end_line: int, silent: bo
     return True
 
 
+# The longest `[[…]]` read as a wiki link: a title (at most 500 characters, as
+# notes.services allows) and a label. The closing `]]` is looked for only this far, so a
+# note of many `[[` and no `]]` costs a bounded search each, not a scan to its end.
+WIKI_LINK_MAX_CHARS = 1_000
+WIKI_LINK_TOKEN = "wikilink"
+
+
+def _wiki_link(state: StateInline, silent: bool) -> bool:
+    """`[[Title]]` or `[[Title|label]]` on one line → a `wikilink` token (Obsidian's syntax).
+
+    No `[`, `]` or line break inside, and a title that is not blank; anything else is left
+    to the other rules (so `[[x](url)` is still a link).
+    """
+    start = state.pos
+    if not state.src.startswith("[[", start):
+        return False
+    end = state.src.find("]]", start + 2, start + 4 + WIKI_LINK_MAX_CHARS)
+    if end < 0:
+        return False
+    inner = state.src[start + 2 : end]
+    if "[" in inner or "]" in inner or "\n" in inner:
+        return False
+    target, _, label = inner.partition("|")
+    target = " ".join(target.split())
+    if not target:
+        return False
+    if not silent:
+        token = state.push(WIKI_LINK_TOKEN, "", 0)
+        token.meta = {"target": target}
+        token.content = " ".join(label.split()) or target
+    state.pos = end + 2
+    return True
+
+
+def _render_wiki_link(
+    self: object, tokens: Sequence[Token], idx: int, options: object, env: object
+) -> str:
+    """The placeholder `link_wiki` resolves: the target title in `title`, the label as text."""
+    token = tokens[idx]
+    target = html_lib.escape(token.meta["target"])
+    return f'<span class="wikilink" title="{target}">{html_lib.escape(token.content)}</span>'
+
+
 _markdown = (
     MarkdownIt("commonmark", {"html": False, "linkify": True})
     .enable("table")
@@ -186,10 +269,27 @@ _markdown = (
 _markdown.block.ruler.at("table", _bounded_table, {"alt": ["paragraph", "reference"]})
 # Bare e-mail addresses stay text, as they did before (bleach ran with parse_email=False).
 _markdown.linkify.set({"fuzzy_email": False})
+# Checkboxes disabled (the plugin's default): ticking one would change nothing stored.
+_markdown.use(tasklists_plugin).use(footnote_plugin)
+# Before "link", which would otherwise read `[[Title]]` as the text "[" and a link "[Title]".
+_markdown.inline.ruler.before("link", "wikilink", _wiki_link)
+_markdown.add_render_rule("wikilink", _render_wiki_link)
+
+
+def _allowed_attribute(tag: str, attribute: str, value: str) -> str | None:
+    """nh3's per-attribute check: an `id` only if it is a footnote anchor."""
+    if attribute == "id" and not _FOOTNOTE_ID.fullmatch(value):
+        return None
+    return value
+
 
 _cleaner = nh3.Cleaner(
     tags=set(ALLOWED_TAGS),
     attributes={tag: set(names) for tag, names in ALLOWED_ATTRIBUTES.items()},
+    attribute_filter=_allowed_attribute,
+    tag_attribute_values={"input": INPUT_ATTRIBUTE_VALUES},
+    set_tag_attribute_values={"input": INPUT_FORCED_ATTRIBUTES},
+    allowed_classes=ALLOWED_CLASSES,
     url_schemes=set(ALLOWED_PROTOCOLS),
     link_rel=LINK_REL,
     strip_comments=True,
@@ -223,6 +323,53 @@ def render_markdown(
         )
     # Safe: every byte passed through nh3's allow-list above.
     return mark_safe(html)
+
+
+# A wiki link's placeholder as `_render_wiki_link` writes it and nh3 serialises it: the
+# attribute escapes `&` and `"` (not `<`), the text escapes `&`, `<` and `>`. Only the
+# renderer writes this: a note's own `<span …>` comes out as text (raw HTML is off).
+_WIKI_PLACEHOLDER = re.compile(r'<span class="wikilink" title="([^"]*)">([^<]*)</span>')
+
+
+def wiki_key(title: str) -> str:
+    """How wiki links match titles: case and runs of blanks do not count."""
+    return " ".join(title.split()).casefold()
+
+
+def wiki_titles(html: str) -> set[str]:
+    """The titles the wiki links of rendered `html` point at (as written in the note)."""
+    return {html_lib.unescape(match.group(1)) for match in _WIKI_PLACEHOLDER.finditer(html)}
+
+
+def link_wiki(
+    html: str, targets: Mapping[str, str], create_url: Callable[[str], str]
+) -> SafeString:
+    """Rendered `html` with each wiki link placeholder made a link for one reader.
+
+    `targets` maps `wiki_key(title)` to the URL of the reader's note of that title; a title
+    not in it links to `create_url(title)` (writing that note), marked `unresolved`. The
+    result goes through the sanitiser again, so the URLs put in here are held to the same
+    allow-list as the note's own.
+    """
+
+    def link(match: re.Match[str]) -> str:
+        title = html_lib.unescape(match.group(1))
+        label = match.group(2)  # still escaped, as nh3 wrote it
+        url = targets.get(wiki_key(title))
+        if url is not None:
+            return (
+                f'<a class="wikilink" href="{html_lib.escape(url)}" '
+                f'title="{html_lib.escape(title)}">{label}</a>'
+            )
+        hint = f"No note titled “{title}” yet: write it"
+        return (
+            f'<a class="wikilink unresolved" href="{html_lib.escape(create_url(title))}" '
+            f'title="{html_lib.escape(hint)}">{label}</a>'
+        )
+
+    linked, count = _WIKI_PLACEHOLDER.subn(link, html)
+    # Safe: `html` came from render_markdown; what was added passes nh3 again here.
+    return mark_safe(_cleaner.clean(linked) if count else linked)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ app_name = "notes"
 urlpatterns = [
     path("", views.note_list, name="list"),
     path("new", views.note_create, name="create"),
+    path("preview", views.note_preview, name="preview"),
     path("<id:note_id>", views.note_detail, name="detail"),
     path("<id:note_id>/edit", views.note_edit, name="edit"),
     path("<id:note_id>/delete", views.note_delete, name="delete"),

@@ -2,17 +2,35 @@
 
 from __future__ import annotations
 
+import dataclasses
+from urllib.parse import urlencode
+
+from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
+from django.db.models import Q
+from django.db.models.functions import Lower
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.safestring import SafeString
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from lode_site.htmx import HtmxHttpRequest
 from notes import selectors, services
 from notes.forms import NoteForm, RestoreForm
 from notes.models import Document, Version
-from notes.rendering import NoSuchPart, RenderedPart, rendered_part
+from notes.rendering import (
+    NoSuchPart,
+    RenderedPart,
+    link_wiki,
+    render_markdown,
+    rendered_part,
+    split_parts,
+    wiki_key,
+    wiki_titles,
+)
 from retrieval import links
 
 
@@ -42,16 +60,57 @@ def _text_response(message: str, status: int) -> HttpResponse:
     return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
 
 
+def _create_url(title: str) -> str:
+    """The new-note form with `title` filled in: where an unresolved wiki link leads."""
+    return f"{reverse('notes:create')}?{urlencode({'title': title})}"
+
+
+def _with_wiki_links(user: AbstractBaseUser, html: SafeString) -> SafeString:
+    """`html` (rendered by notes.rendering) with its `[[wiki links]]` pointing at `user`'s
+    own live notes of those titles, compared without case; the most recently edited note
+    wins when two share a title. Never anyone else's note: the candidates come from
+    `selectors.notes_for_user`.
+
+    One query: titles equal as written or in their common casings, or equal lowercased by
+    the database; `wiki_key` then decides. The casings are for SQLite, whose LOWER() folds
+    ASCII only: `[[über plan]]` still finds “Über Plan” there.
+    """
+    titles = wiki_titles(html)
+    if not titles:
+        return html
+    wanted = {wiki_key(title) for title in titles}
+    spellings = {
+        spelling
+        for title in titles
+        for spelling in (title, title.lower(), title.upper(), title.title(), title.capitalize())
+    }
+    candidates = (
+        selectors.notes_for_user(user)
+        .annotate(title_lower=Lower("title"))
+        .filter(Q(title__in=spellings) | Q(title_lower__in=wanted))
+        .order_by("-updated_at", "-id")
+        .values_list("pk", "title")
+    )
+    targets: dict[str, str] = {}
+    for pk, title in candidates:
+        key = wiki_key(title)
+        if key in wanted and key not in targets:
+            targets[key] = links.document_url(kind=Document.Kind.NOTE, document_id=pk)
+    return link_wiki(html, targets, _create_url)
+
+
 def _part_or_error(request: HttpRequest, version: Version) -> RenderedPart | HttpResponse:
     """The part of `version`'s rendering that `?part=N` asks for (the first by default), or
-    the 400/404 response that says why there is none."""
+    the 400/404 response that says why there is none. Its wiki links point at the
+    reader's notes (the cached HTML is the same for every reader; this is not)."""
     raw = request.GET.get("part", "1")
     if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
         return _text_response(f"“part” must be a whole number from 1; got “{raw[:40]}”.", 400)
     try:
-        return rendered_part(sha256=version.sha256, body=version.body, number=int(raw))
+        part = rendered_part(sha256=version.sha256, body=version.body, number=int(raw))
     except NoSuchPart as exc:
         return _text_response(str(exc), 404)
+    return dataclasses.replace(part, html=_with_wiki_links(request.user, part.html))
 
 
 def _rendered_page(
@@ -86,7 +145,9 @@ def _form_errors(form: NoteForm, exc: ValidationError) -> None:
 
 @require_http_methods(["GET", "POST"])
 def note_create(request: HttpRequest) -> HttpResponse:
-    form = NoteForm(request.POST or None)
+    # `?title=` fills in the title: an unresolved [[wiki link]] leads here.
+    initial = {"title": request.GET.get("title", "")[: services.MAX_TITLE_CHARS]}
+    form = NoteForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
             note = services.note_create(
@@ -233,3 +294,27 @@ def version_restore(request: HttpRequest, note_id: int, version_id: int) -> Http
         return _history(request, note, status=400)
     messages.success(request, f"Restored as version {version.number}.")
     return redirect(_note_url(note))
+
+
+@require_POST
+def note_preview(request: HttpRequest) -> HttpResponse:
+    """The edit form's Preview (htmx): the text as it is in the form, rendered by the same
+    renderer and sanitiser as a saved note, wiki links resolved for this user.
+
+    Bounded like a page: text over the note size limit is refused (saying so), and only its
+    first part (`rendering.split_parts`, as a note page shows first) is rendered.
+    """
+    body = request.POST.get("body", "")
+    size = len(body.encode("utf-8"))
+    context: dict[str, object] = {"too_large": "", "html": None, "shown_chars": 0}
+    if size > settings.LODE_MAX_NOTE_BYTES:
+        context["too_large"] = (
+            f"Too long to preview: the text is {size:,} bytes and a note may have at most "
+            f"{settings.LODE_MAX_NOTE_BYTES:,}, so it could not be saved either."
+        )
+    else:
+        first = split_parts(body)[0]
+        context["html"] = _with_wiki_links(request.user, render_markdown(first.source(body)))
+        context["shown_chars"] = first.end
+    context["body_chars"] = len(body)
+    return render(request, "notes/form.html#preview", context)
