@@ -11,11 +11,12 @@ from __future__ import annotations
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
-from externals.annotations import annotation_create
+from externals.annotations import annotation_create, annotation_delete, annotation_get
+from externals.models import Annotation
 from notes.models import Document
 from retrieval import links
 
@@ -70,3 +71,32 @@ def annotation_add(request: HttpRequest, document_id: int) -> HttpResponse:
         return redirect(back)
     messages.success(request, "Annotation saved.")
     return redirect(back)
+
+
+@require_http_methods(["GET", "POST"])
+def annotation_delete_view(
+    request: HttpRequest, document_id: int, annotation_id: int
+) -> HttpResponse:
+    """GET: a confirmation page showing the annotation; POST: delete it (its note leaves
+    search) and go back to the snapshot page. 404 for anything the user does not own."""
+    try:
+        annotation = annotation_get(request.user, document_id, annotation_id)
+    except Annotation.DoesNotExist:
+        raise Http404("No such annotation.") from None
+    back = (
+        links.version_url(
+            kind=annotation.document.kind,
+            document_id=annotation.document_id,
+            version_id=annotation.version_id,
+        )
+        + "#annotations"
+    )
+    if request.method == "POST":
+        annotation_delete(owner=request.user, annotation=annotation)
+        messages.success(request, "Annotation deleted.")
+        return redirect(back)
+    return render(
+        request,
+        "externals/annotation_confirm_delete.html",
+        {"annotation": annotation, "back": back},
+    )

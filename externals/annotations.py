@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from externals.models import QUOTE_SEPARATOR, Annotation
 from notes.models import Document, TrustTier, Version
-from notes.services import validate_content, version_create
+from notes.services import note_delete, validate_content, version_create
 
 # Characters of context kept either side of the quote: enough to tell repeats apart, small
 # enough that an edit near (not in) the span rarely matters.
@@ -297,6 +297,27 @@ def migrate_annotations(document: Document, new_version: Version) -> MigrationRe
                     ]
                 )
     return MigrationResult(moved, orphaned)
+
+
+def annotation_get(owner: AbstractBaseUser, document_id: int, annotation_id: int) -> Annotation:
+    """One live annotation of `owner`'s on external `document_id`; `Annotation.DoesNotExist`
+    for anyone else's, a deleted one, or a mismatched external (ids leak nothing)."""
+    return Annotation.objects.select_related("document", "version", "note_document__head").get(
+        pk=annotation_id,
+        owner_id=owner.pk,
+        document_id=document_id,
+        note_document__deleted_at__isnull=True,
+    )
+
+
+def annotation_delete(*, owner: AbstractBaseUser, annotation: Annotation) -> None:
+    """Delete an annotation: its note is soft-deleted (`notes.services.note_delete`), which
+    takes its words out of search and hides it on the snapshot page (`annotations_for`).
+    The row stays, like every deleted note's history, so the snapshot it sat on is still
+    protected from deletion."""
+    if annotation.owner_id != owner.pk:
+        raise PermissionDenied("You cannot delete this annotation.")
+    note_delete(document=annotation.note_document, user=owner)
 
 
 # --- reads -------------------------------------------------------------------------------

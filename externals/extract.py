@@ -4,6 +4,9 @@ Each extractor is deterministic for a given library version, and the name and ve
 recorded on every snapshot (`Version.extractor_name`/`extractor_version`), so a snapshot can
 always be explained and a library upgrade can be told apart from a content change.
 
+- Titles come from the document where it has one: a Markdown file's first `# ` heading, an
+  HTML page's `<title>`, a PDF's metadata title; otherwise the scan uses the file name (or
+  URL).
 - Markdown and plain text: strict UTF-8 (a decode error names its byte offset, never a
   silently replaced character that a citation would then quote), a leading BOM dropped; a
   file with a NUL byte anywhere is binary (skipped).
@@ -21,18 +24,32 @@ always be explained and a library upgrade can be told apart from a content chang
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
-TEXT_EXTENSIONS = frozenset({".md", ".markdown", ".mdown", ".txt", ".text"})
+if TYPE_CHECKING:
+    from pypdf import PdfReader
+
+MARKDOWN_EXTENSIONS = frozenset({".md", ".markdown", ".mdown"})
+TEXT_EXTENSIONS = MARKDOWN_EXTENSIONS | frozenset({".txt", ".text"})
 HTML_EXTENSIONS = frozenset({".html", ".htm", ".xhtml"})
 PDF_EXTENSIONS = frozenset({".pdf"})
 
-TEXT_TYPES = frozenset({"text/plain", "text/markdown", "text/x-markdown"})
+MARKDOWN_TYPES = frozenset({"text/markdown", "text/x-markdown"})
+TEXT_TYPES = MARKDOWN_TYPES | frozenset({"text/plain"})
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 PDF_TYPES = frozenset({"application/pdf"})
+
+MAX_TITLE_CHARS = 500
+# A level-1 ATX heading (CommonMark: up to three spaces of indent, `#`, then a space or the
+# end of the line; an optional closing run of `#` is not part of the text).
+_H1_RE = re.compile(r"^ {0,3}#(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 # Between two PDF pages in the snapshot text: a blank line, so pages never merge a paragraph.
 PAGE_SEPARATOR = "\n\n"
@@ -116,8 +133,69 @@ def decode_utf8(data: bytes) -> str:
     return text.removeprefix("\ufeff")
 
 
-def extract_text(data: bytes) -> Extracted:
-    return Extracted(decode_utf8(data), TEXT_EXTRACTOR, TEXT_EXTRACTOR_VERSION)
+def _clean_title(title: str) -> str:
+    """One line, no NUL, at most `MAX_TITLE_CHARS`: what a document's title may be."""
+    return " ".join(without_nul(title).split())[:MAX_TITLE_CHARS]
+
+
+def markdown_title(text: str) -> str:
+    """The text of the first level-1 `# ` heading outside fenced code, or ""."""
+    fence = ""
+    for line in text.splitlines():
+        opened = _FENCE_RE.match(line)
+        if fence:
+            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
+                fence = ""
+            continue
+        if opened:
+            fence = opened.group(1)
+            continue
+        heading = _H1_RE.match(line)
+        if heading and heading.group(1):
+            title = _clean_title(heading.group(1))
+            if title:
+                return title
+    return ""
+
+
+class _TitleParser(HTMLParser):
+    """Collects the text of the first `<title>` element (entities decoded)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.inside = False
+        self.done = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "title" and not self.done:
+            self.inside = True
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title" and self.inside:
+            self.inside, self.done = False, True
+
+    def handle_data(self, data: str) -> None:
+        if self.inside:
+            self.parts.append(data)
+
+
+def html_title(data: bytes) -> str:
+    """The page's `<title>` text, or "" (the page's own name for itself, which a main-content
+    extractor may replace with a heading)."""
+    parser = _TitleParser()
+    try:
+        parser.feed(data.decode("utf-8", errors="replace"))
+        parser.close()
+    except Exception:  # a malformed page has no usable title; its text may still extract
+        return ""
+    return _clean_title("".join(parser.parts))
+
+
+def extract_text(data: bytes, *, markdown: bool = False) -> Extracted:
+    text = decode_utf8(data)
+    title = markdown_title(text) if markdown else ""
+    return Extracted(text, TEXT_EXTRACTOR, TEXT_EXTRACTOR_VERSION, None, title)
 
 
 def extract_html(data: bytes) -> Extracted:
@@ -133,12 +211,13 @@ def extract_html(data: bytes) -> Extracted:
         raise ExtractionError(f"trafilatura failed: {type(exc).__name__}: {exc}") from None
     if not text or not text.strip():
         raise ExtractionError("trafilatura found no main text in this page")
-    title = (metadata.title or "").strip() if metadata is not None else ""
+    # The page's <title> first; trafilatura's guess (og:title, a heading) when it has none.
+    title = html_title(data) or _clean_title((metadata.title or "") if metadata is not None else "")
     # The bytes had no NUL (`looks_binary`), but entities such as &#0; can still make one.
-    text, title = without_nul(text), without_nul(title)
+    text = without_nul(text)
     if not text.strip():
         raise ExtractionError("trafilatura found no main text in this page")
-    return Extracted(text, "trafilatura", _library_version("trafilatura"), None, title[:500])
+    return Extracted(text, "trafilatura", _library_version("trafilatura"), None, title)
 
 
 def extract_pdf(data: bytes) -> Extracted:
@@ -161,7 +240,19 @@ def extract_pdf(data: bytes) -> Extracted:
             offset += len(text)
     except Exception as exc:  # pypdf raises many types on damaged files
         raise ExtractionError(f"pypdf failed: {type(exc).__name__}: {exc}") from None
-    return Extracted(PAGE_SEPARATOR.join(parts), "pypdf", _library_version("pypdf"), pages)
+    return Extracted(
+        PAGE_SEPARATOR.join(parts), "pypdf", _library_version("pypdf"), pages, _pdf_title(reader)
+    )
+
+
+def _pdf_title(reader: PdfReader) -> str:
+    """The document information dictionary's /Title, or "" (absent, or unreadable)."""
+    try:
+        metadata = reader.metadata
+        title = metadata.title if metadata is not None else None
+    except Exception:  # damaged metadata must not fail a PDF whose text was read
+        return ""
+    return _clean_title(str(title)) if title else ""
 
 
 def looks_binary(data: bytes) -> bool:
@@ -193,4 +284,8 @@ def extract(data: bytes, *, filename: str, content_type: str = "") -> Extracted:
         raise SkipItem("binary file (NUL bytes)")
     if kind == "html":
         return extract_html(data)
-    return extract_text(data)
+    markdown = (
+        media_type(content_type) in MARKDOWN_TYPES
+        or PurePosixPath(filename).suffix.lower() in MARKDOWN_EXTENSIONS
+    )
+    return extract_text(data, markdown=markdown)

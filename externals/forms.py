@@ -16,14 +16,11 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from externals.models import DEFAULT_STALE_AFTER_DAYS, Source
 from externals.pipeline import folder_refusal
+from externals.services import MAX_STALE_AFTER_DAYS, MIN_STALE_AFTER_DAYS, SOURCE_TIER_VALUES
 from notes.models import TrustTier
 
-# Tiers a source may carry: externals corroborate, they never outrank your own notes.
-SOURCE_TIERS = [
-    (TrustTier.EXTERNAL_CURRENT.value, TrustTier.EXTERNAL_CURRENT.label),
-    (TrustTier.EXTERNAL_STALE.value, TrustTier.EXTERNAL_STALE.label),
-    (TrustTier.INFERRED.value, TrustTier.INFERRED.label),
-]
+# Tiers a source may carry (the rule lives in `externals.services`).
+SOURCE_TIERS = [(value, TrustTier(value).label) for value in SOURCE_TIER_VALUES]
 
 
 def max_upload_bytes() -> int:
@@ -43,7 +40,10 @@ class SourceBaseForm(forms.Form):
         help_text="Never send this source's content off the machine.",
     )
     stale_after_days = forms.IntegerField(
-        min_value=1, max_value=3650, initial=DEFAULT_STALE_AFTER_DAYS, label="Stale after (days)"
+        min_value=MIN_STALE_AFTER_DAYS,
+        max_value=MAX_STALE_AFTER_DAYS,
+        initial=DEFAULT_STALE_AFTER_DAYS,
+        label="Stale after (days)",
     )
 
     def __init__(self, *args, owner: AbstractBaseUser, **kwargs) -> None:
@@ -51,13 +51,47 @@ class SourceBaseForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.owner = owner
 
+    # The source being edited (None when adding): its own name is not "taken".
+    instance: Source | None = None
+
     def clean_name(self) -> str:
         name = self.cleaned_data["name"].strip()
         if not name:
             raise forms.ValidationError("A source needs a name.")
-        if Source.objects.filter(owner_id=self.owner.pk, name=name).exists():
+        taken = Source.objects.filter(owner_id=self.owner.pk, name=name)
+        if self.instance is not None:
+            taken = taken.exclude(pk=self.instance.pk)
+        if taken.exists():
             raise forms.ValidationError(f"You already have a source named “{name}”.")
         return name
+
+
+class SourceEditForm(SourceBaseForm):
+    """A source's settings after it is created (its kind and location stay as they are:
+    changing them would make every existing external a different document)."""
+
+    kind = "edit"
+
+    enabled = forms.BooleanField(
+        required=False,
+        label="Enabled",
+        help_text="A disabled source is not scanned (reconcile, webhooks, “Scan now”); its "
+        "externals stay searchable.",
+    )
+
+    def __init__(self, *args, owner: AbstractBaseUser, instance: Source, **kwargs) -> None:
+        self.instance = instance
+        kwargs.setdefault(
+            "initial",
+            {
+                "name": instance.name,
+                "trust_tier": instance.trust_tier,
+                "no_egress": instance.no_egress,
+                "stale_after_days": instance.stale_after_days,
+                "enabled": instance.enabled,
+            },
+        )
+        super().__init__(*args, owner=owner, **kwargs)
 
 
 class FolderSourceForm(SourceBaseForm):

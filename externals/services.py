@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import shutil
 import tempfile
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -20,19 +22,38 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.utils import timezone
 
 from externals.models import (
     DEFAULT_STALE_AFTER_DAYS,
+    Annotation,
     Source,
     SourceItem,
     confirmed_before,
     stale_cutoff,
 )
-from externals.pipeline import folder_refusal, scan_source, upload_folder
-from notes.models import TrustTier, Version
+from externals.pipeline import (
+    claim_scan,
+    folder_refusal,
+    scan_source,
+    sync_source_flags,
+    upload_folder,
+)
+from notes.models import Document, TrustTier, Version
+from retrieval.index.passages import unindex_document
 
 WEBHOOK_SECRET_BYTES = 32
+# The stale age a person may set (the add and edit forms and `source_update` agree): at
+# least a day, so a snapshot is never stale the moment it is fetched; at most ten years.
+MIN_STALE_AFTER_DAYS = 1
+MAX_STALE_AFTER_DAYS = 3650
+# Tiers a source may carry: externals corroborate, they never outrank your own notes.
+SOURCE_TIER_VALUES = (
+    TrustTier.EXTERNAL_CURRENT.value,
+    TrustTier.EXTERNAL_STALE.value,
+    TrustTier.INFERRED.value,
+)
 SAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._ -]+")
 
 
@@ -142,6 +163,143 @@ def rotate_webhook_secret(source: Source) -> str:
     source.webhook_secret = secret
     source.save(update_fields=["webhook_secret", "updated_at"])
     return secret
+
+
+def source_update(
+    *,
+    source: Source,
+    name: str,
+    trust_tier: str,
+    no_egress: bool,
+    stale_after_days: int,
+    enabled: bool,
+) -> Source:
+    """Change a source's settings and copy them onto its externals at once, as the admin
+    does (`externals.admin.SourceAdmin.save_model`): no-egress in particular must not wait
+    for the next scan. Raises `ValidationError` for a taken name, a tier a source may not
+    carry or a stale age outside 1–3650 days."""
+    name = (name or "").strip()
+    errors: dict[str, str] = {}
+    if not name:
+        errors["name"] = "A source needs a name."
+    elif Source.objects.filter(owner_id=source.owner_id, name=name).exclude(pk=source.pk).exists():
+        errors["name"] = f"You already have a source named “{name}”."
+    if trust_tier not in SOURCE_TIER_VALUES:
+        errors["trust_tier"] = "Choose a trust tier for externals."
+    if not MIN_STALE_AFTER_DAYS <= stale_after_days <= MAX_STALE_AFTER_DAYS:
+        errors["stale_after_days"] = (
+            f"Between {MIN_STALE_AFTER_DAYS} and {MAX_STALE_AFTER_DAYS:,} days."
+        )
+    if errors:
+        raise ValidationError(errors)
+    with transaction.atomic():
+        locked = Source.objects.select_for_update().get(pk=source.pk)
+        locked.name = name
+        locked.trust_tier = trust_tier
+        locked.no_egress = no_egress
+        locked.stale_after_days = stale_after_days
+        locked.enabled = enabled
+        locked.full_clean()
+        locked.save()
+        sync_source_flags(locked)
+    return locked
+
+
+def source_set_enabled(*, source: Source, enabled: bool) -> Source:
+    """Disable (reconcile, webhooks and "scan now" skip it; its externals stay searchable)
+    or enable a source."""
+    Source.objects.filter(pk=source.pk).update(enabled=enabled, updated_at=timezone.now())
+    source.enabled = enabled
+    return source
+
+
+@dataclass(frozen=True)
+class SourceDeletion:
+    """What deleting a source does, counted before (confirmation page) and after."""
+
+    externals: int  # live externals that leave search (soft-deleted, like a pruned file)
+    snapshots: int  # snapshots of this source's externals: kept, still viewable
+    annotations: int  # the user's annotations on them: kept, with their notes
+    scans: int  # scan records: deleted
+    deliveries: int  # webhook deliveries: deleted
+
+
+def source_deletion(source: Source) -> SourceDeletion:
+    """Count what `source_delete` would change (the confirmation page spells it out)."""
+    documents = Document.objects.filter(source_items__source=source)
+    return SourceDeletion(
+        externals=documents.filter(deleted_at__isnull=True).distinct().count(),
+        snapshots=Version.objects.filter(document__in=documents).count(),
+        annotations=Annotation.objects.filter(
+            document__in=documents, note_document__deleted_at__isnull=True
+        ).count(),
+        scans=source.scans.count(),
+        deliveries=source.deliveries.count(),
+    )
+
+
+def source_delete(*, source: Source) -> SourceDeletion:
+    """Delete a source: its externals leave search the way a pruned file's do (soft-deleted,
+    unindexed), so their snapshots stay as history — past answers' evidence still opens and
+    annotations keep the snapshot they sit on (snapshots are never deleted under one). The
+    source itself, its fingerprints, scan records and webhook deliveries are deleted, and
+    an upload's stored file removed. Refused (`ValidationError`) while a scan holds it."""
+    # Hold the source as a scan would, so no scan starts (or is running) while it goes.
+    claim = claim_scan(source)
+    if claim is None:
+        raise ValidationError("A scan of this source is running; delete it once it finishes.")
+    try:
+        counts, stored = _source_delete_claimed(source)
+    except BaseException:
+        claim.release()
+        raise
+    if stored is not None:
+        # After the commit: a failed delete must not lose the file its externals came from.
+        shutil.rmtree(stored, ignore_errors=True)
+    return counts
+
+
+def _source_delete_claimed(source: Source) -> tuple[SourceDeletion, Path | None]:
+    with transaction.atomic():
+        locked = Source.objects.select_for_update().get(pk=source.pk)
+        counts = source_deletion(locked)
+        # Ids first: PostgreSQL refuses FOR UPDATE together with the DISTINCT a join needs.
+        ids = set(
+            SourceItem.objects.filter(source=locked, document__deleted_at__isnull=True).values_list(
+                "document_id", flat=True
+            )
+        )
+        now = timezone.now()
+        for document in Document.objects.select_for_update().filter(pk__in=ids).order_by("pk"):
+            document.deleted_at = now
+            document.save(update_fields=["deleted_at", "updated_at"])
+            unindex_document(document)
+        stored = upload_folder(locked) if locked.kind == Source.Kind.UPLOAD else None
+        locked.delete()  # cascades: items, scan records, webhook deliveries
+    return counts, stored
+
+
+@dataclass(frozen=True)
+class Original:
+    """Where an external came from, for its page: `href` is set only for an http(s) URL
+    (anything else, e.g. `javascript:`, is shown as text), `text` is always shown."""
+
+    text: str
+    href: str = ""
+
+
+def external_original(source: Source | None, item: SourceItem | None) -> Original | None:
+    """The original file path or URL of an external, or None when its source is gone."""
+    if source is None or item is None:
+        return None
+    if source.kind == Source.Kind.FOLDER:
+        return Original(text=os.path.join(source.location, item.path))
+    if source.kind == Source.Kind.UPLOAD:
+        return Original(text=f"uploaded file {source.location}")
+    parts = urlsplit(item.path)
+    if parts.scheme.lower() in ("http", "https") and parts.hostname:
+        return Original(text=item.path, href=item.path)
+    return Original(text=item.path)
 
 
 def snapshot_age(version: Version) -> timedelta:

@@ -16,11 +16,11 @@ from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from externals import selectors
+from externals import selectors, services
 from externals.annotations import annotations_for
-from externals.forms import SOURCE_FORMS, SourceBaseForm
+from externals.forms import SOURCE_FORMS, SourceBaseForm, SourceEditForm
 from externals.models import ScanRecord, Source
 from externals.pipeline import scan_running_since
 from lode_site.htmx import HtmxHttpRequest
@@ -80,8 +80,6 @@ def source_add(request: HttpRequest, kind: str) -> HttpResponse:
     form = form_class(request.POST, request.FILES, owner=request.user)
     if not form.is_valid():
         return _list_page(request, form)
-    from externals import services
-
     data = form.cleaned_data
     common = {
         "owner": request.user,
@@ -196,7 +194,7 @@ def scan_now(request: HttpRequest, source_id: int) -> HttpResponse:
     """Queue a refresh (the worker runs it; an immediate backend runs it inline)."""
     source = _source_or_404(request, source_id)
     if not source.enabled:
-        messages.error(request, "This source is disabled; enable it (admin) before scanning.")
+        messages.error(request, "This source is disabled; enable it before scanning.")
         return redirect("externals:source", source_id=source.pk)
     since = scan_running_since(source)
     if since is not None:
@@ -218,14 +216,86 @@ def scan_now(request: HttpRequest, source_id: int) -> HttpResponse:
 def rotate_secret(request: HttpRequest, source_id: int) -> HttpResponse:
     """Rotate the webhook secret and show the new one on this response only (it is not
     stored anywhere a later page could show it again)."""
-    from externals import services
-
     source = _source_or_404(request, source_id)
     secret = services.rotate_webhook_secret(source)
     source = _source_or_404(request, source_id)
     response = _detail_page(request, source, new_secret=secret)
     response["Cache-Control"] = "no-store"
     return response
+
+
+@require_http_methods(["GET", "POST"])
+def source_edit(request: HttpRequest, source_id: int) -> HttpResponse:
+    """Edit a source's name, trust tier, no-egress, stale age and enabled flag; saving
+    copies them onto its externals at once (`externals.services.source_update`)."""
+    source = _source_or_404(request, source_id)
+    if request.method == "POST":
+        form = SourceEditForm(request.POST, owner=request.user, instance=source)
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                services.source_update(
+                    source=source,
+                    name=data["name"],
+                    trust_tier=data["trust_tier"],
+                    no_egress=data["no_egress"],
+                    stale_after_days=data["stale_after_days"],
+                    enabled=data["enabled"],
+                )
+            except ValidationError as exc:
+                for field, errors in exc.message_dict.items():
+                    form.add_error(field if field in form.fields else None, errors)
+            else:
+                messages.success(request, "Source settings saved.")
+                return redirect("externals:source", source_id=source.pk)
+        status = 400
+    else:
+        form = SourceEditForm(owner=request.user, instance=source)
+        status = 200
+    return render(
+        request, "externals/source_edit.html", {"source": source, "form": form}, status=status
+    )
+
+
+@require_POST
+def source_enabled(request: HttpRequest, source_id: int) -> HttpResponse:
+    """Disable or enable a source (`enabled` = "1" or "0") from its page."""
+    source = _source_or_404(request, source_id)
+    enabled = request.POST.get("enabled") == "1"
+    services.source_set_enabled(source=source, enabled=enabled)
+    messages.success(
+        request,
+        "Source enabled." if enabled else "Source disabled: it is not scanned until enabled.",
+    )
+    return redirect("externals:source", source_id=source.pk)
+
+
+@require_http_methods(["GET", "POST"])
+def source_delete(request: HttpRequest, source_id: int) -> HttpResponse:
+    """GET: what deleting the source does, with counts; POST: do it."""
+    source = _source_or_404(request, source_id)
+    if request.method == "POST":
+        try:
+            counts = services.source_delete(source=source)
+        except ValidationError as exc:
+            messages.error(request, " ".join(exc.messages))
+            return redirect("externals:source", source_id=source.pk)
+        messages.success(
+            request,
+            f"Deleted source “{source.name}”: {counts.externals} external"
+            f"{'s' if counts.externals != 1 else ''} left search; their snapshots and "
+            f"annotations are kept.",
+        )
+        return redirect("externals:sources")
+    return render(
+        request,
+        "externals/source_confirm_delete.html",
+        {
+            "source": source,
+            "counts": services.source_deletion(source),
+            "running": scan_running_since(source) is not None,
+        },
+    )
 
 
 def _snapshot_html(version: Version) -> SafeString:
@@ -245,6 +315,7 @@ def _snapshot_page(request: HttpRequest, document: Document, version: Version) -
             "is_head": version.pk == document.head_id,
             "source": source,
             "item": item,
+            "original": services.external_original(source, item),
             "age": selectors.snapshot_age(version, source, item),
             "snapshot_html": _snapshot_html(version),
             "history": selectors.snapshots(document),

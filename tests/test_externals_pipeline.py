@@ -344,7 +344,7 @@ def test_url_source_mirrors_html_through_trafilatura(alice):
         record = pipeline.scan_source(source)
         assert record.status == OK and record.items_new == 1
         document = SourceItem.objects.get(source=source).document
-        assert document.title == "Runbook"  # trafilatura prefers the <h1>
+        assert document.title == "Runbook page"  # the page's <title> (issue 13, item 8)
         assert document.head.extractor_name == "trafilatura"
         assert document.head.source_path == ""
         assert len(found(alice, "certbot")) == 1
