@@ -56,16 +56,21 @@ def evidence_url(passage: Passage) -> str:
     )
 
 
-def search_path(*, query: str, mode: str, rerank: str, weaker: bool = False) -> str:
-    """The search page's path and query string for these parameters; empty query → bare page.
-    `weaker=1` (show meaning-only hits below the similarity floor) only when asked for, so
-    links made before it existed keep their meaning."""
+def search_path(
+    *, query: str, mode: str, rerank: str, weaker: bool = False, advanced: bool = False
+) -> str:
+    """The search page's path and query string for these parameters; empty query → bare page
+    (`?adv=1` alone when `advanced`). `weaker=1` (show meaning-only hits below the similarity
+    floor) and `adv=1` (show scores, ranks and offsets) only when asked for, so links made
+    before they existed keep their meaning."""
     path = reverse("retrieval:search")
     if not query.strip():
-        return path
+        return f"{path}?adv=1" if advanced else path
     params = {"q": query, "mode": mode, "rerank": rerank}
     if weaker:
         params["weaker"] = "1"
+    if advanced:
+        params["adv"] = "1"
     return f"{path}?{urlencode(params)}"
 
 

@@ -447,11 +447,15 @@ def test_search_page_no_results(alice_client, alice_note):
     # Keyword mode: a semantic leg may always find a nearest neighbour.
     page = text(alice_client.get("/search", {"q": "xylophone", "mode": "lexical"}))
     assert "Nothing in your notes matches" in page
-    assert "lexical search" in page
+    assert "lexical search" not in page  # the mode is an Advanced detail
+    advanced = {"q": "xylophone", "mode": "lexical", "adv": "1"}
+    assert "lexical search" in text(alice_client.get("/search", advanced))
 
 
 def test_search_page_mode_parameter_is_honoured(alice_client, alice_note):
     page = text(alice_client.get("/search", {"q": "certbot", "mode": "lexical"}))
+    assert '<input type="hidden" name="mode" value="lexical">' in page
+    page = text(alice_client.get("/search", {"q": "certbot", "mode": "lexical", "adv": "1"}))
     assert '<option value="lexical" selected>' in page
     assert "Rotate the staging certs with <mark>certbot</mark>" in page
     page = text(alice_client.get("/search", {"q": "certbot", "mode": "telepathy"}))

@@ -85,7 +85,10 @@ def test_mode_and_reranker_are_chosen_per_request(mode, alice_client, alice, ali
         assert (True, True) in legs
         assert result.lexical_candidates and result.dense_candidates
 
-    page = page_text(alice_client.get(f"/search?q=certbot+staging+certs&mode={mode}&rerank=off"))
+    # The mode and reranker are shown in the Advanced view (issue 13, item 6).
+    page = page_text(
+        alice_client.get(f"/search?q=certbot+staging+certs&mode={mode}&rerank=off&adv=1")
+    )
     assert f'<option value="{mode}" selected>' in page
     assert '<option value="off" selected>' in page
     assert page.count(" selected>") == 2  # exactly one choice per select
@@ -110,7 +113,9 @@ def test_mode_and_reranker_are_chosen_per_request(mode, alice_client, alice, ali
     learned = alice_client.get("/api/search/", {"q": query, "mode": mode, "rerank": "learned"})
     assert learned.status_code == 200
     assert learned.json()["rerank"] == "learned"
-    page = page_text(alice_client.get("/search", {"q": query, "mode": mode, "rerank": "learned"}))
+    page = page_text(
+        alice_client.get("/search", {"q": query, "mode": mode, "rerank": "learned", "adv": "1"})
+    )
     assert '<option value="learned" selected>' in page
     assert f"{mode} search · rerank learned" in page
 
@@ -263,7 +268,7 @@ def test_page_shows_why_each_result_is_there(long_note, alice_client, alice) -> 
     query = "certbot staging certificates"
     result = search(user=alice, query=query, mode="hybrid", rerank="learned", show_weaker=False)
     assert result.hits
-    page = page_text(alice_client.get("/search", {"q": query, "rerank": "learned"}))
+    page = page_text(alice_client.get("/search", {"q": query, "rerank": "learned", "adv": "1"}))
     assert page.count('<details class="why"><summary>Why this result</summary>') == len(result.hits)
     for hit in result.hits:
         assert hit.reasons

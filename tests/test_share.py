@@ -90,7 +90,10 @@ def test_shared_url_with_explicit_mode_and_rerank_reproduces_them(alice, alice_n
     assert reopened.context["result"].mode == "lexical"
     assert reopened.context["result"].rerank == "off"
     assert passage_ids(reopened) == passage_ids(response)
-    assert '<option value="lexical" selected>' in reopened.content.decode()
+    # The calm view carries the mode in the form unseen; the Advanced view shows it chosen.
+    assert '<input type="hidden" name="mode" value="lexical">' in reopened.content.decode()
+    advanced = fresh_client(alice).get(url + "&adv=1").content.decode()
+    assert '<option value="lexical" selected>' in advanced
 
 
 def test_share_url_is_absolute_with_every_parameter(alice_client, alice_notes):

@@ -136,6 +136,9 @@ _LINE_MARKUP_RE = re.compile(
 )
 # An ATX heading's optional closing marks ("## Title ##").
 _CLOSING_HASHES_RE = re.compile(r"[ \t]+#+[ \t]*$")
+# A table row's inner cell separator (not an escaped "\|"), with the blanks around it:
+# shown as " · " so the cells read as a list, not as Markdown pipes.
+_CELL_SEPARATOR_RE = re.compile(r"[ \t]*(?<!\\)\|[ \t]*")
 # A code fence line ("```python", "~~~").
 _FENCE_RE = re.compile(r"[ \t]*(?:`{3,}|~{3,})")
 # Characters of a line that is only markup: a thematic break or a table's delimiter row.
@@ -152,10 +155,11 @@ _INLINE_MARKS_RE = re.compile(
 _ESCAPED_RE = re.compile(r"\\([!-/:-@\[-`{-~])")
 
 
-def _readable(text: str, *, at_line_start: bool) -> str:
+def readable_text(text: str, *, at_line_start: bool) -> str:
     """`text` (context outside a verified span) with its Markdown markup removed: each line's
     leading markup (the first line's only when `at_line_start`), fence, rule and delimiter
-    lines, a table row's outer pipes, then inline markup. Shown escaped, like all note text."""
+    lines, a table row's pipes (inner ones read " · "), then inline markup. Shown escaped,
+    like all note text."""
     lines: list[str] = []
     position, first = 0, True
     breaks = [*LINE_BREAK_RE.finditer(text), None]
@@ -176,6 +180,8 @@ def _readable(text: str, *, at_line_start: bool) -> str:
                 line = _CLOSING_HASHES_RE.sub("", line)
             prefix = _LINE_MARKUP_RE.match(line)
             line = line[prefix.end() :] if prefix else line
+            if stripped.startswith("|"):
+                line = _CELL_SEPARATOR_RE.sub(" · ", line.rstrip())
         first = False
         lines.append(line + separator)
     plain = "".join(lines)
@@ -203,7 +209,7 @@ def quote_segments(
     person reads: at most `context` code points each side, within the span's Markdown block
     (read from `passage`, the passage holding the span's start, which begins outside any
     code block; else from `STRUCTURE_WINDOW` around the span), with the markup outside the
-    span removed (`_readable`). A span outside every block gets its paragraph as context."""
+    span removed (`readable_text`). A span outside every block gets its paragraph as context."""
     if passage is not None and passage.start <= start:
         low, high = passage.start, min(len(body), max(passage.end, end))
     else:
@@ -213,8 +219,8 @@ def quote_segments(
         low = line  # parse from the line's start, so a list marker or ">" reads as markup
     bounds = _block_bounds(body, start, end, low, high)
     a, b = _context_range(body, start, end, context, bounds)
-    before = _readable(body[a:start], at_line_start=a == 0 or body[a - 1] in "\r\n")
-    after = _readable(body[end:b], at_line_start=False)
+    before = readable_text(body[a:start], at_line_start=a == 0 or body[a - 1] in "\r\n")
+    after = readable_text(body[end:b], at_line_start=False)
     pieces = ((before, False), (body[start:end], True), (after, False))
     return tuple((text, highlighted) for text, highlighted in pieces if text)
 
@@ -229,7 +235,7 @@ def _passage_at(version_id: int, offset: int) -> Passage | None:
     )
 
 
-def _heading_label(passage: Passage | None, title: str) -> tuple[str, ...]:
+def heading_label(passage: Passage | None, title: str) -> tuple[str, ...]:
     """The passage's heading path without the headings that only repeat the document title
     (a note's "# Title" line, a SciFact abstract's title): the label shown over a quote."""
     if passage is None:
@@ -271,7 +277,7 @@ def shown_support(version: Version, quoted_span: str, start: int, end: int) -> S
         segments=quote_segments(version.body, start, end, passage),
         evidence_url=evidence_url(passage) if passage is not None else "",
         version_created_at=version.created_at.isoformat() if version.created_at else "",
-        heading_path=_heading_label(passage, document.title),
+        heading_path=heading_label(passage, document.title),
     )
 
 
@@ -367,12 +373,12 @@ def _joined_lines(text: str) -> str:
 
 def passage_snippet(text: str, words: Sequence[str], *, limit: int = SNIPPET_CHARS) -> str:
     """A short plain-text excerpt of a passage: its heading lines left out (unless that is
-    all it has) and its Markdown made readable (`_readable`, as quote context is), whitespace
+    all it has) and its Markdown made readable (`readable_text`, as quote context is), whitespace
     collapsed, starting shortly before the first of the question's `words` it holds
     (stemmed, as the index matches them; else at the start), cut at word boundaries with "…"
     where cut. Shown escaped, like all note text."""
     body = HEADING_LINE_RE.sub("", text)
-    plain = _joined_lines(_readable(body if body.strip() else text, at_line_start=True))
+    plain = _joined_lines(readable_text(body if body.strip() else text, at_line_start=True))
     wanted = {fold(word) for word in words}
     first = next((m.start() for m in TOKEN_RE.finditer(plain) if fold(m.group(0)) in wanted), 0)
     start = max(0, first - SNIPPET_LEAD)

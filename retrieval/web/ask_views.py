@@ -41,7 +41,7 @@ from notes.models import Document
 from retrieval.answer.ask import ask, pinnable
 from retrieval.answer.display import outcome_from_trace
 from retrieval.answer.trace import Trace
-from retrieval.answer.types import ABSTAIN_MESSAGE, AskOutcome
+from retrieval.answer.types import ABSTAIN_MESSAGE, AskOutcome, Decision
 from retrieval.highlight import as_segments
 from retrieval.links import permalink_path
 from retrieval.models import AskTrace
@@ -50,6 +50,24 @@ from retrieval.web.forms import AskForm
 
 TEMPLATE = "ask/ask.html"
 RECENT = 10
+
+# What each decision is called on the pages (issue 13, item 6): words a person reads, never
+# the enum names the trace and the API keep.
+DECISION_WORDS: dict[str, str] = {
+    Decision.ANSWER: "Answered",
+    Decision.ANSWER_WITH_CONFLICTS: "Answered — sources disagree",
+    Decision.ABSTAIN_NO_EVIDENCE: ABSTAIN_MESSAGE.rstrip("."),
+    Decision.ASK_CLARIFYING: "Needs a clearer question",
+}
+FAILED_WORDS = "Not answered — the answerer failed"
+
+
+def decision_words(decision: str, *, error: str = "") -> str:
+    """The decision in words; a failed answerer is said as such whatever was recorded (an
+    error is not an honest "your notes don't answer this")."""
+    if error:
+        return FAILED_WORDS
+    return DECISION_WORDS.get(str(decision), "Not answered")
 
 
 @require_http_methods(["GET", "POST"])
@@ -64,7 +82,10 @@ def ask_page(request: HtmxHttpRequest) -> HttpResponse:
         {
             "question": question,
             "pinned_document": pinned,
-            "recent": AskTrace.objects.filter(user=request.user)[:RECENT],
+            "recent": [
+                (trace, recent_words(trace))
+                for trace in AskTrace.objects.filter(user=request.user)[:RECENT]
+            ],
         },
     )
 
@@ -128,6 +149,7 @@ def answer_context(
             differences = answer_differences(outcome_from_trace(previous), outcome)
     return {
         "outcome": outcome,
+        "decision_words": decision_words(outcome.decision, error=outcome.error),
         "trace": trace,
         "abstain_message": ABSTAIN_MESSAGE,
         "answerer_offline": answerer_offline(trace),
@@ -139,6 +161,13 @@ def answer_context(
         "conflicts": shown_conflicts(outcome.conflicts),
         "search_instead_url": search_instead_url(outcome.question),
     }
+
+
+def recent_words(trace: AskTrace) -> str:
+    """A stored answer's decision in words, read from what the answer recorded (a failed
+    answerer included) by the one reader of stored answers."""
+    outcome = outcome_from_trace(trace)
+    return decision_words(outcome.decision, error=outcome.error)
 
 
 def search_instead_url(question: str) -> str:
@@ -179,8 +208,10 @@ def answer_differences(previous: AskOutcome, current: AskOutcome) -> list[str]:
     answerer, the verified claims (text and cited versions) and the dropped count. Empty when
     the two answers show the same thing."""
     out: list[str] = []
-    if str(previous.decision) != str(current.decision):
-        out.append(f"Decision changed from {previous.decision} to {current.decision}.")
+    was = decision_words(previous.decision, error=previous.error)
+    now = decision_words(current.decision, error=current.error)
+    if was != now:
+        out.append(f"Decision changed from “{was}” to “{now}”.")
     if previous.answerer != current.answerer:
         out.append(f"Answerer changed from {previous.answerer} to {current.answerer}.")
     before, after = _claim_keys(previous), _claim_keys(current)

@@ -11,20 +11,67 @@ server-side so it works without JavaScript, and htmx pushes the same URL into th
 Weaker matches (issue 13, item 4): meaning-only hits below the similarity floor are left out
 unless `weaker=1` is in the URL (the "Show weaker matches" link sets it; shared links keep it),
 and a search that matches nothing says so in words.
+
+A calm default view (issue 13, item 6): each hit shows its title, where it lives, its age and
+its text as a person reads it (`readable_segments`: no "##", fences, "**" or table pipes, the
+highlighted characters still exactly the stored ones). Scores, ranks, offsets, the mode and
+the reranker are shown only with `adv=1` in the URL (the "Advanced" link toggles it, and the
+shared link keeps it, so a shared link reproduces the view). An empty library (no notes, no
+sources) gets a first screen inviting the first note, source and question.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from itertools import pairwise
+
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import F
 from django.http import HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
+from django.utils.timesince import timesince
 from django.views.decorators.http import require_GET
 from django_htmx.http import push_url
 
+from externals.models import SourceItem
+from externals.selectors import externals_for_user, sources_for_user
 from lode_site.htmx import HtmxHttpRequest
+from notes.models import Document
+from notes.selectors import notes_for_user
+
+# The one Markdown-to-readable-text rule and heading label (the answer page's quotes use
+# them too): reused, not copied, so search hits and quotes read the same.
+from retrieval.answer.display import heading_label, readable_text
+from retrieval.highlight import Segment
 from retrieval.links import search_path
-from retrieval.search.pipeline import DEFAULT_MODE, MODES, search
+from retrieval.search.pipeline import DEFAULT_MODE, MODES, Hit, search
 from retrieval.search.rerank import RERANK_CHOICES
+
+TRUE_VALUES = ("1", "true", "on", "yes")
+
+
+@dataclass(frozen=True)
+class ShownHit:
+    """A hit as the calm view shows it: the pipeline's hit (its ids, scores and offsets for
+    the Advanced view) plus its text made readable and where its document lives."""
+
+    hit: Hit
+    segments: list[Segment]
+    context_text: str
+    where: str
+    # The headings above the passage, without those that only repeat the title (as the
+    # answer page labels a quote).
+    headings: tuple[str, ...]
+    age: str
+
+
+def _flag(request: HtmxHttpRequest, name: str) -> bool:
+    return request.GET.get(name, "").lower() in TRUE_VALUES
 
 
 @require_GET
@@ -32,13 +79,16 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
     query = request.GET.get("q", "")
     mode = request.GET.get("mode") or DEFAULT_MODE
     rerank = request.GET.get("rerank") or settings.LODE_RERANK
-    weaker = request.GET.get("weaker", "").lower() in ("1", "true", "on", "yes")
+    weaker = _flag(request, "weaker")
+    advanced = _flag(request, "adv")
     result = (
         search(user=request.user, query=query, mode=mode, rerank=rerank, show_weaker=weaker)
         if query.strip()
         else None
     )
-    share_path = search_path(query=query, mode=mode, rerank=rerank, weaker=weaker)
+    share_path = search_path(
+        query=query, mode=mode, rerank=rerank, weaker=weaker, advanced=advanced
+    )
     template = "search/search.html#results" if request.htmx else "search/search.html"
     response = render(
         request,
@@ -50,13 +100,23 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
             "modes": MODES,
             "rerank_choices": RERANK_CHOICES,
             "result": result,
+            "hits": shown_hits(result.hits) if result is not None else [],
             "weaker": weaker,
+            "advanced": advanced,
+            # The same view with the Advanced details shown or hidden (the toggle).
+            "advanced_path": search_path(
+                query=query, mode=mode, rerank=rerank, weaker=weaker, advanced=not advanced
+            ),
             # The same search with weaker matches shown, and without them.
-            "weaker_path": search_path(query=query, mode=mode, rerank=rerank, weaker=True),
-            "stronger_path": search_path(query=query, mode=mode, rerank=rerank),
+            "weaker_path": search_path(
+                query=query, mode=mode, rerank=rerank, weaker=True, advanced=advanced
+            ),
+            "stronger_path": search_path(query=query, mode=mode, rerank=rerank, advanced=advanced),
             "share_url": request.build_absolute_uri(share_path),
             # Carried on each "Open evidence" link, so its "back to results" returns here.
             "search_params": share_path.partition("?")[2],
+            # Only asked when there is no query: the first screen of an empty library.
+            "empty_library": result is None and library_is_empty(request.user),
         },
     )
     if request.htmx:
@@ -64,3 +124,118 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
         # form happened to submit, so the address bar always holds a shareable link.
         push_url(response, share_path)
     return response
+
+
+def library_is_empty(user: AbstractBaseUser) -> bool:
+    """Whether the user has nothing to search yet: no live note, no source, no external."""
+    return not (
+        notes_for_user(user).exists()
+        or sources_for_user(user).exists()
+        or externals_for_user(user).filter(deleted_at__isnull=True).exists()
+    )
+
+
+def shown_hits(hits: Sequence[Hit]) -> list[ShownHit]:
+    """The hits as the calm view shows them; one query for the sources of the externals."""
+    where = _where_externals_live([hit.passage.document for hit in hits])
+    return [
+        ShownHit(
+            hit=hit,
+            segments=readable_segments(hit.display_segments),
+            context_text=readable_text(hit.context_text, at_line_start=True),
+            where=where.get(hit.passage.document_id) or _where_document_lives(hit),
+            headings=heading_label(hit.passage, hit.passage.document.title),
+            age=age_words(hit.passage.version.created_at),
+        )
+        for hit in hits
+    ]
+
+
+def age_words(moment: datetime | None) -> str:
+    """How long ago, coarsely ("3 days ago", "just now"); "" when unknown."""
+    if moment is None:
+        return ""
+    now = timezone.now()
+    if now - moment < timedelta(minutes=1):
+        return "just now"
+    return f"{timesince(moment, now, depth=1)} ago"
+
+
+def _where_document_lives(hit: Hit) -> str:
+    """A note ("Note", or "Note imported from X"), an annotation, or an external by its
+    source name when no source item names its path."""
+    document = hit.passage.document
+    origin = f" from {document.source_name}" if document.source_name else ""
+    if document.kind == Document.Kind.EXTERNAL:
+        return f"External{origin}"
+    if document.trust_tier == "annotation":
+        return f"Annotation{origin}"
+    return f"Note imported{origin}" if origin else "Note"
+
+
+def _where_externals_live(documents: Sequence[Document]) -> dict[int, str]:
+    """ "Source › path" for each external among `documents` that a source mirrors."""
+    ids = {d.pk for d in documents if d.kind == Document.Kind.EXTERNAL}
+    if not ids:
+        return {}
+    items = SourceItem.objects.filter(
+        document_id__in=ids, source__owner_id=F("document__owner_id")
+    ).select_related("source")
+    return {item.document_id: f"{item.source.name} › {item.path}" for item in items.order_by("id")}
+
+
+# --- readable hit text --------------------------------------------------------------------------
+#
+# A hit's text is shown as a person reads it, with the same rule the answer page applies to a
+# quote's context (`retrieval.answer.display.readable_text`). The highlights must stay exactly
+# the stored characters, and Markdown's markup often sits right against them ("**failover**",
+# "`psql`", "## Failover"), so the whole passage is made readable at once with each
+# highlighted segment standing in as a placeholder word that no markup rule touches (letters
+# and digits only, absent from the text), and the stored highlighted text is put back in place
+# of each placeholder afterwards.
+
+_PLACEHOLDER_STEM = "lodemark"
+
+
+def _placeholder_stem(text: str) -> str:
+    """A word of letters absent from `text` (so a placeholder can never be passage text)."""
+    stem, n = _PLACEHOLDER_STEM, 0
+    while stem in text:
+        n += 1
+        stem = f"{_PLACEHOLDER_STEM}{'q' * n}z"
+    return stem
+
+
+def readable_segments(segments: Sequence[Segment]) -> list[Segment]:
+    """`segments` (a passage's highlight segments, in order) with the Markdown markup of the
+    unhighlighted text removed (`readable_text`) and every highlighted segment kept exactly.
+    A highlight whose markup goes entirely (in a link's address, a fence's info string) goes
+    with it; when none is left, or the order is not kept, the segments are shown as stored:
+    exact raw text is better than a hit with no visible reason."""
+    stem = _placeholder_stem("".join(segment.text for segment in segments))
+    marked: list[Segment] = []
+    parts: list[str] = []
+    for segment in segments:
+        if segment.highlighted:
+            parts.append(f"{stem}{len(marked)}{stem}")
+            marked.append(segment)
+        else:
+            parts.append(segment.text)
+    joined = "".join(parts)
+    readable = readable_text(joined, at_line_start=True)
+    pieces = re.split(rf"{stem}(\d+){stem}", readable)
+    # re.split with one group: text, index, text, index, …, text.
+    found = [int(index) for index in pieces[1::2]]
+    # A highlight inside a link's address goes with the address (the link shows its text);
+    # the others stay, each once and in order. Had every highlight gone, the stored text is
+    # shown instead, so a hit never shows no reason for being found.
+    in_order = all(a < b for a, b in pairwise(found))
+    if not in_order or (marked and not found):
+        return list(segments)
+    out: list[Segment] = []
+    for position, piece in enumerate(pieces):
+        if position % 2:
+            out.append(marked[int(piece)])
+        elif piece:
+            out.append(Segment(piece, False))
+    return out

@@ -68,6 +68,7 @@ def test_answer_with_verified_span_opens_evidence(open_session, screenshot, alic
 
     answer = page.locator("#answer section.answer")
     expect(answer).to_have_attribute("data-decision", "ANSWER")
+    expect(answer.locator(".decision-words")).to_have_text("Answered")
     claim = answer.locator("li.claim").filter(has_text="allkeys-lru")
     expect(claim).not_to_have_count(0)
     mark = claim.first.locator("blockquote.support-text mark")
@@ -109,7 +110,8 @@ def test_off_topic_question_abstains(open_session, alice):
     ask(page, "How long should I boil a soft egg for breakfast?")
     answer = page.locator("#answer section.answer")
     expect(answer).to_have_attribute("data-decision", "ABSTAIN_NO_EVIDENCE")
-    expect(answer.locator(".abstain")).to_have_text(ABSTAIN_MESSAGE)
+    # The decision in words (issue 13, item 6): the abstention message without its full stop.
+    expect(answer.locator(".abstain")).to_have_text(ABSTAIN_MESSAGE.rstrip("."))
     expect(answer.locator("li.claim")).to_have_count(0)
     assert_inert(session)
 

@@ -57,12 +57,16 @@ def test_nothing_matches_then_weaker_matches_on_request(
     expect(results).not_to_contain_text("Nothing in your notes matches")
     expect(page.locator("#results [data-share-url]")).to_have_value(re.compile(r"weaker=1"))
 
-    # A mode change re-searches through the form (htmx); the weaker view stays.
+    # A mode change (in the Advanced view, issue 13 item 6) re-searches through the form
+    # (htmx); the weaker view stays.
+    page.get_by_role("link", name="Advanced", exact=True).click()
+    page.wait_for_url(lambda url: params(url).get("adv") == ["1"])
+    assert params(page.url).get("weaker") == ["1"]
     page.locator("form.search select[name=mode]").select_option("semantic")
     page.wait_for_url(lambda url: params(url).get("mode") == ["semantic"])
     assert params(page.url).get("weaker") == ["1"]
     expect(page.locator("li.hit")).to_have_count(len(NOTES))
-    expect(page.locator("#results .meta").first).to_contain_text("semantic search")
+    expect(page.locator("#results .search-stats")).to_contain_text("semantic search")
 
     page.locator("a.hide-weaker").click()
     page.wait_for_url(lambda url: "weaker" not in params(url))
