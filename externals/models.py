@@ -119,6 +119,9 @@ class ScanRecord(models.Model):
     trigger = models.CharField(max_length=16, default="manual")  # manual | webhook | reconcile
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Files (or pages) the scan found to read, counted before it reads any, so a running
+    # scan shows "done of found"; `items_seen` is how many it has started reading.
+    items_found = models.PositiveIntegerField(default=0)
     items_seen = models.PositiveIntegerField(default=0)
     items_new = models.PositiveIntegerField(default=0)
     items_changed = models.PositiveIntegerField(default=0)

@@ -66,8 +66,11 @@ from retrieval.models import Passage
 logger = logging.getLogger("lode.externals")
 
 CHANGED_DURING_EXTRACTION = "changed during extraction, retry later"
-# A running scan's counters are saved every this many items (progress for polling pages).
+# A running scan's counters are saved every this many items, or when this many seconds
+# have passed since the last save, whichever comes first (progress for polling pages): one
+# UPDATE of the scan row, outside any transaction, so other connections see it at once.
 PROGRESS_EVERY = 50
+PROGRESS_SECONDS = 1.0
 COUNTERS = (
     "items_seen",
     "items_new",
@@ -320,15 +323,29 @@ class _Scan:
             for item in SourceItem.objects.filter(source=source).select_related("document")
         }
         self.seen: set[str] = set()
+        self.saved_at = time.monotonic()
 
     # bookkeeping
+
+    def found(self, count: int) -> None:
+        """Record how many items this scan is about to read, and save it at once: the
+        total is what makes a progress bar out of the counters."""
+        self.record.items_found = count
+        self.save_progress()
 
     def progress(self) -> None:
         """Save the counters now and then, so a page polling the running scan sees progress;
         keep the claim on the source fresh."""
-        if self.record.items_seen % PROGRESS_EVERY == 0:
-            self.record.save(update_fields=[*COUNTERS, "failures", "rejected", "skipped"])
+        due = time.monotonic() - self.saved_at >= PROGRESS_SECONDS
+        if due or self.record.items_seen % PROGRESS_EVERY == 0:
+            self.save_progress()
         self.heartbeat()
+
+    def save_progress(self) -> None:
+        self.record.save(
+            update_fields=[*COUNTERS, "items_found", "failures", "rejected", "skipped"]
+        )
+        self.saved_at = time.monotonic()
 
     def heartbeat(self) -> None:
         """Refresh the claim (at most every `SCAN_HEARTBEAT`) while reading, so a long scan
@@ -541,7 +558,20 @@ def label_passages(
 
 
 def _walk_folder(scan: _Scan, root: Path) -> None:
-    """Ingest every file under `root`, rejecting secrets and links that leave the root."""
+    """Ingest every file under `root`, rejecting secrets and links that leave the root.
+
+    The folder is listed first (names only, cheap) so the scan knows its total before it
+    reads anything; then each file is read and ingested in order."""
+    files = _folder_files(scan, root)
+    scan.found(len(files))
+    for full, rel in files:
+        _ingest_file(scan, full, rel)
+
+
+def _folder_files(scan: _Scan, root: Path) -> list[tuple[Path, str]]:
+    """The files under `root` to read (absolute, relative), in walk order; secrets and
+    links are rejected or skipped here and never listed."""
+    files: list[tuple[Path, str]] = []
     for directory, dirnames, filenames in os.walk(root, followlinks=False):
         here = Path(directory)
         keep: list[str] = []
@@ -563,7 +593,8 @@ def _walk_folder(scan: _Scan, root: Path) -> None:
             elif is_secret_name(name):
                 scan.reject(rel, "known secret file name")
             else:
-                _ingest_file(scan, full, rel)
+                files.append((full, rel))
+    return files
 
 
 def _symlink(scan: _Scan, root: Path, full: Path, rel: str) -> None:
@@ -582,12 +613,14 @@ def _ingest_file(scan: _Scan, full: Path, rel: str) -> None:
     except ItemFailed as exc:
         scan.record.items_seen += 1
         scan.fail(rel, str(exc))
+        scan.progress()
         return
     raw = RawItem(rel, data, fingerprint, absolute_path=str(full), title=rel)
     scan.ingest(raw, recheck=full)
 
 
 def _scan_url(scan: _Scan, url: str) -> None:
+    scan.found(1)
     try:
         fetched = fetch_url(url)
     except FetchError as exc:

@@ -121,22 +121,41 @@ def _webhook_url(request: HttpRequest, source: Source) -> str:
 
 
 def _status_context(source: Source, *, after: int | None = None, polls: int = 0) -> dict:
-    """What the scan-status partial needs. `after` is the id of the latest scan when "scan
-    now" was pressed: until a newer scan appears the refresh is still queued."""
+    """What the polled part of the source page needs: the latest scan with its progress,
+    the externals so far and the scan history. `after` is the id of the latest scan when
+    "scan now" was pressed: until a newer scan appears the refresh is still queued."""
     scan = selectors.latest_scan(source)
     running = scan is not None and scan.status == ScanRecord.Status.RUNNING
     queued = after is not None and (scan is None or scan.pk <= after)
     gave_up = (queued and polls >= MAX_QUEUED_POLLS) or polls >= MAX_RUNNING_POLLS
+    items = list(selectors.source_items(source))
     return {
         "source": source,
         "scan": scan,
+        "progress": _progress(scan),
         "running": running,
         "queued": queued and not gave_up,
         "gave_up": gave_up,
         "poll": (running or queued) and not gave_up,
         "after": after,
         "next_poll": polls + 1,
+        "history": selectors.scan_history(source),
+        "externals": [
+            (item, selectors.snapshot_age(item.document.head, source, item))
+            for item in items
+            if item.document.head is not None
+        ],
     }
+
+
+def _progress(scan: ScanRecord | None) -> dict[str, int] | None:
+    """Files found and done for the progress bar, or None before the scan has counted
+    them (a scan recorded before counts existed, or one that failed before listing)."""
+    if scan is None or not scan.items_found:
+        return None
+    # A file is counted when its reading starts ("reading file 3 of 5" while it runs), so
+    # "done" never passes "found"; clamped all the same, for a file added mid-scan.
+    return {"found": scan.items_found, "done": min(scan.items_seen, scan.items_found)}
 
 
 @require_GET
@@ -148,19 +167,11 @@ def source_detail(request: HttpRequest, source_id: int) -> HttpResponse:
 def _detail_page(
     request: HttpRequest, source: Source, *, new_secret: str = "", after: int | None = None
 ) -> HttpResponse:
-    items = list(selectors.source_items(source))
-    externals = [
-        (item, selectors.snapshot_age(item.document.head, source, item))
-        for item in items
-        if item.document.head is not None
-    ]
     return render(
         request,
         "externals/source_detail.html",
         {
             **_status_context(source, after=after),
-            "history": selectors.scan_history(source),
-            "externals": externals,
             "new_secret": new_secret,
             "webhook_url": _webhook_url(request, source),
         },
@@ -176,7 +187,8 @@ def _int_param(request: HttpRequest, name: str) -> int | None:
 
 @require_GET
 def scan_status(request: HtmxHttpRequest, source_id: int) -> HttpResponse:
-    """The polled partial: latest scan's state and counts; stops polling when it is done."""
+    """The polled partial: latest scan's state, progress and counts, the externals so far
+    and the history; stops polling when the scan is done."""
     source = _source_or_404(request, source_id)
     context = _status_context(
         source, after=_int_param(request, "after"), polls=_int_param(request, "n") or 0
