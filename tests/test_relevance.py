@@ -35,6 +35,8 @@ from retrieval.answer.relevance import (
     RelevanceUnavailable,
     answer_types,
     features,
+    is_decision,
+    is_step,
     load_model,
     number_near,
     question_profile,
@@ -117,6 +119,69 @@ def test_content_words_drop_question_glue_and_time_of_asking_fillers():
     assert profile.content_stems == ("night", "backup", "run")
 
 
+@pytest.mark.parametrize(
+    ("question", "intent"),
+    [
+        ("What did we decide about backups?", "decision"),
+        ("What was the outcome on Redis persistence?", "decision"),
+        ("Which option did we choose for search?", "decision"),
+        ("By when do we have to decide on ShipBridge?", ""),  # a time question first
+        ("How do I promote the replica during a failover?", "procedure"),
+        ("how do we fence the old primary", "procedure"),
+        ("How to roll back a deploy", "procedure"),
+        ("How should I name the incident slack channel?", "procedure"),
+        ("How does the replica catch up?", ""),  # how something works, not what to do
+        ("How many replicas do we run?", ""),
+        ("What is our RTO?", ""),
+    ],
+)
+def test_question_intent(question, intent):
+    assert question_profile(question).intent == intent
+
+
+@pytest.mark.parametrize(
+    ("text", "step"),
+    [
+        ("Run `pg_ctl promote` on the standby host.", True),
+        ("Stop writes on the primary and fence it.", True),
+        ("Point PgBouncer at the new primary and reload it.", True),
+        ("The replica was promoted at 14:02 by Mei.", False),
+        ("Promotion takes about a minute.", False),
+    ],
+)
+def test_a_step_reads_as_an_instruction(text, step):
+    assert is_step(text) is step
+
+
+@pytest.mark.parametrize(
+    ("text", "context", "decision"),
+    [
+        ("The nightly backups moved from 02:00 to 03:30 UTC.", "Ops sync > Decisions", True),
+        ("Backup alerts went to email only.", "Ops sync > Backups", False),
+        ("We agreed to keep six full backups.", "Ops sync > Backups", True),
+        ("Backups are kept for 30 days in the S3 bucket.", "Backup runbook", True),  # "kept"
+        ("Restore drills run every quarter.", "Backup runbook", False),
+    ],
+)
+def test_a_decision_is_recorded_under_its_heading_or_said(text, context, decision):
+    assert is_decision(text, context) is decision
+
+
+def test_intent_features_fire_only_for_their_intent():
+    step = Candidate("Run `pg_ctl promote` on the standby host.", heading_path="Promote")
+    decided = Candidate("Backups moved to 03:30 UTC.", heading_path="Decisions")
+    procedure = features(
+        question_profile("How do I promote the replica?"), [step], IdfTable(), None
+    )
+    assert procedure[0, column("procedure")] == 1.0 and procedure[0, column("step_match")] == 1.0
+    assert procedure[0, column("decision_match")] == 0.0
+    decision = features(
+        question_profile("What did we decide about backups?"), [decided, step], IdfTable(), None
+    )
+    assert decision[0, column("decision")] == 1.0 and decision[0, column("decision_match")] == 1.0
+    assert decision[1, column("decision_match")] == 0.0 and decision[1, column("step_match")] == 0.0
+
+
 # --- the claim's answer types -------------------------------------------------------------------
 
 
@@ -159,7 +224,9 @@ def test_number_near_the_counted_thing():
 def test_coverage_idf_coverage_and_the_rarest_missing_word():
     profile = question_profile(NIGERIA)  # medic, school, nigeria
     idf = IdfTable(passages=1000, df={"medic": 100, "school": 100, "nigeria": 1})
-    x = features(profile, [Candidate(SUB_SAHARAN), Candidate(NIGERIA_ANSWER)], idf, [0.5, 0.7])
+    x = features(
+        profile, [Candidate(SUB_SAHARAN), Candidate(NIGERIA_ANSWER)], idf, [(0.5, 0.5), (0.7, 0.7)]
+    )
     near, answer = x[0], x[1]
     assert near[column("coverage")] == pytest.approx(2 / 3)
     assert answer[column("coverage")] == pytest.approx(1.0)
@@ -723,3 +790,46 @@ def test_item_relevance_scores_every_item_even_behind_a_long_pinned_note(alice):
     answering = pack.items[-1].passage_id
     assert answering in scores and all(math.isfinite(v) for v in scores.values())
     assert scores[answering] == max(scores.values())
+
+
+def test_an_answer_only_in_a_code_block_is_not_quotable_so_the_fit_leaves_it_out():
+    from retrieval.answer.training.fit_relevance import Corpus, Doc, Question, quotable
+
+    body = (
+        "# Runbook\n\n## Promote the replica\n\n1. Stop writes on the primary.\n\n"
+        "```sh\npg_ctl promote -D /var/lib/postgresql/16/main\n```\n"
+    )
+    corpus = Corpus.build("notes", [Doc("runbook.md", "Runbook", body)])
+    command = body.index("pg_ctl")
+    step = body.index("Stop writes")
+
+    def asking(start: int, end: int) -> Question:
+        gold = [("runbook.md", start, end)]
+        return Question("q", "notes_answerable", "How?", "notes", "tune", gold, answerable=True)
+
+    assert not quotable(asking(command, command + 20), corpus)
+    assert quotable(asking(step, step + 11), corpus)
+
+
+def test_the_embedded_text_carries_the_heading_path_never_the_title():
+    from retrieval.answer.relevance import embedding_text
+
+    step = Candidate("Run `pg_ctl promote`.", title="Database runbook", heading_path="Promote")
+    assert embedding_text(step) == "Promote\nRun `pg_ctl promote`."
+    assert embedding_text(Candidate("Plain.", title="Title")) == "Plain."
+
+
+def test_cosine_pairs_embed_each_distinct_text_once_in_one_call():
+    from retrieval.answer.relevance import cosine_pairs
+
+    calls: list[list[str]] = []
+
+    def cosines_of(texts: list[str]) -> list[float]:
+        calls.append(texts)
+        return [len(t) / 100 for t in texts]
+
+    step = Candidate("Run it.", heading_path="Promote")
+    plain = Candidate("Plain.")
+    pairs = cosine_pairs([step, plain, plain], cosines_of)
+    assert calls == [["Run it.", "Plain.", "Promote\nRun it."]]
+    assert pairs == [(0.07, 0.15), (0.06, 0.06), (0.06, 0.06)]  # "Promote\nRun it.": 15

@@ -17,16 +17,18 @@ threshold and what it was fitted on are in `retrieval/data/relevance.json`. The 
 chosen on data, never by hand, in two stages: the fit picks one for the step alone (below),
 then `bench/relevance_threshold.py` re-chooses it on whole asks — the claims the abstention
 rule, the answerer and the faithfulness steps actually let through, scored on the tune halves
-— by maximising right answers − 3 × false answers (0.28; the fallback model's threshold moves
+— by maximising right answers − 3 × false answers (0.30; the fallback model's threshold moves
 by the same log-odds). `LODE_RELEVANCE_THRESHOLD` overrides it.
 
 Features (all per pair, none relative to the other candidates, so a score means the same for
 one claim at the gate as for one of fifty sentences in the answerer):
 
-* `cosine` — all-MiniLM-L6-v2 cosine between the question (query vector) and the claim text
-  (passage vector, without the title template), one batched call per scoring;
+* `cosine`, `context_cosine` — all-MiniLM-L6-v2 cosine between the question (query vector)
+  and the claim text (passage vector, without the title template), and the same with the
+  claim's heading path before it (`embedding_text`: a step under "Promote the replica" is
+  about the replica); one batched call per scoring (`cosine_pairs`);
 * `coverage`, `idf_coverage` — the share of the question's content words (index stems, question
-  glue and filler removed) present in the claim, plain and weighted by rarity; rarity is the
+  glue and filler removed; a decision question's "decide" too) present in the claim, plain and weighted by rarity; rarity is the
   IDF over the *user's own* head passages, looked up through the lexical index
   (`passage_idf`, at most `MAX_IDF_WORDS` words, document frequency capped at `DF_CAP`, so the
   cost is bounded); the fit computes it the same way over its corpus;
@@ -47,16 +49,20 @@ one claim at the gate as for one of fifty sentences in the answerer):
   question usually swaps exactly one of them;
 * `bigram_coverage` — the share of the question's adjacent content-word pairs that occur in
   the claim in that order (other words may sit between);
-* `has_value` — the claim holds a digit or a code span (a value to answer with).
+* `has_value` — the claim holds a digit or a code span (a value to answer with);
+* `procedure`, `step_match` — the question asks how to do something ("how do I …", "how to
+  …") and the claim reads as a step (starts with an imperative verb, or holds a code span);
+* `decision`, `decision_match` — the question asks what was decided and the claim records a
+  decision (under a heading like "Decisions", or saying what was decided or changed).
 
 The fit's own figures (retrieval/data/relevance.json `report`, at its step-alone threshold
-0.546; a question counts as answered when any
-sentence of its top 12 BM25 passages reaches the threshold, so these are the step's own
-figures, before the answerer's and the decision's filters): at the chosen threshold, out of
-fold on the tune halves, 0 of 59 + 58 near-topic unanswerable questions are answered and 29%
-of the answerable notes questions and 40% of the answerable SciFact questions are; on the
-kept-apart halves, 3 of 59 near-topic notes questions (5.1%) and 0 of 58 SciFact ones are
-answered, 23% and 41% of the answerable ones. The features cannot tell a verified near-topic
+0.549; a question counts as answered when any sentence of its top 12 BM25 passages reaches the
+threshold, so these are the step's own figures, before the answerer's and the decision's
+filters): out of fold on the tune halves, 0 of 59 + 58 near-topic unanswerable questions are
+answered and 30% of the answerable notes questions and 40% of the answerable SciFact questions
+are; the kept-apart halves' figures are in the report's `holdout` entry (`fit_relevance
+evaluate --split holdout --record`). Answerable questions whose answer lies only in code (a
+command in a fence, which lode never quotes) are left out of the fit (`quotable`). The features cannot tell a verified near-topic
 quote from an answer much better than that: holding false answers near 1% costs most answers
 (the fit prints the whole trade-off table; lower thresholds answer more and falsely answer
 more). Whole-ask figures at the chosen threshold are `bench/answer_quality.py`'s (bench/README.md,
@@ -76,7 +82,7 @@ import logging
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
@@ -105,6 +111,7 @@ RELEVANCE_FILE = Path(__file__).resolve().parent.parent / "data" / "relevance.js
 
 FEATURE_NAMES: tuple[str, ...] = (
     "cosine",
+    "context_cosine",
     "coverage",
     "idf_coverage",
     "context_idf_coverage",
@@ -123,8 +130,12 @@ FEATURE_NAMES: tuple[str, ...] = (
     "named_missing",
     "bigram_coverage",
     "has_value",
+    "procedure",
+    "step_match",
+    "decision",
+    "decision_match",
 )
-EMBEDDING_FEATURES = frozenset({"cosine"})
+EMBEDDING_FEATURES = frozenset({"cosine", "context_cosine"})
 FALLBACK_FEATURE_NAMES: tuple[str, ...] = tuple(
     name for name in FEATURE_NAMES if name not in EMBEDDING_FEATURES
 )
@@ -253,6 +264,7 @@ class QuestionProfile:
     kind: str = ""
     focus: tuple[str, ...] = ()
     named: frozenset[str] = frozenset()
+    intent: str = ""  # INTENT_PROCEDURE, INTENT_DECISION or "" (see `question_intent`)
 
     @property
     def content_stems(self) -> tuple[str, ...]:
@@ -278,22 +290,61 @@ def question_profile(question: str) -> QuestionProfile:
     """The question's content words, kind and focus (pure)."""
     words = surface_stems(question)
     stop = _stop_stems()
+    surfaces = [surface for surface, _ in words]
+    kind, focus_at = _kind(surfaces)
+    intent = question_intent(surfaces, kind)
     seen: set[str] = set()
     content: list[tuple[str, str]] = []
     for i, (surface, stem) in enumerate(words):
         if i and words[i - 1][0] == "how" and surface in HOW_NUMBER | HOW_TIME:
             continue  # "how *long*", "how *often*": the question's type, not its topic
+        if intent == INTENT_DECISION and surface in DECISION_QUESTION_WORDS:
+            continue  # "what did we *decide* about backups": the intent, not the topic
         if stem and stem not in stop and surface not in stop and stem not in seen:
             seen.add(stem)
             content.append((surface, stem))
-    surfaces = [surface for surface, _ in words]
-    kind, focus_at = _kind(surfaces)
     focus = tuple(words[i][1] for i in focus_at if words[i][1] not in stop)
     if kind == KIND_FOCUS and not focus:
         kind = ""
     return QuestionProfile(
-        content=tuple(content), kind=kind, focus=focus, named=named_things(question)
+        content=tuple(content),
+        kind=kind,
+        focus=focus,
+        named=named_things(question),
+        intent=intent,
     )
+
+
+# What an open question wants when it has no answer type: the steps of a procedure ("how do I
+# promote the replica", "how to roll back") or a decision taken ("what did we decide about
+# backups"). Neither is an answer *type* a sentence can show by itself, so each has its own pair
+# of features (the question's intent, and whether the candidate looks like what it wants).
+INTENT_PROCEDURE = "procedure"
+INTENT_DECISION = "decision"
+DECISION_QUESTION_WORDS = word_set(
+    "decide decided decides deciding decision decisions agree agreed agreement choose chose "
+    "chosen choice conclude concluded conclusion settle settled resolve resolved resolution "
+    "outcome outcomes verdict"
+)
+_PROCEDURE_AUX = word_set("do does can could should would shall must")
+_ASKERS = word_set("i we you one someone anyone")
+
+
+def question_intent(surfaces: Sequence[str], kind: str) -> str:
+    """INTENT_DECISION when an open or which/what question names deciding ("what did we decide
+    about X", "what was the outcome on X"); INTENT_PROCEDURE for "how do/can/should I|we|you
+    X" and "how to X"; "" otherwise (pure)."""
+    if kind in ("", KIND_FOCUS) and any(word in DECISION_QUESTION_WORDS for word in surfaces):
+        return INTENT_DECISION
+    at = next((i for i, word in enumerate(surfaces) if word in WH_WORDS), None)
+    if kind or at is None or surfaces[at] != "how":
+        return ""
+    following = surfaces[at + 1 : at + 3]
+    if following[:1] == ["to"]:
+        return INTENT_PROCEDURE
+    if len(following) == 2 and following[0] in _PROCEDURE_AUX and following[1] in _ASKERS:
+        return INTENT_PROCEDURE
+    return ""
 
 
 def _kind(surfaces: list[str]) -> tuple[str, list[int]]:
@@ -407,6 +458,48 @@ def answer_types(text: str) -> frozenset[str]:
     if surfaces & REASON_WORDS:
         found.add(KIND_REASON)
     return frozenset(found)
+
+
+# A step of a procedure: an instruction that starts with a verb in the imperative ("Run …",
+# "Stop writes …"), or a command (a code span). Lexical cues, like the answer types above.
+IMPERATIVE_VERBS = word_set(
+    "add apply ask back build call change check clear click close configure confirm connect "
+    "copy create delete deploy disable drain edit enable ensure fence fill find follow go grant "
+    "install kill log make mark merge move note open pause pick point post promote pull push put "
+    "read rebuild reboot reload remove rename repeat replace request reset restart restore "
+    "resume revert revoke roll rotate run save scale select send set ssh start stop switch "
+    "tag tell trigger turn type uncordon update upgrade upload use verify wait watch write "
+    "cordon bump drop flush mount unmount snapshot sync take tail test"
+)
+# Where a decision is recorded (a heading) or said (a cue in the sentence).
+DECISION_CONTEXT_WORDS = word_set(
+    "decision decisions decided agreed agreement outcome outcomes resolution resolutions "
+    "conclusion conclusions action actions adr"
+)
+DECISION_CUE_WORDS = word_set(
+    "decided decide decision agreed agree chose chosen choose going will moved moves move "
+    "switched switch switching goes adopt adopted approved accepted rejected dropped keep kept "
+    "stay stays instead"
+)
+
+
+def is_step(text: str) -> bool:
+    """Whether `text` reads as a step of a procedure: it starts with an imperative verb, or
+    holds a code span (pure)."""
+    if "`" in text:
+        return True
+    first = TOKEN_RE.search(unicodedata.normalize("NFKC", text))
+    return bool(first) and first.group(0).casefold() in IMPERATIVE_VERBS
+
+
+def is_decision(text: str, context: str) -> bool:
+    """Whether `text` (under `context`: title and heading path) records a decision: its heading
+    names one, or the sentence says what was decided or changed (pure)."""
+    context_words = {m.group(0).casefold() for m in TOKEN_RE.finditer(context)}
+    if context_words & DECISION_CONTEXT_WORDS:
+        return True
+    text_words = {m.group(0).casefold() for m in TOKEN_RE.finditer(text)}
+    return bool(text_words & DECISION_CUE_WORDS)
 
 
 def _is_number(surface: str) -> bool:
@@ -533,7 +626,7 @@ def features(
     profile: QuestionProfile,
     candidates: Sequence[Candidate],
     idf: IdfTable,
-    cosines: Sequence[float] | None,
+    cosines: Sequence[tuple[float, float]] | None,
 ) -> np.ndarray:
     """The feature matrix, len(candidates) × len(FEATURE_NAMES), in `FEATURE_NAMES` order.
     `cosines` None (no embedding model) fills the cosine column with 0; the no-embedding model
@@ -549,6 +642,8 @@ def features(
     named = profile.named
     question_pairs = set(itertools.pairwise(question_stems))
     wanted = set(question_stems)
+    procedure = profile.intent == INTENT_PROCEDURE
+    decision = profile.intent == INTENT_DECISION
     rows = []
     for i, candidate in enumerate(candidates):
         text_stems = set(stems(candidate.text))
@@ -577,7 +672,8 @@ def features(
         words = len(TOKEN_RE.findall(candidate.text))
         rows.append(
             [
-                float(cosines[i]) if cosines is not None else 0.0,
+                float(cosines[i][0]) if cosines is not None else 0.0,
+                float(cosines[i][1]) if cosines is not None else 0.0,
                 coverage,
                 _weighted_share(question_stems, weights, text_stems),
                 _weighted_share(question_stems, weights, everywhere),
@@ -596,9 +692,37 @@ def features(
                 named_missing / len(named) if named else 0.0,
                 len(question_pairs & pairs) / len(question_pairs) if question_pairs else 0.0,
                 1.0 if _VALUE_RE.search(candidate.text) else 0.0,
+                1.0 if procedure else 0.0,
+                1.0 if procedure and is_step(candidate.text) else 0.0,
+                1.0 if decision else 0.0,
+                1.0 if decision and is_decision(candidate.text, context) else 0.0,
             ]
         )
     return np.asarray(rows, dtype=np.float64)
+
+
+def embedding_text(candidate: Candidate) -> str:
+    """What the `context_cosine` feature embeds for a candidate: its heading path, then its
+    text. A step under "Failover > Promote the replica" is about promoting the replica
+    although its own words ("Run `pg_ctl promote` on the standby host") never say "replica";
+    a sentence outside any section is embedded as it is (both cosines are then the same). The
+    title stays out: every sentence of a document shares it, so it would blur which of them
+    answers. The heading can also pull a sentence away from the question ("Redis" above "Set
+    maxmemory-policy …"), which is why the text's own cosine is kept beside it."""
+    if not candidate.heading_path:
+        return candidate.text
+    return f"{candidate.heading_path}\n{candidate.text}"
+
+
+def cosine_pairs(
+    candidates: Sequence[Candidate], cosines_of: Callable[[list[str]], list[float]]
+) -> list[tuple[float, float]]:
+    """(cosine of the text, cosine of `embedding_text`) per candidate, from one call of
+    `cosines_of` over the distinct texts (a candidate outside any section is embedded once)."""
+    texts = [c.text for c in candidates] + [embedding_text(c) for c in candidates]
+    texts = list(dict.fromkeys(texts))
+    by_text = dict(zip(texts, cosines_of(texts), strict=True))
+    return [(by_text[c.text], by_text[embedding_text(c)]) for c in candidates]
 
 
 def embedding_cosines(question: str, texts: Sequence[str]) -> list[float]:
@@ -741,7 +865,9 @@ def score_pairs(
     fitted = model if model is not None else load_model()
     profile = question_profile(question)
     try:
-        cosines: list[float] | None = embedding_cosines(question, [c.text for c in candidates])
+        cosines: list[tuple[float, float]] | None = cosine_pairs(
+            candidates, lambda texts: embedding_cosines(question, texts)
+        )
         which, note = FULL_MODEL, ""
     except Exception as exc:  # a dead model, or one failing mid-inference: the same fallback
         if not isinstance(exc, EmbeddingUnavailable):

@@ -78,6 +78,8 @@ from retrieval.answer.relevance import (
     IdfTable,
     LogisticModel,
     corpus_idf,
+    cosine_pairs,
+    embedding_text,
     features,
     question_profile,
     read_model,
@@ -402,6 +404,8 @@ class Group:
 
 
 def candidates_for(question: Question, corpus: Corpus, k: int) -> Group:
+    from retrieval.answer.pack import headings_beyond_title  # needs Django set up (main)
+
     seen: set[tuple[str, int]] = set()
     candidates: list[Candidate] = []
     labels: list[float] = []
@@ -419,7 +423,12 @@ def candidates_for(question: Question, corpus: Corpus, k: int) -> Group:
                 Candidate(
                     text=sentence.text,
                     title=passage.title,
-                    heading_path=" > ".join(passage.heading_path),
+                    # As the evidence pack gives it (`headings_beyond_title`): the first
+                    # heading repeating the title is left out, so a candidate here is the
+                    # candidate the scorer sees at run time.
+                    heading_path=" > ".join(
+                        headings_beyond_title(passage.title, passage.heading_path)
+                    ),
                     rank=rank,
                 )
             )
@@ -489,7 +498,8 @@ class EmbeddingCache:
 
 
 def featurise(groups: list[Group], corpora: dict[str, Corpus], cache: EmbeddingCache) -> None:
-    texts = [g.question.text for g in groups] + [c.text for g in groups for c in g.candidates]
+    texts = [g.question.text for g in groups]
+    texts += [t for g in groups for c in g.candidates for t in (c.text, embedding_text(c))]
     cache.fill(texts)
     for group in groups:
         corpus = corpora[group.question.corpus]
@@ -497,7 +507,10 @@ def featurise(groups: list[Group], corpora: dict[str, Corpus], cache: EmbeddingC
             question_profile(group.question.text),
             group.candidates,
             corpus.idf_table(group.question.text),
-            cache.cosines(group.question.text, [c.text for c in group.candidates]),
+            cosine_pairs(
+                group.candidates,
+                lambda texts, question=group.question.text: cache.cosines(question, texts),
+            ),
         )
 
 
@@ -737,13 +750,38 @@ def load_corpora(args: argparse.Namespace) -> Data:
     return Data(corpora=corpora, scifact=scifact)
 
 
+def quotable(question: Question, corpus: Corpus) -> bool:
+    """Whether lode could quote the answer at all: some quotable unit of an answering document
+    (`split_sentences`: never code, never a heading) overlaps its gold text. A question whose
+    answer is only a command in a code block ("How do I promote the replica?" → `pg_ctl
+    promote …`) is neither answerable by a quote nor unanswerable: its candidates (the steps
+    around the command) are not wrong answers to a question that has none."""
+    for key, start, end in question.gold:
+        doc = corpus.docs.get(key)
+        if doc is None:
+            continue
+        if any(s.start < end and start < s.end for s in split_sentences(doc.body)):
+            return True
+    return False
+
+
 def collect_groups(questions: list[Question], data: Data, args: argparse.Namespace) -> list[Group]:
     groups = []
+    unquotable = []
     for q in questions:
         if q.corpus not in data.corpora:
             continue
+        if (
+            q.answerable
+            and q.set_name != SCIFACT_CLAIMS
+            and not quotable(q, data.corpora[q.corpus])
+        ):
+            unquotable.append(q.qid)
+            continue
         k = args.scifact_top_k if q.set_name == SCIFACT_CLAIMS else args.top_k
         groups.append(candidates_for(q, data.corpora[q.corpus], k))
+    if unquotable:
+        print(f"left out, their answers are not quotable (code): {', '.join(unquotable)}")
     return groups
 
 
