@@ -28,10 +28,10 @@ one claim at the gate as for one of fifty sentences in the answerer):
   claim's heading path before it (`embedding_text`: a step under "Promote the replica" is
   about the replica); one batched call per scoring (`cosine_pairs`);
 * `coverage`, `idf_coverage` — the share of the question's content words (index stems, question
-  glue and filler removed; a decision question's "decide" too) present in the claim, plain and weighted by rarity; rarity is the
-  IDF over the *user's own* head passages, looked up through the lexical index
-  (`passage_idf`, at most `MAX_IDF_WORDS` words, document frequency capped at `DF_CAP`, so the
-  cost is bounded); the fit computes it the same way over its corpus;
+  glue and filler removed; a decision question's "decide" too) present in the claim, plain and
+  weighted by rarity; rarity is the IDF over the *user's own* head passages, looked up through
+  the lexical index (`passage_idf`, at most `MAX_IDF_WORDS` words, document frequency capped at
+  `DF_CAP`, so the cost is bounded); the fit computes it the same way over its corpus;
 * `context_idf_coverage`, `heading_coverage` — the same over claim + heading path + title, and
   over heading path + title alone (a runbook section named for the question);
 * `missing_max_idf` — the rarity of the rarest question word found nowhere (claim, heading,
@@ -60,13 +60,14 @@ The fit's own figures (retrieval/data/relevance.json `report`, at its step-alone
 threshold, so these are the step's own figures, before the answerer's and the decision's
 filters): out of fold on the tune halves, 0 of 59 + 58 near-topic unanswerable questions are
 answered and 30% of the answerable notes questions and 40% of the answerable SciFact questions
-are; the kept-apart halves' figures are in the report's `holdout` entry (`fit_relevance
-evaluate --split holdout --record`). Answerable questions whose answer lies only in code (a
-command in a fence, which lode never quotes) are left out of the fit (`quotable`). The features cannot tell a verified near-topic
-quote from an answer much better than that: holding false answers near 1% costs most answers
-(the fit prints the whole trade-off table; lower thresholds answer more and falsely answer
-more). Whole-ask figures at the chosen threshold are `bench/answer_quality.py`'s (bench/README.md,
-"Answers that answer"); `ask_calibration` in relevance.json holds the trade-off table.
+are; the kept-apart halves' figures are in the report's `holdout` entry (`fit_relevance evaluate
+--split holdout --record`). Answerable questions whose answer lies only in code (a command in a
+fence, which lode never quotes) are left out of the fit (`quotable`). The features cannot tell a
+verified near-topic quote from an answer much better than that: holding false answers near 1%
+costs most answers (the fit prints the whole trade-off table; lower thresholds answer more and
+falsely answer more). Whole-ask figures at the chosen threshold are `bench/answer_quality.py`'s
+(bench/README.md, "Answers that answer"); `ask_calibration` in relevance.json holds the
+trade-off table.
 
 When the embedding model cannot load, scoring degrades honestly: the *no-embedding* model,
 fitted alongside on the same data without `cosine`, with its own data-chosen threshold,
