@@ -42,3 +42,18 @@ def note_tags(document: Document) -> list[tuple[str, bool]]:
 
 def tags_for_user(user: AbstractBaseUser) -> QuerySet[Tag]:
     return Tag.objects.filter(owner_id=user.pk, documents__deleted_at__isnull=True).distinct()
+
+
+def trashed_notes_for_user(user: AbstractBaseUser) -> QuerySet[Document]:
+    """The user's deleted notes (the trash), most recently deleted first."""
+    return (
+        Document.objects.filter(owner_id=user.pk, kind=Document.Kind.NOTE, deleted_at__isnull=False)
+        .select_related("head")
+        .order_by("-deleted_at", "-id")
+    )
+
+
+def trashed_note_get(user: AbstractBaseUser, note_id: int) -> Document:
+    """One note in the user's trash; raises `Document.DoesNotExist` otherwise (someone
+    else's note, or a live one), so ids leak nothing."""
+    return trashed_notes_for_user(user).get(pk=note_id)

@@ -1,5 +1,6 @@
-"""Writes to notes: create, edit (with conflict detection), soft delete, restore, tags, and
-imports (one note at a time, or a batch in bulk for large data sets).
+"""Writes to notes: create, edit (with conflict detection), soft delete and restore from the
+trash, restore of an old version, tags, and imports (one note at a time, or a batch in bulk
+for large data sets). Also the bounded word diff the compare and conflict pages show.
 
 Every write runs in one transaction that also writes the version's passages, so the
 lexical index is current when it commits. Callers pass the user; permission checks happen
@@ -8,6 +9,7 @@ here as well as in the selectors, so a view cannot forget them.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 from collections.abc import Sequence
@@ -21,7 +23,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from notes.models import Document, DocumentTag, Tag, TrustTier, Version
-from retrieval.index.passages import index_new_head, index_new_heads, unindex_document
+from retrieval.index.passages import (
+    index_new_head,
+    index_new_heads,
+    passages_for_version,
+    rechunk_head,
+    unindex_document,
+)
+from retrieval.index.sync import enqueue_document_sync_on_commit
 from retrieval.models import Passage
 
 NOTE_EXTRACTOR = "markdown-note"
@@ -347,6 +356,167 @@ def note_delete(*, document: Document, user: AbstractBaseUser) -> None:
         locked.deleted_at = timezone.now()
         locked.save(update_fields=["deleted_at", "updated_at"])
         unindex_document(locked)
+
+
+def note_undelete(*, document: Document, user: AbstractBaseUser) -> Document:
+    """Take a note out of the trash: it is live again with all its versions, and its head is
+    searchable again when this commits (lexically at once, vectors through the worker).
+
+    Only the owner may; a note that is not in the trash is a `ValidationError`. The head
+    version's passages were only taken out of the head set by `note_delete`, so they are put
+    back as they were (same rows: evidence links made before the delete open again as
+    current) when they are still what the chunker makes of that version; otherwise the head
+    is re-chunked under the current bounds (`rechunk_head`, as `lode_index repair` does).
+    """
+    with transaction.atomic():
+        locked = Document.objects.select_for_update().get(pk=document.pk)
+        if locked.owner_id != user.pk or locked.kind != Document.Kind.NOTE:
+            raise PermissionDenied("You cannot restore this note.")
+        if locked.deleted_at is None:
+            raise ValidationError("This note is not in the trash.")
+        locked.deleted_at = None
+        locked.save(update_fields=["deleted_at", "updated_at"])
+        _reindex_head(locked)
+    document.refresh_from_db()
+    return document
+
+
+def _reindex_head(document: Document) -> None:
+    """Make the head version's passages the document's head passages again."""
+    head = Version.objects.get(pk=document.head_id)
+    fresh = passages_for_version(head, is_head=True)
+    stored = {
+        (p.position, p.start, p.end, p.text_sha256): p.pk
+        for p in Passage.objects.filter(version=head, position__lt=len(fresh))
+    }
+    keys = [(p.position, p.start, p.end, p.text_sha256) for p in fresh]
+    if all(key in stored for key in keys):
+        Passage.objects.filter(pk__in=[stored[key] for key in keys]).update(is_head=True)
+        enqueue_document_sync_on_commit(document.pk)  # the worker embeds them again
+    else:
+        rechunk_head(document.pk)
+
+
+# --- comparing versions -------------------------------------------------------------------
+
+# difflib's matcher is quadratic or worse on repetitive text (two 1,500-word runs of a few
+# repeated words took 5 s), so a diff is bounded by counts, never by a clock: texts over
+# MAX_DIFF_WORDS words are refused, lines are aligned first (difflib's popular-line junk
+# heuristic keeps that fast), and words are aligned only inside a changed run of lines of
+# at most MAX_WORD_ALIGN words a side, while the products of the aligned runs' sizes stay
+# within MAX_ALIGN_WORK (the matcher's worst case grows with it: about 0.8 s in all on such
+# text); a changed run past either bound shows as removed and added whole.
+MAX_DIFF_WORDS = 50_000
+MAX_WORD_ALIGN = 400
+MAX_ALIGN_WORK = 1_000_000
+
+# A word, or a run of punctuation, with the whitespace after it, or leading whitespace:
+# tokens concatenate to the text, and "minutes." changed to "minutes, then" keeps "minutes".
+_WORD_RE = re.compile(r"\s+|\w+\s*|[^\w\s]+\s*")
+
+DiffOp = Literal["equal", "insert", "delete"]
+
+
+@dataclass(frozen=True, slots=True)
+class DiffSegment:
+    """A run of text that both versions share (`equal`), or only the newer (`insert`) or
+    only the older (`delete`) has. Plain text: templates escape it."""
+
+    op: DiffOp
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class WordDiff:
+    """A word-level diff of `old` → `new`. `refused` says why no diff was made (too large);
+    otherwise the `equal` and `insert` segments concatenate to `new`, and the `equal` and
+    `delete` ones to `old` up to spacing (a change of whitespace alone is not marked: `equal`
+    text is `new`'s). `whole_blocks` counts changed runs too long to align word by word,
+    shown as removed and added whole."""
+
+    segments: tuple[DiffSegment, ...] = ()
+    refused: str = ""
+    inserted_words: int = 0
+    deleted_words: int = 0
+    whole_blocks: int = 0
+
+    @property
+    def same(self) -> bool:
+        return not self.refused and all(s.op == "equal" for s in self.segments)
+
+
+def _words(text: str) -> list[str]:
+    return _WORD_RE.findall(text)
+
+
+def word_diff(
+    old: str,
+    new: str,
+    *,
+    max_words: int = MAX_DIFF_WORDS,
+    max_align: int = MAX_WORD_ALIGN,
+    max_work: int = MAX_ALIGN_WORK,
+) -> WordDiff:
+    """The word-level diff of `old` → `new`, bounded as `MAX_DIFF_WORDS` says."""
+    old_words, new_words = len(old.split()), len(new.split())
+    if max(old_words, new_words) > max_words:
+        return WordDiff(
+            refused=(
+                f"Too large to compare word by word: the texts have {old_words:,} and "
+                f"{new_words:,} words, and a comparison takes at most {max_words:,} words a "
+                "side. Open each version to read it whole."
+            )
+        )
+    segments: list[DiffSegment] = []
+    counts = {"insert": 0, "delete": 0}
+    whole = 0
+    work = max_work
+
+    def add(op: DiffOp, text: str) -> None:
+        if not text:
+            return
+        if op != "equal":
+            counts[op] += len(text.split())
+        if segments and segments[-1].op == op:
+            segments[-1] = DiffSegment(op, segments[-1].text + text)
+        else:
+            segments.append(DiffSegment(op, text))
+
+    old_lines, new_lines = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    # Lines are compared without trailing spacing too: a browser sends CRLF line ends, so
+    # the text of a conflicting edit would otherwise differ from the stored one on every line.
+    lines = difflib.SequenceMatcher(
+        None, [line.rstrip() for line in old_lines], [line.rstrip() for line in new_lines]
+    )
+    for tag, i1, i2, j1, j2 in lines.get_opcodes():
+        before, after = "".join(old_lines[i1:i2]), "".join(new_lines[j1:j2])
+        if tag == "equal":
+            add("equal", after)
+            continue
+        a, b = _words(before), _words(after)
+        if tag != "replace" or max(len(a), len(b)) > max_align or len(a) * len(b) > work:
+            whole += tag == "replace"
+            add("delete", before)
+            add("insert", after)
+            continue
+        work -= len(a) * len(b)
+        # Within a small changed run, every word counts (no junk heuristic), and words are
+        # compared without the spacing after them: text re-wrapped is not text changed.
+        words = difflib.SequenceMatcher(
+            None, [t.rstrip() for t in a], [t.rstrip() for t in b], autojunk=False
+        )
+        for op, k1, k2, m1, m2 in words.get_opcodes():
+            if op == "equal":
+                add("equal", "".join(b[m1:m2]))
+            else:
+                add("delete", "".join(a[k1:k2]))
+                add("insert", "".join(b[m1:m2]))
+    return WordDiff(
+        segments=tuple(segments),
+        inserted_words=counts["insert"],
+        deleted_words=counts["delete"],
+        whole_blocks=whole,
+    )
 
 
 # --- imports ------------------------------------------------------------------------------

@@ -214,14 +214,19 @@ def note_edit(request: HttpRequest, note_id: int) -> HttpResponse:
                 "base_version": note.head.pk,
             }
         )
+    context: dict[str, object] = {
+        "form": form,
+        "note": note,
+        "conflict": conflict,
+        "creating": False,
+    }
     if conflict:
         status = 409
-    return render(
-        request,
-        "notes/form.html",
-        {"form": form, "note": note, "conflict": conflict, "creating": False},
-        status=status,
-    )
+        # What changed under the user (their starting version → the head), and what saving
+        # their text would change (the head → their text).
+        context["since_diff"] = services.word_diff(conflict.base.body, conflict.head.body)
+        context["yours_diff"] = services.word_diff(conflict.head.body, conflict.body)
+    return render(request, "notes/form.html", context, status=status)
 
 
 @require_http_methods(["GET", "POST"])
@@ -229,7 +234,7 @@ def note_delete(request: HttpRequest, note_id: int) -> HttpResponse:
     note = _note_or_404(request, note_id)
     if request.method == "POST":
         services.note_delete(document=note, user=request.user)
-        messages.success(request, f"Deleted “{note.title}”.")
+        messages.success(request, f"Moved “{note.title}” to the trash; you can restore it there.")
         return redirect("notes:list")
     return render(request, "notes/confirm_delete.html", {"note": note})
 
@@ -247,6 +252,73 @@ def _history(request: HttpRequest, note: Document, *, status: int = 200) -> Http
         {"note": note, "versions": selectors.note_versions(note)},
         status=status,
     )
+
+
+def _version_number(raw: str | None, default: int) -> int | None:
+    """A user-facing version number from the query string (`default` when absent), or None
+    when it is not a whole number from 1."""
+    if raw is None or raw == "":
+        return default
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9 or int(raw) < 1:
+        return None
+    return int(raw)
+
+
+@require_GET
+def note_compare(request: HttpRequest, note_id: int) -> HttpResponse:
+    """`?a=N&b=M`: the word diff from version N to version M of a note (user-facing numbers;
+    by default the version before the current one to the current one)."""
+    note = _note_or_404(request, note_id)
+    head = note.head
+    numbers = (
+        _version_number(request.GET.get("a"), max(head.number - 1, 1)),
+        _version_number(request.GET.get("b"), head.number),
+    )
+    if None in numbers:
+        return _text_response("“a” and “b” must be version numbers (whole numbers from 1).", 400)
+    found = {v.number: v for v in note.versions.filter(number__in=numbers)}
+    missing = [n for n in numbers if n not in found]
+    if missing:
+        raise Http404(f"This note has no version {missing[0]}.")
+    old, new = found[numbers[0]], found[numbers[1]]
+    return render(
+        request,
+        "notes/compare.html",
+        {
+            "note": note,
+            "old": old,
+            "new": new,
+            "diff": services.word_diff(old.body, new.body),
+            "versions": selectors.note_versions(note).only("number", "created_at"),
+        },
+    )
+
+
+@require_GET
+def note_trash(request: HttpRequest) -> HttpResponse:
+    return render(
+        request, "notes/trash.html", {"notes": selectors.trashed_notes_for_user(request.user)[:500]}
+    )
+
+
+@require_POST
+def note_undelete(request: HttpRequest, note_id: int) -> HttpResponse:
+    """Restore a note from the trash (only the owner's, only one that is in the trash)."""
+    try:
+        note = selectors.trashed_note_get(request.user, note_id)
+    except Document.DoesNotExist:
+        raise Http404("No such note in your trash.") from None
+    try:
+        services.note_undelete(document=note, user=request.user)
+    except ValidationError as exc:
+        # Restored meanwhile (another tab, a double click): say so, and show the note.
+        messages.info(request, " ".join(exc.messages))
+        return redirect(_note_url(note))
+    count = note.versions.count()
+    messages.success(
+        request, f"Restored “{note.title}” with its {count} version{'s' if count != 1 else ''}."
+    )
+    return redirect(_note_url(note))
 
 
 @require_GET
