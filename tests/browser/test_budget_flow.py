@@ -16,7 +16,7 @@ def test_a_stopped_search_shows_its_message_in_the_results(alice, open_session, 
     services.note_create(owner=alice, title="Otters", body="# Otters\n\nOtters hold hands.\n")
     session = open_session(user=alice)
     page = session.page
-    page.goto("/search")
+    page.goto("/search?adv=1")  # the mode selector lives under Advanced (issue 13)
     box = page.locator("form.search input[name=q]")
     page.locator("select[name=mode]").select_option("lexical")
 

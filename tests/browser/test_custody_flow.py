@@ -258,11 +258,14 @@ def test_copy_link_reproduces_results_in_a_new_session(
     assert hit_keys(second.page) == hybrid_order
     expect(second.page.locator("form.search input[name=q]")).to_have_value(query)
 
-    # Changing the mode re-runs the search (htmx) and reaches the address bar and the link.
+    # The mode lives under Advanced (issue 13's calm view, adv=1 kept in the link). Changing
+    # it re-runs the search (htmx) and reaches the address bar and the link.
+    page.locator("a.advanced-toggle").click()
+    page.wait_for_url(lambda url: parse_qs(urlsplit(url).query).get("adv") == ["1"])
     page.locator("select[name=mode]").select_option("lexical")
     page.wait_for_url(lambda url: parse_qs(urlsplit(url).query).get("mode") == ["lexical"])
     expect(page.locator("#results [data-share-url]")).to_have_value(page.url)
-    expect(page.locator("#results .meta").first).to_contain_text("lexical search")
+    expect(page.locator("#results .search-stats")).to_contain_text("lexical search")
     lexical_link = page.url
     lexical_order = hit_keys(page)
     assert lexical_order
