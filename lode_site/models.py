@@ -1,11 +1,18 @@
-"""Site-wide models: API tokens for scripts and agents."""
+"""Site-wide models: API tokens for scripts and agents; progress of long commands."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
+import time
+from collections.abc import Iterator
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
+
+logger = logging.getLogger(__name__)
 
 
 def token_digest(raw: str) -> str:
@@ -25,3 +32,124 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.user})"
+
+
+class JobProgress(models.Model):
+    """How far one long management command has got, for the admin page beside the shell's
+    progress bar (`lode_import_markdown`, `lode_reindex_vectors`).
+
+    A row is created when the command starts and finished or failed when it ends; in
+    between `done` is written at most once every `WRITE_INTERVAL_SECONDS`, so a run of
+    thousands of items costs a handful of UPDATEs. Each write is its own statement in
+    autocommit (the commands run outside a transaction), so another process (the admin)
+    sees it at once. A process killed outright (SIGKILL, power loss) cannot say so: its row
+    stays *running*, and `updated_at` shows when it was last heard from.
+    """
+
+    WRITE_INTERVAL_SECONDS = 1.0
+    MAX_ERROR_CHARS = 4000
+
+    class Kind(models.TextChoices):
+        IMPORT_MARKDOWN = "import_markdown", "Markdown import"
+        REINDEX_VECTORS = "reindex_vectors", "Vector re-index"
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    # The command's arguments in words (folder, owner, source; batch size), for telling
+    # runs apart on the admin page.
+    summary = models.CharField(max_length=500, blank=True, default="")
+    started_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.RUNNING)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        verbose_name = "job progress"
+        verbose_name_plural = "job progress"
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.started_at:%Y-%m-%d %H:%M} ({self.status})"
+
+    @property
+    def percent(self) -> int | None:
+        """Whole percent done (0–100), or None while the total is not known yet."""
+        if self.total == 0:
+            return 100 if self.status == self.Status.DONE else None
+        return min(100, self.done * 100 // self.total)
+
+    @classmethod
+    def start(cls, *, kind: str, summary: str = "", total: int = 0) -> JobProgress:
+        """A new running row, written at once."""
+        return cls.objects.create(kind=kind, summary=summary[:500], total=total)
+
+    def report(self, done: int, total: int | None = None) -> None:
+        """Record `done` (and `total` when it changed); written when the total changed or
+        the last write is `WRITE_INTERVAL_SECONDS` old, else kept for the next write."""
+        total_changed = total is not None and total != self.total
+        if total is not None:
+            self.total = total
+        self.done = done
+        # A row never written by this object (just created or loaded) writes at once.
+        written_at = getattr(self, "_written_at", float("-inf"))
+        if total_changed or time.monotonic() - written_at >= self.WRITE_INTERVAL_SECONDS:
+            self._write(done=self.done, total=self.total)
+
+    def advance(self, count: int = 1) -> None:
+        """`count` more items done (the shape of tqdm's `update`)."""
+        self.report(self.done + count)
+
+    def finish(self) -> None:
+        """Mark the run done. Work that grew while it ran (notes saved during a re-index)
+        raises the total to what was done, so a finished row never reads as short."""
+        self.total = max(self.total, self.done)
+        self.status = self.Status.DONE
+        self.finished_at = timezone.now()
+        self._write(
+            done=self.done, total=self.total, status=self.status, finished_at=self.finished_at
+        )
+
+    def fail(self, error: BaseException) -> None:
+        """Mark the run failed with `error`'s type and message, keeping how far it got."""
+        self.status = self.Status.FAILED
+        self.finished_at = timezone.now()
+        message = str(error)
+        text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+        self.error = text[: self.MAX_ERROR_CHARS]
+        self._write(
+            done=self.done,
+            total=self.total,
+            status=self.status,
+            finished_at=self.finished_at,
+            error=self.error,
+        )
+
+    def _write(self, **fields: object) -> None:
+        # An UPDATE of the named columns only: cheap, and it never overwrites the row
+        # with stale values of the others.
+        self.updated_at = timezone.now()
+        type(self).objects.filter(pk=self.pk).update(updated_at=self.updated_at, **fields)
+        self._written_at = time.monotonic()
+
+
+@contextlib.contextmanager
+def job_progress(*, kind: str, summary: str = "", total: int = 0) -> Iterator[JobProgress]:
+    """A `JobProgress` row for the `with` block: finished when the block ends, failed with
+    the error when it raises (Ctrl-C included); the error is then raised on unchanged."""
+    job = JobProgress.start(kind=kind, summary=summary, total=total)
+    try:
+        yield job
+    except BaseException as exc:
+        try:
+            job.fail(exc)
+        except Exception:  # e.g. the database went away: the original error matters more
+            logger.exception("could not record the failure of job %s", job.pk)
+        raise
+    job.finish()

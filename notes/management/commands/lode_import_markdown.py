@@ -9,6 +9,10 @@ goes on. Every version written records the file's absolute path and the SHA-256 
 bytes (verified opening re-reads the file and compares); every note records the source name
 (DIR's folder name unless `--source` names it), for the `source:` search filter.
 
+Progress shows in the shell (tqdm on stderr) and on the admin page "Job progress": the
+command keeps a `lode_site.models.JobProgress` row of files done out of files found,
+finished at the end or failed with the error.
+
 Notes are written by `notes.services.note_import` (one transaction per file, like a note
 saved on its page). The command-line pieces both import commands share (the user, the
 `--source` option, the tally and its report) live here as plain functions; `lode_load_beir`
@@ -20,6 +24,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +34,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from markdown_it import MarkdownIt
 from tqdm import tqdm
 
+from lode_site.models import JobProgress, job_progress
 from notes import services
 from notes.sources import SourceRefused, read_source_bytes, sha256_bytes
 
@@ -165,10 +171,12 @@ def import_markdown(
     owner: AbstractBaseUser,
     progress: bool = True,
     source_name: str | None = None,
+    on_progress: Callable[[int, int], object] | None = None,
 ) -> ImportStats:
     """Import every markdown file under `root` for `owner`; see the module docstring.
 
-    `source_name` defaults to the folder's name.
+    `source_name` defaults to the folder's name. `on_progress(done, total)` is called once
+    the files are listed (done 0) and after each file, imported or skipped.
     """
     started = time.perf_counter()
     stats = ImportStats()
@@ -177,7 +185,11 @@ def import_markdown(
     if source_name is None:
         source_name = root.name[:MAX_SOURCE_CHARS]
     files = markdown_files(root)
-    for path in tqdm(files, unit="file", file=sys.stderr, disable=not progress):
+    if on_progress is not None:
+        on_progress(0, len(files))
+    for done, path in enumerate(
+        tqdm(files, unit="file", file=sys.stderr, disable=not progress), start=1
+    ):
         key = path.relative_to(root).as_posix()
         try:
             if len(key) > MAX_KEY_CHARS:
@@ -201,6 +213,8 @@ def import_markdown(
             stats.skipped.append((key, f"cannot read: {exc.strerror or exc}"))
         else:
             stats.add(imported)
+        if on_progress is not None:
+            on_progress(done, len(files))
     stats.seconds = time.perf_counter() - started
     return stats
 
@@ -249,10 +263,15 @@ class Command(BaseCommand):
             raise CommandError(f"{root} is not a folder")
         source = source_option(options["source"])
         owner = ensure_user(str(options["user"]))
-        stats = import_markdown(
-            root.resolve(),
-            owner=owner,
-            progress=not options["no_progress"],
-            source_name=source,
-        )
+        summary = f"{root.resolve()} for {owner.get_username()}"
+        if source is not None:
+            summary += f", source {source}"
+        with job_progress(kind=JobProgress.Kind.IMPORT_MARKDOWN, summary=summary) as job:
+            stats = import_markdown(
+                root.resolve(),
+                owner=owner,
+                progress=not options["no_progress"],
+                source_name=source,
+                on_progress=job.report,
+            )
         report(self, stats)

@@ -4,6 +4,10 @@ Needed when the embedding manifest changes (another model, dimension or template
 manifest's collection is filled completely while queries keep reading the old one; only
 then does the index switch, and the old collection is dropped. Interrupted, it leaves the
 old index active; run it again to resume.
+
+Progress shows in the shell (tqdm on stderr) and on the admin page "Job progress" (a
+`lode_site.models.JobProgress` row of passages done out of passages pending at the start),
+finished at the end or failed with the error.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
+from lode_site.models import JobProgress, job_progress
 from retrieval.index.embeddings import BATCH_SIZE, EmbeddingUnavailable, get_embedder
 from retrieval.index.sync import reindex_vectors
 from retrieval.index.vectors import VectorStoreUnavailable, pending_count
@@ -29,14 +34,24 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["batch_size"] < 1:
             raise CommandError("--batch-size must be at least 1")
+        summary = f"batch size {options['batch_size']}"
+        with job_progress(kind=JobProgress.Kind.REINDEX_VECTORS, summary=summary) as job:
+            self.reindex(job, batch_size=options["batch_size"], bar=not options["no_progress"])
+
+    def reindex(self, job: JobProgress, *, batch_size: int, bar: bool) -> None:
+        """The command's work, inside its job row (a `CommandError` here marks it failed)."""
         try:
             embedder = get_embedder()
             total = pending_count(manifest_key=embedder.manifest.key)
-            with tqdm(
-                total=total, unit="passage", file=sys.stderr, disable=options["no_progress"]
-            ) as bar:
+            job.report(0, total)
+            with tqdm(total=total, unit="passage", file=sys.stderr, disable=not bar) as shell:
+
+                def progress(count: int) -> None:
+                    shell.update(count)
+                    job.advance(count)
+
                 report = reindex_vectors(
-                    embedder=embedder, batch_size=options["batch_size"], progress=bar.update
+                    embedder=embedder, batch_size=batch_size, progress=progress
                 )
         except (EmbeddingUnavailable, VectorStoreUnavailable) as exc:
             raise CommandError(
