@@ -67,7 +67,7 @@ logger = logging.getLogger("lode.rendering")
 
 # Bump whenever the HTML for the same markdown changes (pipeline, options, allow-lists or
 # the part bound): cached renderings of older versions are then never served again.
-RENDERER_VERSION = 4
+RENDERER_VERSION = 5
 # The packages whose upgrade can change the HTML for the same markdown: part of the cache
 # key too, so an upgraded sanitiser (say, a tightened allow-list) is never bypassed by
 # HTML cached under the old one.
@@ -164,8 +164,9 @@ ALLOWED_CLASSES = {
 }
 # A checkbox may say whether it is ticked, nothing else: whatever an <input> says, it comes
 # out as a disabled checkbox without a name (a note's tick boxes are never a form field).
+# Each is labelled "Task" (axe: every form control has a label); ticked or not is its state.
 INPUT_ATTRIBUTE_VALUES = {"type": {"checkbox"}, "checked": {"checked"}, "disabled": {"disabled"}}
-INPUT_FORCED_ATTRIBUTES = {"type": "checkbox", "disabled": "disabled"}
+INPUT_FORCED_ATTRIBUTES = {"type": "checkbox", "disabled": "disabled", "aria-label": "Task"}
 # The footnote plugin's anchors (`fn1`, `fnref1`, `fnref1:2`): the only ids a note may set,
 # so no note can give an element the id of one of the page's own.
 _FOOTNOTE_ID = re.compile(r"fn(?:ref)?[0-9]{1,9}(?::[0-9]{1,9})?")
