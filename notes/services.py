@@ -445,7 +445,9 @@ class WordDiff:
         return not self.refused and all(s.op == "equal" for s in self.segments)
 
 
-def _words(text: str) -> list[str]:
+def _diff_tokens(text: str) -> list[str]:
+    """A word with the whitespace after it, or a run of punctuation: the units the compare
+    view aligns (not the index's tokens — spacing is kept so the diff rebuilds the text)."""
     return _WORD_RE.findall(text)
 
 
@@ -493,7 +495,7 @@ def word_diff(
         if tag == "equal":
             add("equal", after)
             continue
-        a, b = _words(before), _words(after)
+        a, b = _diff_tokens(before), _diff_tokens(after)
         if tag != "replace" or max(len(a), len(b)) > max_align or len(a) * len(b) > work:
             whole += tag == "replace"
             add("delete", before)
