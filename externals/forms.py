@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from django import forms
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
 from externals.models import DEFAULT_STALE_AFTER_DAYS, Source
@@ -21,10 +20,6 @@ from notes.models import TrustTier
 
 # Tiers a source may carry (the rule lives in `externals.services`).
 SOURCE_TIERS = [(value, TrustTier(value).label) for value in SOURCE_TIER_VALUES]
-
-
-def max_upload_bytes() -> int:
-    return int(getattr(settings, "LODE_SOURCE_MAX_FILE_BYTES", 2_000_000))
 
 
 class SourceBaseForm(forms.Form):
@@ -131,21 +126,84 @@ class UrlSourceForm(SourceBaseForm):
         return url
 
 
+# One upload request's bounds (issue 13, item 8): at most this many files (Django's own
+# DATA_UPLOAD_MAX_NUMBER_FILES, 100, is the hard stop above it) and this many bytes in all.
+# Each file is also held to LODE_SOURCE_MAX_FILE_BYTES. A request whose Content-Length
+# already says it is over the total is refused before any file is read, stored or scanned
+# (`externals.views._upload`); the allowance covers the multipart headers and form fields.
+MAX_UPLOAD_FILES = 20
+MAX_UPLOAD_TOTAL_BYTES = 20_000_000
+UPLOAD_REQUEST_OVERHEAD_BYTES = 256 * 1024
+
+
+class MultipleFileInput(forms.FileInput):
+    """`<input type="file" multiple>`: several files without JavaScript."""
+
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    """A list of uploaded files. Each file's own checks (empty, size, type, decoding) are
+    made per file by `externals.services.upload_one`, so one bad file refuses only itself;
+    this field checks only that something was sent."""
+
+    widget = MultipleFileInput
+
+    def clean(self, data, initial=None) -> list:
+        files = [item for item in (data if isinstance(data, list | tuple) else [data]) if item]
+        if not files:
+            return [super().clean(None, initial)]  # raises "This field is required."
+        return [super(MultipleFileField, self).clean(item, initial) for item in files]
+
+
 class UploadSourceForm(SourceBaseForm):
     kind = Source.Kind.UPLOAD
 
-    file = forms.FileField(
-        label="File", help_text="Markdown, plain text, HTML or PDF.", allow_empty_file=False
+    name = forms.CharField(
+        max_length=200,
+        required=False,
+        help_text="Blank: each source is named after its file. With several files, each "
+        "source is named “name: file name”.",
+    )
+    file = MultipleFileField(
+        label="Files",
+        help_text=f"Markdown, plain text, HTML or PDF; up to {MAX_UPLOAD_FILES} files, each "
+        "a source of its own.",
+        allow_empty_file=True,
     )
 
-    def clean_file(self):
-        upload = self.cleaned_data["file"]
-        limit = max_upload_bytes()
-        if upload.size > limit:
+    def clean_name(self) -> str:
+        # Checked per file (`services.upload_one`): the names come from the files too.
+        return self.cleaned_data["name"].strip()
+
+    def clean_file(self) -> list:
+        files = self.cleaned_data["file"]
+        if len(files) > MAX_UPLOAD_FILES:
             raise forms.ValidationError(
-                f"The file is {upload.size:,} bytes; the limit is {limit:,} bytes."
+                f"{len(files)} files sent; at most {MAX_UPLOAD_FILES} can be uploaded at once."
             )
-        return upload
+        total = sum(upload.size for upload in files)
+        if total > MAX_UPLOAD_TOTAL_BYTES:
+            raise forms.ValidationError(
+                f"The files add up to {total:,} bytes; one upload may carry at most "
+                f"{MAX_UPLOAD_TOTAL_BYTES:,} bytes."
+            )
+        return files
+
+    def source_names(self) -> list[tuple[str, object]]:
+        """(source name, uploaded file) for every file sent."""
+        name = self.cleaned_data["name"]
+        files = self.cleaned_data["file"]
+        named = []
+        for upload in files:
+            own = Path((upload.name or "").replace("\\", "/")).name or "upload"
+            if not name:
+                named.append((own, upload))
+            elif len(files) == 1:
+                named.append((name, upload))
+            else:
+                named.append((f"{name}: {own}", upload))
+        return named
 
 
 SOURCE_FORMS: dict[str, type[SourceBaseForm]] = {

@@ -4,10 +4,19 @@ another user's ids are a plain 404.
 
 Snapshot text is shown as one escaped text node inside `#snapshot-text` (never marked
 safe by a template), so a browser selection's offsets are code points of the version body,
-which is what annotations store.
+which is what annotations store. That exact text is the default; `?view=rendered` shows a
+Markdown or HTML snapshot through the notes' one renderer and sanitiser (`notes.rendering`),
+beside it, never as raw HTML (issue 13, item 8).
+
+An upload may carry several files (`<input type=file multiple>`, a drop zone in
+static/upload.js); each becomes a source of its own through the same checks a single file
+has, and the page lists per file what was added and what was refused and why.
 """
 
 from __future__ import annotations
+
+from pathlib import PurePosixPath
+from urllib.parse import urlsplit
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
@@ -20,17 +29,30 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from externals import selectors, services
 from externals.annotations import annotations_for
-from externals.forms import SOURCE_FORMS, SourceBaseForm, SourceEditForm
-from externals.models import ScanRecord, Source
+from externals.extract import MARKDOWN_EXTENSIONS, TEXT_EXTRACTOR
+from externals.forms import (
+    MAX_UPLOAD_TOTAL_BYTES,
+    SOURCE_FORMS,
+    UPLOAD_REQUEST_OVERHEAD_BYTES,
+    SourceBaseForm,
+    SourceEditForm,
+    UploadSourceForm,
+)
+from externals.models import ScanRecord, Source, SourceItem
 from externals.pipeline import scan_running_since
 from lode_site.htmx import HtmxHttpRequest
 from notes.models import Document, Version
+from notes.rendering import NoSuchPart, RenderedPart, rendered_part
 
 # htmx polls the scan-status partial every 2 s while a scan is queued or running. A queue
 # that does not move for 5 minutes probably has no worker; a scan "running" for an hour was
 # probably killed (its record is never finished). Either way polling stops and says so.
 MAX_QUEUED_POLLS = 150
 MAX_RUNNING_POLLS = 1800
+# The external page's `?view=` value for the rendered Markdown/HTML view (exact text otherwise).
+RENDERED_VIEW = "rendered"
+# `Version.extractor_name` of HTML snapshots (externals.extract.extract_html: Markdown text).
+HTML_EXTRACTOR = "trafilatura"
 
 
 def _source_or_404(request: HttpRequest, source_id: int) -> Source:
@@ -54,14 +76,28 @@ def _forms(request: HttpRequest, bound: SourceBaseForm | None = None) -> dict[st
     return forms
 
 
-def _list_page(request: HttpRequest, bound: SourceBaseForm | None = None) -> HttpResponse:
+def _list_page(
+    request: HttpRequest,
+    bound: SourceBaseForm | None = None,
+    *,
+    upload_results: list[services.UploadResult] | None = None,
+    upload_refusal: str = "",
+) -> HttpResponse:
     sources = list(selectors.sources_for_user(request.user))
     scans = selectors.latest_scans(sources)
     rows = [(source, scans.get(source.pk)) for source in sources]
+    uploading = bool(upload_results or upload_refusal)
+    open_kind = bound.kind if bound else (Source.Kind.UPLOAD if uploading else "")
     return render(
         request,
         "externals/source_list.html",
-        {"rows": rows, "forms": _forms(request, bound), "open_kind": bound.kind if bound else ""},
+        {
+            "rows": rows,
+            "forms": _forms(request, bound),
+            "open_kind": open_kind,
+            "upload_results": upload_results or [],
+            "upload_refusal": upload_refusal,
+        },
         status=400 if bound is not None else 200,
     )
 
@@ -77,6 +113,8 @@ def source_add(request: HttpRequest, kind: str) -> HttpResponse:
     form_class = SOURCE_FORMS.get(kind)
     if form_class is None:
         raise Http404("No such kind of source.")
+    if kind == Source.Kind.UPLOAD:
+        return _upload(request)
     form = form_class(request.POST, request.FILES, owner=request.user)
     if not form.is_valid():
         return _list_page(request, form)
@@ -89,21 +127,65 @@ def source_add(request: HttpRequest, kind: str) -> HttpResponse:
         "stale_after_days": data["stale_after_days"],
     }
     try:
-        if kind == Source.Kind.UPLOAD:
-            upload = data["file"]
-            source = services.upload_create(filename=upload.name, data=upload.read(), **common)
-        else:
-            source = services.source_create(kind=kind, location=data["location"], **common)
-            _enqueue(source, trigger="manual")
+        source = services.source_create(kind=kind, location=data["location"], **common)
+        _enqueue(source, trigger="manual")
     except ValidationError as exc:
         for message in exc.messages:
             form.add_error(None, message)
         return _list_page(request, form)
-    if kind == Source.Kind.UPLOAD:
-        messages.success(request, f"Added source “{source.name}” and scanned the file.")
-        return redirect("externals:source", source_id=source.pk)
     messages.success(request, f"Added source “{source.name}”; its first scan is queued.")
     return redirect(f"{reverse('externals:source', args=[source.pk])}?after=0")
+
+
+def _upload(request: HttpRequest) -> HttpResponse:
+    """One or several files, each its own upload source, each through the checks a single
+    upload has (`services.upload_one`). The page lists per file what was added and what
+    was refused and why; one bad file never loses the others. A single accepted file goes
+    to its source page, as before."""
+    length = _int_header(request, "CONTENT_LENGTH")
+    if length is not None and length > MAX_UPLOAD_TOTAL_BYTES + UPLOAD_REQUEST_OVERHEAD_BYTES:
+        # Refused on the announced size alone: no file is read into memory, stored or
+        # scanned. (The CSRF check has already parsed the multipart body by now, spooling
+        # large files to temporary files that Django removes after the response.)
+        refusal = (
+            f"This upload is {length:,} bytes; one upload may carry at most "
+            f"{MAX_UPLOAD_TOTAL_BYTES:,} bytes of files."
+        )
+        response = _list_page(request, upload_refusal=refusal)
+        response.status_code = 413
+        return response
+    form = UploadSourceForm(request.POST, request.FILES, owner=request.user)
+    if not form.is_valid():
+        return _list_page(request, form)
+    data = form.cleaned_data
+    results = [
+        services.upload_one(
+            owner=request.user,
+            name=name,
+            filename=upload.name,
+            data=upload.read(),
+            trust_tier=data["trust_tier"],
+            no_egress=data["no_egress"],
+            stale_after_days=data["stale_after_days"],
+        )
+        for name, upload in form.source_names()
+    ]
+    if len(results) == 1 and results[0].accepted:
+        source = results[0].source
+        messages.success(request, f"Added source “{source.name}” and scanned the file.")
+        return redirect("externals:source", source_id=source.pk)
+    accepted = [result for result in results if result.accepted]
+    response = _list_page(request, None, upload_results=results)
+    if not accepted:
+        response.status_code = 400
+    return response
+
+
+def _int_header(request: HttpRequest, name: str) -> int | None:
+    try:
+        return int(request.META[name])
+    except (KeyError, ValueError):
+        return None
 
 
 def _enqueue(source: Source, *, trigger: str) -> None:
@@ -316,12 +398,39 @@ def _snapshot_html(version: Version) -> SafeString:
     return mark_safe(escape(version.body).replace("\r", "&#13;"))  # escaped first
 
 
+def _renders_as_markdown(version: Version, item: SourceItem | None) -> bool:
+    """Whether a snapshot's text is Markdown: what the HTML extractor writes (trafilatura's
+    Markdown output) or a Markdown file read as text. Plain text and PDF text have nothing a
+    rendering would add, so they offer only the exact text."""
+    if version.extractor_name == HTML_EXTRACTOR:
+        return True
+    if version.extractor_name != TEXT_EXTRACTOR or item is None:
+        return False
+    return PurePosixPath(urlsplit(item.path).path).suffix.lower() in MARKDOWN_EXTENSIONS
+
+
+def _rendered(request: HttpRequest, version: Version) -> RenderedPart:
+    """The snapshot through the notes' one renderer and sanitiser, in its bounded parts
+    (`?part=`), cached by the body's SHA-256 like a note version's; an unknown part is a 404."""
+    number = _int_param(request, "part") or 1
+    try:
+        return rendered_part(sha256=version.sha256, body=version.body, number=number)
+    except NoSuchPart as exc:
+        raise Http404(str(exc)) from None
+
+
 def _snapshot_page(request: HttpRequest, document: Document, version: Version) -> HttpResponse:
     source, item = selectors.external_source(document)
+    # Exact text is the default (annotating needs its code-point offsets); `?view=rendered`
+    # shows Markdown and HTML snapshots rendered, so that view is linkable.
+    renderable = _renders_as_markdown(version, item)
+    rendered = _rendered(request, version) if renderable and _wants_rendered(request) else None
     return render(
         request,
         "externals/external_detail.html",
         {
+            "renderable": renderable,
+            "rendered": rendered,
             "document": document,
             "version": version,
             "is_head": version.pk == document.head_id,
@@ -334,6 +443,10 @@ def _snapshot_page(request: HttpRequest, document: Document, version: Version) -
             "annotations": annotations_for(request.user, version),
         },
     )
+
+
+def _wants_rendered(request: HttpRequest) -> bool:
+    return request.GET.get("view") == RENDERED_VIEW
 
 
 @require_GET
