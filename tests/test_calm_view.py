@@ -284,3 +284,15 @@ def test_the_first_screen_gives_way_once_there_is_a_note_or_a_source(
     assert "Your library is empty" not in get(bob_client, "/search")
     # A search, even in an empty library, is answered as a search.
     assert "Your library is empty" not in get(bob_client, "/search", {"q": "tides"})
+
+
+def test_back_to_results_returns_to_the_view_the_results_were_in(alice_client, runbook):
+    import re
+
+    params = {"q": "failover", "mode": "lexical", "rerank": "off", "adv": "1", "weaker": "1"}
+    page = get(alice_client, "/search", params)
+    link = re.search(r'<a class="evidence-link" href="([^"]+)"', page)
+    assert link is not None
+    evidence = get(alice_client, link.group(1).replace("&amp;", "&"), {})
+    back = "/search?q=failover&amp;mode=lexical&amp;rerank=off&amp;weaker=1&amp;adv=1"
+    assert f'<a href="{back}">← back to results</a>' in evidence

@@ -1,5 +1,6 @@
-"""The evidence page: `GET /evidence/<document>/<version>/<passage>/<sha256>/[?q=&mode=&rerank=]`
-(the search parameters, when present, only build the "back to results" link).
+"""The evidence page: `GET /evidence/<document>/<version>/<passage>/<sha256>/[?q=…]` (the
+search parameters q, mode, rerank, weaker and adv, when present, only build the "back to
+results" link).
 
 Thin: `open_evidence` does every check; the page shows its outcome. 404 when unavailable
 (the body still says so), 200 otherwise.
@@ -34,6 +35,8 @@ def evidence_page(
             query=query,
             mode=request.GET.get("mode") or DEFAULT_MODE,
             rerank=request.GET.get("rerank") or settings.LODE_RERANK,
+            weaker=request.GET.get("weaker") == "1",  # the view the results were in
+            advanced=request.GET.get("adv") == "1",
         )
     return render(
         request,
