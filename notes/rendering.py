@@ -343,7 +343,7 @@ def wiki_titles(html: str) -> set[str]:
 
 
 def link_wiki(
-    html: str, targets: Mapping[str, str], create_url: Callable[[str], str]
+    html: SafeString, targets: Mapping[str, str], create_url: Callable[[str], str]
 ) -> SafeString:
     """Rendered `html` with each wiki link placeholder made a link for one reader.
 
@@ -369,8 +369,10 @@ def link_wiki(
         )
 
     linked, count = _WIKI_PLACEHOLDER.subn(link, html)
-    # Safe: `html` came from render_markdown; what was added passes nh3 again here.
-    return mark_safe(_cleaner.clean(linked) if count else linked)
+    if not count:
+        return html  # already sanitised by render_markdown: nothing was added
+    # Safe: the links added here pass the sanitiser again with the rest of the part.
+    return mark_safe(_cleaner.clean(linked))
 
 
 @dataclass(frozen=True)
