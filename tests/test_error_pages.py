@@ -88,3 +88,63 @@ def test_403_is_styled_and_hides_the_reason(alice):
     request = RequestFactory().get("/notes/1/edit")
     request.user = AnonymousUser()
     assert f'href="{reverse("login")}"' in body(handler(request, exception=PermissionDenied()))
+
+
+# --- the database unavailable (issue 14: a PostgreSQL restart is a 503, never a 500) -----
+
+
+def _lose_the_database(monkeypatch, target: str) -> None:
+    """Make `target` (a function a view calls) fail as a lost PostgreSQL connection does:
+    Django's OperationalError raised from the driver's."""
+    from django.db import OperationalError
+
+    class DriverError(Exception):
+        pass
+
+    def lost(*args, **kwargs):
+        try:
+            raise DriverError("server closed the connection unexpectedly")
+        except DriverError as exc:
+            raise OperationalError("server closed the connection unexpectedly") from exc
+
+    monkeypatch.setattr(target, lost)
+
+
+def test_a_lost_database_is_a_503_with_retry_after_on_the_api(monkeypatch, alice):
+    from lode_site.models import ApiToken, token_digest
+
+    ApiToken.objects.create(user=alice, name="t", digest=token_digest("lode_test_token"))
+    _lose_the_database(monkeypatch, "retrieval.web.search_api.search")
+    client = Client(raise_request_exception=False)
+    response = client.get(
+        "/api/search/", {"q": "backups"}, HTTP_AUTHORIZATION="Bearer lode_test_token"
+    )
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
+    assert "database is unavailable" in response.json()["detail"]
+
+
+def test_a_lost_database_is_a_503_page_that_needs_no_database(monkeypatch, alice_client):
+    from lode_site import errors
+
+    _lose_the_database(monkeypatch, "retrieval.web.search_views.search")
+    alice_client.raise_request_exception = False
+    response = alice_client.get(reverse("retrieval:search"), {"q": "backups"})
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
+    html = body(response)
+    assert "lode is briefly unavailable" in html
+    assert errors.DATABASE_UNAVAILABLE in html
+    # Rendered without the request: no user is loaded from the database that is down.
+    assert "Log out" not in html
+
+
+def test_other_unhandled_errors_stay_500(monkeypatch, alice_client):
+    def broken(*args, **kwargs):
+        raise ValueError("a bug")
+
+    monkeypatch.setattr("retrieval.web.search_views.search", broken)
+    alice_client.raise_request_exception = False
+    response = alice_client.get(reverse("retrieval:search"), {"q": "backups"})
+    assert response.status_code == 500
+    assert "Retry-After" not in response
