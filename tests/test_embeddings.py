@@ -167,10 +167,52 @@ def test_crash_mid_copy_leaves_no_folder_that_passes(monkeypatch, tmp_path: Path
     with pytest.raises(EmbeddingUnavailable, match="cannot be written"):
         assemble_model_folder(target)
     assert not target.exists()
-    assert list(tmp_path.iterdir()) == []  # the staging copy was removed too
+    # The staging copy was removed too (the lock file beside the folder stays, empty).
+    assert [p.name for p in tmp_path.iterdir()] == [".model.lock"]
 
     monkeypatch.undo()
     assemble_model_folder(target)
+    assert folder_problem(target) is None
+
+
+def test_processes_assembling_at_once_take_turns_and_build_once(
+    monkeypatch, tmp_path: Path
+) -> None:
+    """Web and background workers starting together: the second waits for the first's
+    folder instead of building its own and moving the first one aside as broken."""
+    import threading
+
+    real_fill = embeddings._fill_folder
+    first_inside = threading.Event()
+    let_first_finish = threading.Event()
+    fills: list[str] = []
+
+    def slow_fill(target: Path) -> None:
+        fills.append(threading.current_thread().name)
+        if len(fills) == 1:
+            first_inside.set()
+            let_first_finish.wait(timeout=60)
+        real_fill(target)
+
+    monkeypatch.setattr(embeddings, "_fill_folder", slow_fill)
+    target = tmp_path / "model"
+    results: dict[str, Path] = {}
+
+    def assemble(name: str) -> None:
+        results[name] = assemble_model_folder(target)
+
+    first = threading.Thread(target=assemble, args=("first",), name="first")
+    second = threading.Thread(target=assemble, args=("second",), name="second")
+    first.start()
+    assert first_inside.wait(timeout=60)
+    second.start()
+    second.join(timeout=0.5)
+    assert second.is_alive()  # blocked on the lock while the first builds
+    let_first_finish.set()
+    first.join(timeout=60)
+    second.join(timeout=60)
+    assert results == {"first": target, "second": target}
+    assert fills == ["first"]  # built once; the second found it verified under the lock
     assert folder_problem(target) is None
 
 

@@ -20,6 +20,8 @@ show a user ("model file hash mismatch"), so search can fall back to lexical and
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -303,16 +305,31 @@ def assemble_model_folder(folder: Path) -> Path:
     """Make `folder` hold the pinned model; idempotent, atomic, and repairs a broken folder.
 
     A folder that already verifies is left alone. Otherwise a complete copy is built in a
-    temporary sibling and renamed into place; a broken folder is moved aside first. Two
-    processes racing here both end with a verified folder.
+    temporary sibling and renamed into place; a broken folder is moved aside first. Processes
+    racing here (several web and background workers starting at once) take turns on a lock
+    file beside the folder, and each re-checks under the lock: without it one could move
+    aside, as broken, the folder another had just renamed into place while it was loaded.
     """
     if folder_problem(folder) is None:
         return folder
     parent = folder.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
+        lock = (parent / f".{folder.name}.lock").open("a")
     except OSError as exc:
         raise EmbeddingUnavailable("model folder cannot be created") from exc
+    with lock:
+        # Released when the file closes, even if this process is killed. Where flock is not
+        # supported (some network filesystems) the assembly runs unlocked, as before.
+        with contextlib.suppress(OSError):
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        return _assemble_locked(folder)
+
+
+def _assemble_locked(folder: Path) -> Path:
+    if folder_problem(folder) is None:  # another process assembled it while we waited
+        return folder
+    parent = folder.parent
     _remove_stale_temps(parent, folder.name)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=parent))
     try:
