@@ -82,6 +82,13 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": env.database(DATA_DIR)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Issue 14: connections persist (CONN_MAX_AGE from env.database), so each is checked
+    # before reuse at the start of a request or worker poll; one left dead by a server
+    # restart is replaced instead of failing the request. A connection attempt gives up
+    # after connect_timeout seconds rather than hanging while the server is down.
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -113,6 +120,11 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
 STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns on every request when it is missing
+# Hashed, compressed copies served with far-future caching headers (lode_site/staticfiles.py).
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "lode_site.staticfiles.LodeStaticFilesStorage"},
+}
 
 # Caches shared by every worker process of this machine (folders in the data dir, so no
 # extra service). Two aliases because a file cache culls a random third of its entries when
