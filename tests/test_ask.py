@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 
 from notes import services
 from notes.models import Document, TrustTier
@@ -671,13 +671,8 @@ def cited_documents(outcome) -> set[int]:
     return {s.document_id for c in outcome.claims for s in c.support}
 
 
-@pytest.mark.xfail(
-    connection.vendor == "postgresql",
-    strict=True,
-    reason="issue 12, open: on PostgreSQL the lexical leg (ts_rank_cd; BM25 there is issue 14) "
-    "ranks the backup runbook above the meeting note, and the relevance scorer weighs the "
-    "search rank: the 03:30 sentence scores 0.23 there, below the threshold (0.30)",
-)
+# Failed on PostgreSQL while its lexical leg ranked with ts_rank_cd (the backup runbook
+# above the meeting note); passes on both since it ranks with BM25 (issue 14).
 def test_a_time_word_does_not_sink_an_answerable_question(alice, ops_notes):
     outcome = extractive_ask(user=alice, question="When do the nightly backups run now?")
     assert outcome.decision == Decision.ANSWER, AskTrace.objects.get(pk=outcome.trace_id).trace[

@@ -556,7 +556,7 @@ def test_search_with_rerank_off_has_no_rerank_scores(alice, two_notes, configure
     assert len(result.hits) == 2
     assert all(h.rerank_score is None for h in result.hits)
     assert all(h.rerank_score_name == "" for h in result.hits)
-    assert all(h.score_name in ("bm25", "ts_rank_cd") for h in result.hits)
+    assert all(h.score_name == "bm25" for h in result.hits)
     assert not any("Reranking" in d for d in result.degraded)
 
 

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection
 from django.utils.html import escape
 
 from notes import services
@@ -46,7 +45,7 @@ def _private_vectors(private_vectors: Path) -> Path:
 
 
 def lexical_score_name() -> str:
-    return "ts_rank_cd" if connection.vendor == "postgresql" else "bm25"
+    return "bm25"  # both backends (PostgreSQL since issue 14)
 
 
 def page_text(response) -> str:

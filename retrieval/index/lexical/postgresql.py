@@ -1,10 +1,58 @@
-"""PostgreSQL full-text lexical backend.
+"""PostgreSQL full-text lexical backend, ranked by Okapi BM25.
 
 A stored generated `tsvector` column on `retrieval_passage` (title weighted A, body B, the
-`english` configuration, so Porter-style stemming as in SQLite) with a partial GIN index over
-head passages. Being a generated column, it is written in the same statement as the passage.
-Queries are composed from `plainto_tsquery`/`phraseto_tsquery` calls with every user token
-passed as a bound parameter; ranking by `ts_rank_cd`.
+`lode_english` configuration: `english` stemming with accents folded, as close to SQLite's
+`porter unicode61 remove_diacritics 2` as PostgreSQL's own packages allow) with a partial
+GIN index over head passages. Being a generated column, it is written in the same statement
+as the passage. Queries are composed from `plainto_tsquery`/`phraseto_tsquery` calls with
+every user token passed as a bound parameter; the GIN index decides which passages match
+(any term, every phrase, no exclusion, eligibility) and BM25 decides their order.
+
+BM25 as SQLite FTS5's `bm25()` computes it, so both databases rank alike (issue 14):
+
+    score(D) = sum over query lexemes q of
+               IDF(q) * tf(q, D) * (k1 + 1) / (tf(q, D) + k1 * (1 - b + b * |D| / avgdl))
+    IDF(q)   = ln((N - df(q) + 0.5) / (df(q) + 0.5)), or 1e-6 when that is <= 0
+
+with k1 = 1.2, b = 0.75; tf = TITLE_WEIGHT x hits in the title + TEXT_WEIGHT x hits in the
+body (FTS5's column weights: the weighted sum of per-column hits); |D| the passage's tokens
+and avgdl their mean; N the head passages and df those holding q, over every owner (FTS5's
+statistics are table-wide too). Differences from FTS5, all small: a quoted phrase scores as
+its lexemes, each with its own df and tf, where FTS5 scores the phrase as one unit (every
+candidate contains the phrase anyway, it is required); |D| is the highest token position in
+the tsvector (the parser counts stop words, as FTS5 does, but a trailing stop word of the
+title or body is not counted, and `long-term` takes three positions, `long-term`, `long`
+and `term`, where FTS5 counts two tokens).
+
+The statistics are *derived data in tables written by the same statement as the passage*:
+statement-level triggers on `retrieval_passage` (transition tables, so a bulk insert costs
+one INSERT … SELECT; an UPDATE that changes neither `is_head` nor the tsvector costs a join
+and writes nothing) keep
+
+* `retrieval_bm25_posting` (lexeme, passage, title hits, body hits, passage length): one row
+  per lexeme of each head passage, read from the stored tsvector itself (`unnest`: positions
+  and weights), under a covering B-tree on (lexeme, passage) so scoring reads the index only;
+* `retrieval_bm25_length` (passage, tokens): one row per head passage, for N and avgdl.
+
+df, N and avgdl are then aggregates over those rows taken by the query itself, in its own
+snapshot, so they are right after every write, inside the writing transaction too (a
+just-saved note ranks with its own words counted). No counter row is shared between
+writers: a per-lexeme df table or a totals row would be updated by every passage write
+(common lexemes by nearly all), serialising concurrent writers until they commit and, with
+several rows locked in different orders by two transactions, deadlocking them. Postings
+of different passages never share a key, so concurrent writers never wait on each other
+here. The price is read time: df counts the postings of the query's lexemes, which scoring
+reads anyway (one index range per lexeme), and N/avgdl scan `retrieval_bm25_length`
+(narrow rows: about 1 ms for SciFact's 8k passages, linear in head passages; a cached total
+is the next step if that ever dominates). The cost of a query is linear in its lexemes'
+postings, like FTS5's; `statement_timeout` (the request budget) bounds it.
+
+Candidates still come from the GIN index (`lode_bm25_matches`, which also keeps the
+planner off a sequential scan that would detoast every tsvector to test `@@`), so phrases,
+exclusions and the eligibility clause keep their meaning, all before the LIMIT.
+
+`index_health()` recomputes postings and lengths from the canonical text and compares;
+`rebuild()` refills both tables (and recreates their triggers if they were dropped).
 """
 
 from __future__ import annotations
@@ -24,7 +72,13 @@ from retrieval.highlight import (
     collision_free_markers,
     segments_or_plain,
 )
-from retrieval.index.lexical.base import LEXICAL_LIMIT, LexicalHealth, LexicalHit
+from retrieval.index.lexical.base import (
+    LEXICAL_LIMIT,
+    TEXT_WEIGHT,
+    TITLE_WEIGHT,
+    LexicalHealth,
+    LexicalHit,
+)
 from retrieval.query import ParsedQuery
 
 if TYPE_CHECKING:
@@ -36,8 +90,12 @@ if TYPE_CHECKING:
 # finds "café". Creating the unaccent extension needs a role allowed to create extensions.
 CONFIG = "lode_english"
 INDEX_NAME = "retrieval_passage_search_gin"
-# ts_rank_cd weights for {D, C, B, A}: title (A) counts three times the body (B).
-RANK_WEIGHTS = "{0.1, 0.2, 0.33, 1.0}"
+# BM25 as FTS5's bm25() (its k1 and b are fixed at these values) with SQLite's column
+# weights, so both databases rank alike.
+BM25_K1 = 1.2
+BM25_B = 0.75
+# Clamp for a non-positive IDF (a lexeme in more than half the passages), as FTS5 does.
+BM25_MIN_IDF = 1e-6
 
 # The generated column's expression; the health check recomputes it from canonical text.
 VECTOR_SQL = (
@@ -64,6 +122,138 @@ DROP_SQL: list[str] = [
     f"DROP TEXT SEARCH CONFIGURATION IF EXISTS {CONFIG}",
 ]
 
+# --- BM25 statistics (migration 0006; see the module docstring) ---------------------------
+
+POSTINGS = "retrieval_bm25_posting"
+LENGTHS = "retrieval_bm25_length"
+BM25_TRIGGERS = {  # trigger name -> its event and transition tables
+    "retrieval_bm25_ai": "AFTER INSERT ON retrieval_passage REFERENCING NEW TABLE AS lode_new",
+    "retrieval_bm25_au": (
+        "AFTER UPDATE ON retrieval_passage REFERENCING OLD TABLE AS lode_old NEW TABLE AS lode_new"
+    ),
+    "retrieval_bm25_ad": "AFTER DELETE ON retrieval_passage REFERENCING OLD TABLE AS lode_old",
+}
+
+# A tsvector's length in tokens: its highest position (stop words take positions too).
+LENGTH_FUNCTION_SQL = (
+    "CREATE OR REPLACE FUNCTION lode_bm25_length(v tsvector) RETURNS integer "
+    "LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ "
+    "SELECT coalesce(max(pos), 0)::integer FROM unnest(v) AS u, unnest(u.positions) AS pos $$"
+)
+# A tsvector's postings: (lexeme, hits weighted A = title, hits weighted B = body). Not STRICT
+# and a single SELECT, so the planner inlines it (a STRICT one runs as a function call per
+# passage: 70 s instead of 1 s for SciFact's postings).
+POSTINGS_FUNCTION_SQL = (
+    "CREATE OR REPLACE FUNCTION lode_bm25_postings(v tsvector) "
+    "RETURNS TABLE (lexeme text, title_tf integer, body_tf integer) "
+    "LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ "
+    "SELECT u.lexeme, cardinality(array_positions(u.weights, 'A')), "
+    "cardinality(array_positions(u.weights, 'B')) FROM unnest(v) AS u $$"
+)
+# The head passages matching a tsquery, through the GIN index. The planner cannot see that a
+# sequential scan evaluates `@@` on every detoasted tsvector while the GIN bitmap needs no
+# recheck for a query of plain OR'd lexemes: on SciFact it picks the scan for a common-word
+# query (56 ms where the bitmap takes 4). The function's own `SET` keeps the choice local.
+MATCHES_FUNCTION_SQL = (
+    "CREATE OR REPLACE FUNCTION lode_bm25_matches(query tsquery) "
+    "RETURNS TABLE (id bigint, document_id bigint) "
+    "LANGUAGE sql STABLE STRICT PARALLEL SAFE SET enable_seqscan = off AS $$ "
+    "SELECT p.id, p.document_id FROM retrieval_passage p "
+    "WHERE p.is_head AND p.search_vector @@ query $$"
+)
+# Statement-level: one INSERT … SELECT per statement, however many passages it wrote. The
+# length is computed once per passage (a MATERIALIZED CTE: pulled up into the join it would be
+# recomputed for every posting) and copied onto each posting. Inserts overwrite on conflict,
+# so drifted statistics never make a canonical write fail.
+_ADD_STATS = (
+    "WITH n AS MATERIALIZED (SELECT n.id, n.search_vector, "
+    "coalesce(lode_bm25_length(n.search_vector), 0) AS length {source} {where} AND n.is_head), "
+    f"lengths AS (INSERT INTO {LENGTHS} (passage_id, length) SELECT id, length FROM n "
+    "ON CONFLICT (passage_id) DO UPDATE SET length = excluded.length) "
+    f"INSERT INTO {POSTINGS} (lexeme, passage_id, title_tf, body_tf, length) "
+    "SELECT s.lexeme, n.id, s.title_tf, s.body_tf, n.length "
+    "FROM n, lode_bm25_postings(n.search_vector) AS s "
+    "ON CONFLICT (lexeme, passage_id) DO UPDATE SET title_tf = excluded.title_tf, "
+    "body_tf = excluded.body_tf, length = excluded.length"
+)
+_NEW_ROWS = {"source": "FROM lode_new n", "where": "WHERE true"}
+# Rows of an UPDATE whose head flag or tsvector changed: only those touch the statistics.
+_CHANGED_ROWS = {
+    "source": "FROM lode_old o JOIN lode_new n ON n.id = o.id",
+    "where": "WHERE (o.is_head IS DISTINCT FROM n.is_head "
+    "OR o.search_vector IS DISTINCT FROM n.search_vector)",
+}
+SYNC_FUNCTION_SQL = f"""
+CREATE OR REPLACE FUNCTION lode_bm25_sync() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'DELETE' THEN
+    DELETE FROM {POSTINGS} t USING lode_old o WHERE t.passage_id = o.id AND o.is_head;
+    DELETE FROM {LENGTHS} t USING lode_old o WHERE t.passage_id = o.id AND o.is_head;
+  ELSIF TG_OP = 'UPDATE' THEN
+    DELETE FROM {POSTINGS} t USING lode_old o JOIN lode_new n ON n.id = o.id
+      WHERE t.passage_id = o.id AND o.is_head AND (NOT n.is_head
+        OR o.search_vector IS DISTINCT FROM n.search_vector);
+    DELETE FROM {LENGTHS} t USING lode_old o JOIN lode_new n ON n.id = o.id
+      WHERE t.passage_id = o.id AND o.is_head AND (NOT n.is_head
+        OR o.search_vector IS DISTINCT FROM n.search_vector);
+    {_ADD_STATS.format(**_CHANGED_ROWS)};
+  ELSE
+    {_ADD_STATS.format(**_NEW_ROWS)};
+  END IF;
+  RETURN NULL;
+END $$
+"""
+# TRUNCATE fires no row or statement DELETE triggers (Django's test flush uses it).
+TRUNCATE_FUNCTION_SQL = f"""
+CREATE OR REPLACE FUNCTION lode_bm25_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  TRUNCATE {POSTINGS}, {LENGTHS};
+  RETURN NULL;
+END $$
+"""
+
+# Every statement idempotent: `rebuild()` runs them again when something was dropped.
+BM25_SCHEMA_SQL: list[str] = [
+    # Covering: scoring and df read the index alone (index-only scans), never the heap.
+    f"CREATE TABLE IF NOT EXISTS {POSTINGS} (lexeme text NOT NULL, passage_id bigint NOT NULL, "
+    "title_tf integer NOT NULL, body_tf integer NOT NULL, length integer NOT NULL, "
+    "PRIMARY KEY (lexeme, passage_id) INCLUDE (title_tf, body_tf, length))",
+    f"CREATE INDEX IF NOT EXISTS {POSTINGS}_passage ON {POSTINGS} (passage_id)",
+    f"CREATE TABLE IF NOT EXISTS {LENGTHS} (passage_id bigint PRIMARY KEY, "
+    "length integer NOT NULL)",
+    LENGTH_FUNCTION_SQL,
+    POSTINGS_FUNCTION_SQL,
+    MATCHES_FUNCTION_SQL,
+    SYNC_FUNCTION_SQL,
+    TRUNCATE_FUNCTION_SQL,
+    *(
+        f"CREATE OR REPLACE TRIGGER {name} {event} FOR EACH STATEMENT "
+        "EXECUTE FUNCTION lode_bm25_sync()"
+        for name, event in BM25_TRIGGERS.items()
+    ),
+    "CREATE OR REPLACE TRIGGER retrieval_bm25_at AFTER TRUNCATE ON retrieval_passage "
+    "FOR EACH STATEMENT EXECUTE FUNCTION lode_bm25_truncate()",
+]
+
+# Fill (or refill) the statistics from the stored tsvectors of the head passages.
+BM25_FILL_SQL: list[str] = [
+    f"DELETE FROM {POSTINGS}",
+    f"DELETE FROM {LENGTHS}",
+    _ADD_STATS.format(source="FROM retrieval_passage n", where="WHERE true"),
+]
+
+BM25_DROP_SQL: list[str] = [
+    "DROP TRIGGER IF EXISTS retrieval_bm25_at ON retrieval_passage",
+    *(f"DROP TRIGGER IF EXISTS {name} ON retrieval_passage" for name in BM25_TRIGGERS),
+    "DROP FUNCTION IF EXISTS lode_bm25_truncate()",
+    "DROP FUNCTION IF EXISTS lode_bm25_sync()",
+    "DROP FUNCTION IF EXISTS lode_bm25_matches(tsquery)",
+    "DROP FUNCTION IF EXISTS lode_bm25_postings(tsvector)",
+    "DROP FUNCTION IF EXISTS lode_bm25_length(tsvector)",
+    f"DROP TABLE IF EXISTS {LENGTHS}",
+    f"DROP TABLE IF EXISTS {POSTINGS}",
+]
+
 
 def tsquery_sql(query: ParsedQuery) -> tuple[str, list[str]]:
     """SQL for a tsquery built from bound parameters, and those parameters."""
@@ -86,6 +276,48 @@ def tsquery_sql(query: ParsedQuery) -> tuple[str, list[str]]:
     return sql, params
 
 
+def query_tokens(query: ParsedQuery) -> list[str]:
+    """The tokens BM25 scores: every term and every phrase's words, not the exclusions
+    (a passage that matched holds none of them; FTS5 gives them a tf of 0 too)."""
+    return list(dict.fromkeys(token for group in (*query.terms, *query.phrases) for token in group))
+
+
+def bm25_sql(candidates: str) -> str:
+    """A statement scoring the passages `candidates` selects (a SELECT of `id`s over `m`,
+    the GIN matches of the query, run as a CTE after `q`), best BM25 first, ties by id;
+    placeholders: the tsquery's, an array of query tokens, the candidates', then the limit.
+
+    The query's lexemes come from `to_tsvector` of each bound token, the same configuration
+    the stored vectors were made with, so stemming and folding cannot drift apart. Their
+    postings are read once (an index-only range per lexeme): their count per lexeme is df,
+    and the rows of candidates are the tf and length scored. N and avgdl are aggregates over
+    the lengths table. All in this statement's snapshot, so right after any write. The sum
+    runs in lexeme order, so a score does not depend on the rows' physical order (a repair
+    that rewrites the postings gives the same floats).
+    """
+    return (
+        "WITH q AS (SELECT {tsquery} AS query), "
+        "ql AS (SELECT DISTINCT l AS lexeme FROM unnest(%s::text[]) AS t(token), "
+        f"unnest(tsvector_to_array(to_tsvector('{CONFIG}'::regconfig, t.token))) AS l), "
+        "totals AS (SELECT count(*)::float8 AS n, "
+        f"coalesce(avg(length), 0)::float8 AS avgdl FROM {LENGTHS}), "
+        "postings AS MATERIALIZED (SELECT b.lexeme, b.passage_id, "
+        f"b.title_tf * {TITLE_WEIGHT}::float8 + b.body_tf * {TEXT_WEIGHT}::float8 AS tf, "
+        "b.length::float8 AS length "
+        f"FROM {POSTINGS} b WHERE b.lexeme IN (SELECT lexeme FROM ql)), "
+        "idf AS (SELECT lexeme, "
+        f"greatest(ln((totals.n - count(*) + 0.5) / (count(*) + 0.5)), {BM25_MIN_IDF}) AS idf "
+        "FROM postings, totals GROUP BY lexeme, totals.n), "
+        "m AS MATERIALIZED (SELECT m.id, m.document_id FROM q, lode_bm25_matches(q.query) m), "
+        f"candidates AS MATERIALIZED ({candidates}) "
+        f"SELECT b.passage_id, sum(idf.idf * b.tf * {BM25_K1 + 1} / (b.tf + {BM25_K1} * "
+        f"(1 - {BM25_B} + {BM25_B} * b.length / nullif(totals.avgdl, 0))) ORDER BY b.lexeme) "
+        "AS score FROM postings b JOIN idf ON idf.lexeme = b.lexeme CROSS JOIN totals "
+        "WHERE b.passage_id IN (SELECT id FROM candidates) "
+        "GROUP BY b.passage_id ORDER BY score DESC, b.passage_id LIMIT %s"
+    )
+
+
 def search(
     query: ParsedQuery,
     *,
@@ -93,43 +325,34 @@ def search(
     limit: int = LEXICAL_LIMIT,
     documents: QuerySet[Document] | None = None,
 ) -> list[LexicalHit]:
-    """Head passages of `owner_id`'s live documents matching `query`, best ts_rank_cd first.
+    """Head passages of `owner_id`'s live documents matching `query`, best BM25 first.
 
     `query.filters` apply inside the SQL, before `ORDER BY … LIMIT`, as `d.id IN (…)` over
     `documents` (the search's eligible-document queryset; built here from `query` when the
     caller has none), so a filtered-out passage never takes one of the `limit` places.
+    Scores are BM25 as FTS5 computes it, higher is better (what sqlite.py returns).
     """
     if query.is_empty:
         return []
     eligible, eligible_params = eligible_clause(query, owner_id=owner_id, documents=documents)
     tsquery, params = tsquery_sql(query)
-    sql = (
-        f"WITH q AS (SELECT {tsquery} AS query) "
-        f"SELECT p.id, ts_rank_cd('{RANK_WEIGHTS}', p.search_vector, q.query) AS score "
-        "FROM retrieval_passage p JOIN notes_document d ON d.id = p.document_id, q "
-        "WHERE p.is_head AND p.search_vector @@ q.query AND d.owner_id = %s "
-        f"AND d.deleted_at IS NULL {eligible}"
-        "ORDER BY score DESC, p.id LIMIT %s"
+    candidates = (
+        "SELECT m.id FROM m JOIN notes_document d ON d.id = m.document_id "
+        f"WHERE d.owner_id = %s AND d.deleted_at IS NULL {eligible}"
     )
+    sql = bm25_sql(candidates).replace("{tsquery}", tsquery)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, owner_id, *eligible_params, limit])
+        cursor.execute(sql, [*params, query_tokens(query), owner_id, *eligible_params, limit])
         rows = cursor.fetchall()
-    return [
-        LexicalHit(passage_id=row[0], score=float(row[1]), score_name="ts_rank_cd") for row in rows
-    ]
+    return [LexicalHit(passage_id=row[0], score=float(row[1]), score_name="bm25") for row in rows]
 
 
 def floor_search(query: ParsedQuery, *, limit: int = LEXICAL_LIMIT) -> list[tuple[int, float]]:
-    """The same tsquery against the GIN index with no joins or owner filter: the floor."""
+    """The same tsquery and BM25 with no joins or owner filter: the floor."""
     tsquery, params = tsquery_sql(query)
-    sql = (
-        f"WITH q AS (SELECT {tsquery} AS query) "
-        f"SELECT p.id, ts_rank_cd('{RANK_WEIGHTS}', p.search_vector, q.query) AS score "
-        "FROM retrieval_passage p, q WHERE p.is_head AND p.search_vector @@ q.query "
-        "ORDER BY score DESC LIMIT %s"
-    )
+    sql = bm25_sql("SELECT id FROM m").replace("{tsquery}", tsquery)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, limit])
+        cursor.execute(sql, [*params, query_tokens(query), limit])
         return cursor.fetchall()
 
 
@@ -149,9 +372,14 @@ def rebuild() -> None:
     generated expression). A stored generated column is recomputed only when a column it
     depends on is written (measured on PostgreSQL 15: updating another column keeps the old
     value), so head rows whose stored tsvector differs from a fresh one get `text = text`
-    (the text itself is unchanged); then the GIN index is rebuilt, or created if missing.
+    (the text itself is unchanged); then the GIN index is rebuilt, or created if missing,
+    and the BM25 statistics are refilled from those tsvectors.
     """
     with connection.cursor() as cursor:
+        # The BM25 statistics' tables, functions and triggers first, recreated where missing
+        # (every statement is idempotent): the UPDATE below fires those triggers.
+        for statement in BM25_SCHEMA_SQL:
+            cursor.execute(statement)
         cursor.execute(
             "UPDATE retrieval_passage SET text = text "
             f"WHERE is_head AND search_vector IS DISTINCT FROM ({VECTOR_SQL})"
@@ -160,6 +388,9 @@ def rebuild() -> None:
             cursor.execute(INDEX_SQL)
         else:
             cursor.execute(f"REINDEX INDEX {INDEX_NAME}")
+        # Then the statistics, refilled from the now-correct tsvectors.
+        for statement in BM25_FILL_SQL:
+            cursor.execute(statement)
 
 
 # --- health (retrieval/index/health.py) --------------------------------------------------------
@@ -186,6 +417,71 @@ def _digest_sql(column: str) -> str:
     return f"encode(sha256(convert_to(coalesce({lines}, ''), 'UTF8')), 'hex')"
 
 
+# The health check's own statement of the postings and length formulas (the same as
+# `lode_bm25_postings`/`lode_bm25_length`, written out so a replaced function is caught).
+_DIFFERS = "(e.title_tf, e.body_tf, e.length) IS DISTINCT FROM (a.title_tf, a.body_tf, a.length)"
+_EXPECTED_STATS_SQL = (
+    f"WITH v AS (SELECT id, {VECTOR_SQL} AS vector FROM retrieval_passage WHERE is_head), "
+    "el AS (SELECT v.id AS passage_id, (SELECT coalesce(max(pos), 0) "
+    "FROM unnest(v.vector) AS u, unnest(u.positions) AS pos)::integer AS length FROM v), "
+    "e AS (SELECT u.lexeme, v.id AS passage_id, "
+    "cardinality(array_positions(u.weights, 'A')) AS title_tf, "
+    "cardinality(array_positions(u.weights, 'B')) AS body_tf, el.length "
+    "FROM v JOIN el ON el.passage_id = v.id, unnest(v.vector) AS u), "
+    # A full join (hashed) rather than EXCEPT (sorted): half the time on SciFact.
+    "postings AS (SELECT "
+    f"count(*) FILTER (WHERE e.passage_id IS NOT NULL AND (a.passage_id IS NULL OR {_DIFFERS})) "
+    "AS missing, "
+    f"count(*) FILTER (WHERE a.passage_id IS NOT NULL AND (e.passage_id IS NULL OR {_DIFFERS})) "
+    "AS extra "
+    f"FROM e FULL JOIN {POSTINGS} a ON a.lexeme = e.lexeme AND a.passage_id = e.passage_id), "
+    "lengths AS (SELECT "
+    "count(*) FILTER (WHERE e.passage_id IS NOT NULL "
+    "AND (a.passage_id IS NULL OR a.length IS DISTINCT FROM e.length)) "
+    "AS missing, "
+    "count(*) FILTER (WHERE a.passage_id IS NOT NULL "
+    "AND (e.passage_id IS NULL OR a.length IS DISTINCT FROM e.length)) "
+    f"AS extra FROM el e FULL JOIN {LENGTHS} a ON a.passage_id = e.passage_id) "
+    "SELECT postings.missing, postings.extra, lengths.missing, lengths.extra "
+    "FROM postings, lengths"
+)
+
+
+def bm25_problems() -> list[str]:
+    """What is wrong with the BM25 statistics, in plain words; empty when they hold exactly
+    the postings and lengths recomputed from the head passages' text, and every trigger that
+    keeps them is in place. df, N and avgdl are aggregates over these rows, so checking the
+    rows checks them."""
+    problems: list[str] = []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT n FROM unnest(%s::text[]) AS n WHERE NOT EXISTS (SELECT 1 FROM pg_trigger "
+            "WHERE tgrelid = 'retrieval_passage'::regclass AND tgname = n AND tgenabled <> 'D')",
+            [[*BM25_TRIGGERS, "retrieval_bm25_at"]],
+        )
+        problems.extend(
+            f"the BM25 statistics trigger {name} is missing or disabled (`lode_index repair` "
+            "recreates it)"
+            for (name,) in cursor.fetchall()
+        )
+        cursor.execute("SELECT to_regclass(%s), to_regclass(%s)", [POSTINGS, LENGTHS])
+        if None in cursor.fetchone():
+            return [*problems, "the BM25 statistics tables are missing"]
+        cursor.execute(_EXPECTED_STATS_SQL)
+        missing, extra, lengths_missing, lengths_extra = cursor.fetchone()
+    if missing or extra:
+        problems.append(
+            f"the BM25 postings disagree with a recomputation from the head passages: "
+            f"{missing} missing or different, {extra} extra or different"
+        )
+    if lengths_missing or lengths_extra:
+        problems.append(
+            f"the BM25 passage lengths disagree with a recomputation from the head passages: "
+            f"{lengths_missing} missing or different, {lengths_extra} extra or different"
+        )
+    return problems
+
+
 def index_health() -> LexicalHealth:
     """Compare every head passage's stored tsvector with one recomputed from its text.
 
@@ -193,7 +489,7 @@ def index_health() -> LexicalHealth:
     evaluated afresh for each head passage, and the stored and recomputed vectors are
     compared row by row and digested in id order. The GIN index is checked for existence
     and validity only: PostgreSQL 15's amcheck has no GIN check, and `rebuild()` always
-    rebuilds it.
+    rebuilds it. The BM25 statistics are compared with a recomputation (`bm25_problems`).
     """
     sql = (
         f"WITH p AS (SELECT id, search_vector AS stored, {VECTOR_SQL} AS expected "
@@ -212,6 +508,7 @@ def index_health() -> LexicalHealth:
     problem = gin_index_problem()
     if problem is not None:
         findings.append(f"the GIN index {INDEX_NAME} is {problem}")
+    findings.extend(bm25_problems())
     return LexicalHealth(
         engine="postgresql-tsvector",
         canonical_rows=canonical,

@@ -25,7 +25,13 @@ from retrieval.highlight import (
     collision_free_markers,
     segments_or_plain,
 )
-from retrieval.index.lexical.base import LEXICAL_LIMIT, LexicalHealth, LexicalHit
+from retrieval.index.lexical.base import (
+    LEXICAL_LIMIT,
+    TEXT_WEIGHT,
+    TITLE_WEIGHT,
+    LexicalHealth,
+    LexicalHit,
+)
 from retrieval.query import ParsedQuery
 
 if TYPE_CHECKING:
@@ -36,9 +42,6 @@ if TYPE_CHECKING:
 FTS_TABLE = "retrieval_passage_fts"
 HEAD_VIEW = "retrieval_head_passage"
 TOKENIZER = "porter unicode61 remove_diacritics 2"
-# bm25() column weights (title_text, text). 3:1 measured best on SciFact train (bench/).
-TITLE_WEIGHT = 3.0
-TEXT_WEIGHT = 1.0
 
 SCHEMA_SQL: list[str] = [
     f"CREATE VIEW {HEAD_VIEW} AS SELECT id, title_text, text FROM retrieval_passage WHERE is_head",
