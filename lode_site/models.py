@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import os
+import socket
 import time
 from collections.abc import Iterator
 
@@ -42,8 +44,10 @@ class JobProgress(models.Model):
     between `done` is written at most once every `WRITE_INTERVAL_SECONDS`, so a run of
     thousands of items costs a handful of UPDATEs. Each write is its own statement in
     autocommit (the commands run outside a transaction), so another process (the admin)
-    sees it at once. A process killed outright (SIGKILL, power loss) cannot say so: its row
-    stays *running*, and `updated_at` shows when it was last heard from.
+    sees it at once. A process killed outright (SIGKILL, power loss) cannot say so; the row
+    keeps the host and pid of the process that runs it, and `mark_vanished` (called by every
+    `db_worker` on start and in its periodic sweep) marks a *running* row failed when that
+    process no longer exists on this host. `updated_at` shows when it was last heard from.
     """
 
     WRITE_INTERVAL_SECONDS = 1.0
@@ -69,6 +73,9 @@ class JobProgress(models.Model):
     done = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.RUNNING)
     error = models.TextField(blank=True, default="")
+    # Which process runs the job, so a vanished one can be told from a slow one.
+    hostname = models.CharField(max_length=255, blank=True, default="")
+    pid = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -88,7 +95,36 @@ class JobProgress(models.Model):
     @classmethod
     def start(cls, *, kind: str, summary: str = "", total: int = 0) -> JobProgress:
         """A new running row, written at once."""
-        return cls.objects.create(kind=kind, summary=summary[:500], total=total)
+        return cls.objects.create(
+            kind=kind,
+            summary=summary[:500],
+            total=total,
+            hostname=socket.gethostname()[:255],
+            pid=os.getpid(),
+        )
+
+    @classmethod
+    def mark_vanished(cls) -> int:
+        """Mark failed the running jobs of this host whose process is gone; returns how many.
+
+        Only this host's rows: another machine's pids mean nothing here. A reused pid makes
+        a dead job look alive (it stays *running*, as before), never the reverse.
+        """
+        host = socket.gethostname()[:255]
+        vanished = [
+            job
+            for job in cls.objects.filter(status=cls.Status.RUNNING, hostname=host)
+            .exclude(pid=None)
+            .only("pk", "pid")
+            if not _process_exists(job.pid)
+        ]
+        for job in vanished:
+            cls.objects.filter(pk=job.pk, status=cls.Status.RUNNING).update(
+                status=cls.Status.FAILED,
+                finished_at=timezone.now(),
+                error=f"process {job.pid} on {host} ended without finishing (killed?)",
+            )
+        return len(vanished)
 
     def report(self, done: int, total: int | None = None) -> None:
         """Record `done` (and `total` when it changed); written when the total changed or
@@ -137,6 +173,16 @@ class JobProgress(models.Model):
         self.updated_at = timezone.now()
         type(self).objects.filter(pk=self.pk).update(updated_at=self.updated_at, **fields)
         self._written_at = time.monotonic()
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
 
 
 @contextlib.contextmanager

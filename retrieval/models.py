@@ -156,3 +156,48 @@ class AskTrace(models.Model):
 
     def __str__(self) -> str:
         return f"{self.decision}: {self.question[:60]}"
+
+
+class VectorClaim(models.Model):
+    """A claim on a head passage that one sync run is embedding right now (issue 14).
+
+    Several workers on PostgreSQL may each be asked to embed the same passage (a document's
+    task and the sweep, or two overlapping tasks). Before embedding, a run inserts one row
+    per passage; the primary key makes the insert the arbiter, so exactly one run owns a
+    passage at a time and the others skip it. The row is deleted once the passage's vector
+    is recorded. A run killed outright cannot delete its rows: `expires_at` is how long the
+    claim holds without renewal (a worker's heartbeat renews the claims it is working on
+    every few seconds), after which another run takes it over. Only used where the database
+    offers `SELECT … FOR UPDATE SKIP LOCKED` (PostgreSQL); SQLite runs one worker.
+    """
+
+    passage_id = models.BigIntegerField(primary_key=True)
+    # Who holds it: a worker id (`db_worker --worker-id`) or host:pid:random for a command.
+    owner = models.CharField(max_length=100)
+    # One sync window's claims share a token, so the run releases exactly its own rows.
+    token = models.CharField(max_length=32, db_index=True)
+    claimed_at = models.DateTimeField()
+    expires_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"claim on passage {self.passage_id} by {self.owner}"
+
+
+class WorkerHeartbeat(models.Model):
+    """A running `db_worker` says it is alive every few seconds (PostgreSQL deployments).
+
+    A task row stays RUNNING forever when its worker is SIGKILLed; the surviving workers
+    use this row to tell a task that is still running from one whose worker is gone
+    (`seen_at` older than the stale limit), mark it failed and queue it again.
+    """
+
+    worker_id = models.CharField(max_length=64, primary_key=True)
+    hostname = models.CharField(max_length=255, blank=True, default="")
+    pid = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField()
+    seen_at = models.DateTimeField(db_index=True)
+    # The DBTaskResult id the worker is running (blank when idle), for the admin and logs.
+    task_id = models.CharField(max_length=64, blank=True, default="")
+
+    def __str__(self) -> str:
+        return f"worker {self.worker_id} (seen {self.seen_at:%H:%M:%S})"

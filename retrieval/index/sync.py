@@ -9,6 +9,14 @@ sweep `db_worker` queues when it starts) picks up exactly what is left. Chroma u
 idempotent by passage id and records are written after the upsert, so nothing is ever
 duplicated either.
 
+Several workers (PostgreSQL): before embedding a window a run claims its passages
+(`VectorClaim`, one row per passage, the primary key deciding who wins), re-reads which of
+them still lack a vector, embeds those, records them and releases the claims. Another run
+skips claimed passages, and at the end waits for them until their owner records them or its
+claims expire (a SIGKILLed worker stops renewing them) — a command does; a task leaves them
+to their holder, whose task the worker recovers if the holder dies — so no passage is
+embedded by two live runs and none is left behind. SQLite runs one worker and skips the claims.
+
 Order follows ADR 0005's upsert-before-prune: new vectors are written before old ones are
 deleted, and a failure while embedding leaves the previous vectors searchable.
 """
@@ -16,6 +24,11 @@ deleted, and a failure while embedding leaves the previous vectors searchable.
 from __future__ import annotations
 
 import logging
+import os
+import socket
+import threading
+import time
+import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -23,7 +36,7 @@ from datetime import timedelta
 from time import perf_counter
 
 import numpy as np
-from django.db import transaction
+from django.db import DatabaseError, connection, models, transaction
 from django.db.models import Q
 from django.tasks import task
 from django.utils import timezone
@@ -50,7 +63,7 @@ from retrieval.index.vectors import (
     pending_passages,
     stale_records,
 )
-from retrieval.models import Passage, PassageVector, VectorIndexState
+from retrieval.models import Passage, PassageVector, VectorClaim, VectorIndexState
 
 logger = logging.getLogger("lode.tasks")
 
@@ -61,6 +74,17 @@ RETRY_DELAYS_SECONDS = (30, 120, 600, 3600)
 WINDOW_BATCHES = 8
 # `lode_reindex_vectors` re-syncs this many times to catch passages saved meanwhile.
 REINDEX_PASSES = 3
+
+# Claims (see the module docstring). A worker renews the claims it is working on every
+# `db_worker` heartbeat (5 s), so a claim of a live worker never expires and a SIGKILLed
+# worker's claims lapse after `WORKER_CLAIM_TTL_SECONDS`. A process without a heartbeat (a
+# management command) claims for longer, enough for one window on a slow machine.
+WORKER_CLAIM_TTL_SECONDS = 30
+COMMAND_CLAIM_TTL_SECONDS = 900
+# How long a run waits, without progress, for passages another run has claimed: past one
+# worker TTL, so a dead worker's claims are taken over; a live owner finishes them anyway.
+CLAIM_WAIT_SECONDS = WORKER_CLAIM_TTL_SECONDS + 15
+CLAIM_POLL_SECONDS = 0.5
 
 Progress = Callable[[int], object]
 
@@ -74,6 +98,9 @@ class SyncReport:
     embedded: int = 0  # distinct inputs sent through the model
     reused: int = 0  # passages whose vector was copied from an equal input's
     deleted: int = 0  # vectors removed because their passage left the head set
+    # Pending passages still claimed by another live run when this one stopped waiting;
+    # that run records them (0 unless several workers overlap).
+    left_to_others: int = 0
     seconds: float = 0.0
 
     @property
@@ -205,6 +232,172 @@ def prune_vectors(passage_ids: list[int] | None = None) -> int:
     return deleted
 
 
+# --- claims (several workers) ------------------------------------------------------------
+
+
+@dataclass
+class _Claimer:
+    owner: str
+    ttl_seconds: int
+    # Tokens of the windows this process is embedding now; only these are renewed, so a
+    # claim leaked by a failed release is never kept alive by a healthy worker.
+    active: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_claimer = _Claimer(
+    owner=f"{socket.gethostname()[:60]}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
+    ttl_seconds=COMMAND_CLAIM_TTL_SECONDS,
+)
+
+
+def set_claim_owner(owner: str, *, ttl_seconds: int = WORKER_CLAIM_TTL_SECONDS) -> None:
+    """`db_worker` names its claims after its worker id and renews them (short TTL)."""
+    _claimer.owner = owner
+    _claimer.ttl_seconds = ttl_seconds
+
+
+def claims_enabled() -> bool:
+    """Claims need row locks that skip locked rows, i.e. a database several workers share."""
+    return bool(connection.features.has_select_for_update_skip_locked)
+
+
+def claim_passages(passage_ids: list[int], token: str) -> list[int]:
+    """Claim these passages for one window; returns the ids this token now holds.
+
+    A new claim is an insert that the primary key lets only one run win (a concurrent
+    insert of the same id waits for the other statement's transaction, then does nothing).
+    A claim whose `expires_at` has passed is taken over first, in its own short
+    transaction: `SKIP LOCKED` passes over one another run is taking over at this moment,
+    and since that transaction never waits and the insert is one statement over ids in
+    ascending order, two claiming runs cannot deadlock.
+    """
+    if not passage_ids:
+        return []
+    ids = sorted(passage_ids)
+    now = timezone.now()
+    expires = now + timedelta(seconds=_claimer.ttl_seconds)
+    with transaction.atomic():
+        expired = list(
+            VectorClaim.objects.select_for_update(skip_locked=True)
+            .filter(passage_id__in=ids, expires_at__lte=now)
+            .values_list("passage_id", flat=True)
+        )
+        if expired:
+            VectorClaim.objects.filter(passage_id__in=expired).update(
+                owner=_claimer.owner, token=token, claimed_at=now, expires_at=expires
+            )
+    VectorClaim.objects.bulk_create(
+        [
+            VectorClaim(
+                passage_id=pk,
+                owner=_claimer.owner,
+                token=token,
+                claimed_at=now,
+                expires_at=expires,
+            )
+            for pk in ids
+        ],
+        ignore_conflicts=True,
+    )
+    return sorted(
+        VectorClaim.objects.filter(token=token, passage_id__in=ids).values_list(
+            "passage_id", flat=True
+        )
+    )
+
+
+def release_claims(token: str) -> None:
+    with _claimer.lock:
+        _claimer.active.discard(token)
+    try:
+        VectorClaim.objects.filter(token=token).delete()
+    except DatabaseError:  # e.g. the server restarting; the claims lapse at expires_at
+        logger.warning("could not release vector claims %s; they expire on their own", token)
+
+
+def renew_claims() -> int:
+    """Push back the expiry of the claims this process is working on (the heartbeat)."""
+    with _claimer.lock:
+        tokens = list(_claimer.active)
+    if not tokens:
+        return 0
+    expires = timezone.now() + timedelta(seconds=_claimer.ttl_seconds)
+    return VectorClaim.objects.filter(token__in=tokens).update(expires_at=expires)
+
+
+def live_claims() -> models.QuerySet[VectorClaim]:
+    return VectorClaim.objects.filter(expires_at__gt=timezone.now())
+
+
+def unclaimed_pending_exists(manifest_key: str) -> bool:
+    """Does any head passage lack a vector without a live claim on it? (the cheap sweep
+    question: one anti-join, stopping at the first row)."""
+    pending = pending_passages(manifest_key)
+    if claims_enabled():
+        pending = pending.exclude(pk__in=live_claims().values("passage_id"))
+    return pending.exists()
+
+
+def _sync_claimed(
+    pending: list[int],
+    *,
+    manifest: Manifest,
+    store: VectorStore,
+    embedder: EmbedderLike,
+    report: SyncReport,
+    batch_size: int,
+    window: int,
+    progress: Progress | None,
+    wait: bool,
+) -> None:
+    """`sync_vectors`' loop with claims: embed what this run can claim; then, with `wait`,
+    wait for the rest until another run records it or its claims lapse (then take it
+    over), else leave it to the runs holding it."""
+    remaining = pending
+    stalled_since: float | None = None
+    while remaining:
+        progressed = False
+        for ids in chunked(remaining, window):
+            token = uuid.uuid4().hex
+            with _claimer.lock:
+                _claimer.active.add(token)
+            try:
+                held = claim_passages(list(ids), token)
+                # Re-read after claiming: a run that held these a moment ago recorded its
+                # vectors before releasing, so what is recorded now needs nothing.
+                todo = sorted(pending_passages(manifest.key, held).values_list("pk", flat=True))
+                if todo:
+                    sync_window(
+                        todo,
+                        manifest=manifest,
+                        store=store,
+                        embedder=embedder,
+                        report=report,
+                        batch_size=batch_size,
+                        progress=progress,
+                    )
+                progressed = progressed or bool(held)
+            finally:
+                release_claims(token)
+        remaining = list(
+            pending_passages(manifest.key, remaining).order_by("pk").values_list("pk", flat=True)
+        )
+        if not remaining:
+            break
+        if progressed:
+            stalled_since = None
+            continue
+        stalled_since = stalled_since if stalled_since is not None else perf_counter()
+        if not wait or perf_counter() - stalled_since > CLAIM_WAIT_SECONDS:
+            report.left_to_others = len(remaining)
+            logger.info(
+                "%d passage(s) still claimed by another run; leaving them to it", len(remaining)
+            )
+            break
+        time.sleep(CLAIM_POLL_SECONDS)
+
+
 # --- the sync ----------------------------------------------------------------------------
 
 
@@ -215,6 +408,7 @@ def sync_vectors(
     progress: Progress | None = None,
     embedder: EmbedderLike | None = None,
     window: int | None = None,
+    wait_for_others: bool = True,
 ) -> SyncReport:
     """Bring the current manifest's collection in step with the head passages.
 
@@ -225,6 +419,11 @@ def sync_vectors(
     that left the head set are deleted. `progress(n)` is called after each batch. The model
     and Chroma are only touched when there is work. Raises `EmbeddingUnavailable` or
     `VectorStoreUnavailable`; whatever was recorded before stays done.
+
+    With several workers (claims), passages another run is embedding are skipped; with
+    `wait_for_others` (commands, which promise a complete index) the run then waits for
+    them, up to `CLAIM_WAIT_SECONDS` without progress. The worker's tasks do not wait: the
+    holder records them, and if it dies its task is recovered and run again (`db_worker`).
     """
     started = perf_counter()
     manifest = embedder.manifest if embedder is not None else current_manifest()
@@ -237,16 +436,30 @@ def sync_vectors(
     if pending:
         model = embedder if embedder is not None else get_embedder()
         store = open_vector_store(manifest.key, manifest)
-        for ids in chunked(pending, window or batch_size * WINDOW_BATCHES):
-            sync_window(
-                list(ids),
+        size = window or batch_size * WINDOW_BATCHES
+        if claims_enabled():
+            _sync_claimed(
+                pending,
                 manifest=manifest,
                 store=store,
                 embedder=model,
                 report=report,
                 batch_size=batch_size,
+                window=size,
                 progress=progress,
+                wait=wait_for_others,
             )
+        else:
+            for ids in chunked(pending, size):
+                sync_window(
+                    list(ids),
+                    manifest=manifest,
+                    store=store,
+                    embedder=model,
+                    report=report,
+                    batch_size=batch_size,
+                    progress=progress,
+                )
     report.deleted = prune_vectors(scope)
     report.seconds = perf_counter() - started
     return report
@@ -336,6 +549,10 @@ def retire_collections(*, keep: str) -> list[str]:
 
 # --- tasks -------------------------------------------------------------------------------
 
+# A database error (the server restarting) is retried like a missing model: queuing the
+# retry may fail too while the server is down, and then the worker's sweep catches up.
+RETRIED_ERRORS = (EmbeddingUnavailable, VectorStoreUnavailable, DatabaseError)
+
 
 def document_passage_ids(document_id: int) -> list[int]:
     """A document's passages that need a vector or still have one."""
@@ -361,8 +578,8 @@ def _retry_later(retry: Callable[[int], object], attempt: int) -> None:
 def embed_document(document_id: int, attempt: int = 0) -> dict[str, object]:
     """Embed a document's new head passages and delete its old ones' vectors."""
     try:
-        return sync_vectors(document_passage_ids(document_id)).as_dict()
-    except (EmbeddingUnavailable, VectorStoreUnavailable) as exc:
+        return sync_vectors(document_passage_ids(document_id), wait_for_others=False).as_dict()
+    except RETRIED_ERRORS as exc:
         logger.warning("vector sync of document %s failed: %s", document_id, exc)
         _retry_later(
             lambda delay: embed_document.using(
@@ -377,8 +594,8 @@ def embed_document(document_id: int, attempt: int = 0) -> dict[str, object]:
 def sync_pending_vectors(attempt: int = 0) -> dict[str, object]:
     """Embed everything pending and prune everything stale (the sweep)."""
     try:
-        return sync_vectors(None).as_dict()
-    except (EmbeddingUnavailable, VectorStoreUnavailable) as exc:
+        return sync_vectors(None, wait_for_others=False).as_dict()
+    except RETRIED_ERRORS as exc:
         logger.warning("vector sweep failed: %s", exc)
         _retry_later(
             lambda delay: sync_pending_vectors.using(
