@@ -36,7 +36,7 @@ class LegHit:
     passage_id: int
     rank: int
     score: float
-    score_name: str  # "bm25", "ts_rank_cd", "cosine" — what the number is
+    score_name: str  # "bm25", "cosine" — what the number is
 
 
 @dataclass(slots=True)

@@ -26,7 +26,7 @@ router = Router(tags=["search"])
 class LegOut(Schema):
     rank: int
     score: float
-    score_name: str  # "bm25" (negated, higher is better), "ts_rank_cd" or "cosine"
+    score_name: str  # "bm25" (higher is better, on both databases) or "cosine"
 
 
 class ParentOut(Schema):
