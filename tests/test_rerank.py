@@ -232,6 +232,20 @@ def test_features_are_deterministic():
     assert np.array_equal(features(query, candidates), features(query, list(candidates)))
 
 
+def test_passage_analysis_is_cached_bounded_and_follows_an_edit():
+    rerank_module.passage_terms.cache_clear()
+    query = parse("rotate staging certs")
+    before = features(query, [candidate(1, "Rotate staging certs.", lexical=(1, 3.0))])
+    again = features(query, [candidate(1, "Rotate staging certs.", lexical=(1, 3.0))])
+    assert np.array_equal(before, again)
+    info = rerank_module.passage_terms.cache_info()
+    assert (info.hits, info.misses) == (1, 1)  # the second query re-used the analysis
+    assert info.maxsize == rerank_module.PASSAGE_TERMS_CACHE_SIZE
+    # An edited passage is analysed afresh: its features follow the new text.
+    edited = features(query, [candidate(1, "Staging only.", lexical=(1, 3.0))])
+    assert edited[0, column("coverage")] < before[0, column("coverage")]
+
+
 # --- b. the learned (linear) reranker ---------------------------------------------------------
 
 

@@ -25,7 +25,7 @@ import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Protocol
 
@@ -132,20 +132,37 @@ def _minmax(values: list[float | None]) -> list[float]:
     return [0.0 if v is None else (1.0 if span == 0 else (v - low) / span) for v in values]
 
 
+# Passages analysed recently, per process: the same passages come back as candidates query
+# after query, and tokenising each one's title and text was most of the reranker's cost
+# (bench/README.md, issue 14). Keyed by the strings themselves, so an edited passage is a
+# new entry; the bound keeps memory to a few MB per process.
+PASSAGE_TERMS_CACHE_SIZE = 4096
+
+
+@lru_cache(maxsize=PASSAGE_TERMS_CACHE_SIZE)
+def passage_terms(
+    title_text: str, text: str
+) -> tuple[frozenset[str], frozenset[str], frozenset[tuple[str, str]], float]:
+    """(stems of title + text, stems of the title, adjacent stem pairs, log(1 + words))."""
+    text_tokens = [_stem(t) for t in tokens(title_text + "\n" + text)]
+    return (
+        frozenset(text_tokens),
+        frozenset(_stem(t) for t in tokens(title_text)),
+        frozenset(_bigrams(text_tokens)),
+        math.log1p(len(SPACED_WORD_RE.findall(text))),
+    )
+
+
 def features(query: ParsedQuery, candidates: Sequence[Candidate]) -> np.ndarray:
     """The feature matrix (len(candidates) × len(FEATURE_NAMES)). Pure and deterministic."""
     if not candidates:
         return np.zeros((0, len(FEATURE_NAMES)), dtype=np.float64)
     query_stems = _content_stems(query)
     query_pairs = _bigrams([_stem(t) for t in query.all_tokens()])
-    passage_stems: list[set[str]] = []
-    title_stems: list[set[str]] = []
-    passage_pairs: list[set[tuple[str, str]]] = []
-    for c in candidates:
-        text_tokens = [_stem(t) for t in tokens(c.title_text + "\n" + c.text)]
-        passage_stems.append(set(text_tokens))
-        title_stems.append({_stem(t) for t in tokens(c.title_text)})
-        passage_pairs.append(_bigrams(text_tokens))
+    analysed = [passage_terms(c.title_text, c.text) for c in candidates]
+    passage_stems = [a[0] for a in analysed]
+    title_stems = [a[1] for a in analysed]
+    passage_pairs = [a[2] for a in analysed]
     # Rarity among this query's candidates: a word in every candidate tells them apart least.
     n = len(candidates)
     weights = {
@@ -186,7 +203,7 @@ def features(query: ParsedQuery, candidates: Sequence[Candidate]) -> np.ndarray:
                 else 0.0,
                 (len(query_pairs & passage_pairs[i]) / len(query_pairs)) if query_pairs else 0.0,
                 1.0 if c.fused.exact_matches else 0.0,
-                math.log1p(len(SPACED_WORD_RE.findall(c.text))),
+                analysed[i][3],
                 1.0 if c.position == 0 else 0.0,
                 lexical_norm[i] * dense_norm[i],
                 lexical_z[i],
