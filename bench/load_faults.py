@@ -295,6 +295,11 @@ def summarise(run: Run) -> dict[str, Any]:
         "endpoints": endpoints,
         "status_500": sum(1 for s in run.samples if s.status == 500),
         "errors_5xx_sample": [s.error for s in run.samples if s.status >= 500][:5],
+        "errors_5xx_at": [
+            f"{s.endpoint} {s.status} {s.started:.1f}-{s.started + s.seconds:.1f}s"
+            for s in run.samples
+            if s.status >= 500
+        ][:20],
         "no_answer": sum(1 for s in run.samples if s.status == 0),
         "degraded_searches": sum(1 for s in searches if s.degraded),
         "events": {k: round(v, 1) for k, v in run.events.items()},
@@ -310,7 +315,13 @@ def recovery(run: Run) -> dict[str, Any]:
         for s in run.samples
         if s.endpoint.endswith("search") and s.status == 200 and s.mode != "lexical"
     ]
-    down = [s for s in searches if ev["Chroma stopped"] + 0.5 < s.started < ev["Chroma starting"]]
+    # Searches wholly inside the outage: one that waited in a queue and ended after Chroma
+    # was back may rightly have used it.
+    down = [
+        s
+        for s in searches
+        if ev["Chroma stopped"] + 0.5 < s.started and s.started + s.seconds < ev["Chroma starting"]
+    ]
     after_chroma = [s for s in searches if s.started > ev["Chroma started"]]
     clean = [
         s.started
@@ -318,7 +329,11 @@ def recovery(run: Run) -> dict[str, Any]:
         if not s.degraded and s.started < ev["PostgreSQL restart begun"]
     ]
     first_clean = min(clean, default=None)
-    pg_window = [s for s in run.samples if s.started >= ev["PostgreSQL restart begun"] - 1]
+    # Requests that ended (not started) from just before the restart on: at this load a
+    # request takes seconds, so the ones it broke started well before it.
+    pg_window = [
+        s for s in run.samples if s.started + s.seconds >= ev["PostgreSQL restart begun"] - 1
+    ]
     failures = [s for s in pg_window if s.status == 0 or s.status >= 500]
     last_failure = max((s.started + s.seconds for s in failures), default=None)
     late = [s for s in run.samples if s.started > ev["PostgreSQL restarted"] + 5]
