@@ -19,6 +19,7 @@ from django.db import models
 from django.utils import timezone
 
 from notes.models import TrustTier
+from spaces.models import personal_space_id
 
 DEFAULT_STALE_AFTER_DAYS = 30
 # Separates an annotation's own text from the quoted span in its note body
@@ -69,6 +70,8 @@ class Source(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sources"
     )
+    # Its externals (and their snapshots and annotations) belong to the same space.
+    space = models.ForeignKey("spaces.Space", on_delete=models.RESTRICT, related_name="sources")
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=16, choices=Kind.choices)
     # A folder's absolute path, a URL, or (uploads) the original file name.
@@ -101,6 +104,12 @@ class Source(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args, **kwargs) -> None:
+        # A source created without a space belongs to its owner's personal space.
+        if self.space_id is None and self.owner_id is not None:
+            self.space_id = personal_space_id(self.owner_id)
+        super().save(*args, **kwargs)
 
 
 class ScanRecord(models.Model):

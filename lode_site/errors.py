@@ -69,6 +69,18 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     return defaults.page_not_found(request, exception)
 
 
+NO_ACCESS = "No access: this belongs to a space you are not a member of, or it does not exist."
+
+
+def no_access(request: HttpRequest) -> HttpResponse:
+    """404 for something the viewer may not see (issue 15): a space they are not in, or a
+    link into one. It looks exactly like a link to nothing, so it reveals no title, count,
+    snippet or space; under `/api/` it is `{"detail": …}`."""
+    if _is_api(request):
+        return JsonResponse({"detail": NO_ACCESS}, status=404)
+    return HttpResponse(render_to_string("no_access.html", request=request), status=404)
+
+
 def is_database_unavailable(exc: BaseException | None) -> bool:
     """Whether `exc` (or what it was raised from) says the database cannot be reached or
     used right now, rather than that a query is wrong: Django wraps the driver's

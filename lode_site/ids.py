@@ -47,3 +47,13 @@ class IdConverter:
 
 
 register_converter(IdConverter, "id")
+
+
+def parse_id(value: str) -> int | None:
+    """`value` as a database id, or None when it is not one (not 1–19 digits, or out of
+    range): for ids that arrive in query strings and form fields."""
+    value = value.strip()
+    if not value.isascii() or not value.isdigit() or len(value) > 19:
+        return None
+    number = int(value)
+    return number if 1 <= number <= MAX_ID else None

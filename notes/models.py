@@ -10,6 +10,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from spaces.models import personal_space_id
+
 
 class TrustTier(models.TextChoices):
     """The trust gradient, highest first (DESIGN.md): notes outrank everything else."""
@@ -29,6 +31,10 @@ class Document(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="documents"
     )
+    # Who may see it (issue 15): the members of this space. The owner is who created it.
+    # RESTRICT: a space holding documents cannot be deleted out from under them, except
+    # together with them (an account deletion takes its personal space and its documents).
+    space = models.ForeignKey("spaces.Space", on_delete=models.RESTRICT, related_name="documents")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.NOTE)
     title = models.CharField(max_length=500)
     # RESTRICT, not PROTECT: a version can never be deleted out from under its document,
@@ -61,7 +67,10 @@ class Document(models.Model):
 
     class Meta:
         ordering = ["-updated_at", "-id"]
-        indexes = [models.Index(fields=["owner", "deleted_at", "-updated_at"])]
+        indexes = [
+            models.Index(fields=["owner", "deleted_at", "-updated_at"]),
+            models.Index(fields=["space", "deleted_at", "-updated_at"]),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["owner", "external_key"],
@@ -72,6 +81,12 @@ class Document(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+    def save(self, *args, **kwargs) -> None:
+        # A document created without a space goes to its owner's personal space.
+        if self.space_id is None and self.owner_id is not None:
+            self.space_id = personal_space_id(self.owner_id)
+        super().save(*args, **kwargs)
 
     @property
     def is_deleted(self) -> bool:

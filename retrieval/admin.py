@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
@@ -10,6 +11,7 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_GET
 
 from notes.admin import ReadOnlyAdmin
+from retrieval.eligibility import member_space_ids, visible_answers
 from retrieval.index.health import index_health
 from retrieval.models import AskTrace, EgressLog, Passage
 
@@ -30,6 +32,13 @@ class PassageAdmin(ReadOnlyAdmin):
     list_select_related = ["document", "version"]
     search_fields = ["text_sha256"]
     raw_id_fields = ["document", "version"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Passage]:
+        # Staff who are not superusers see only their spaces' passages (issue 15).
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser:
+            return queryset
+        return queryset.filter(document__space_id__in=member_space_ids(request.user.pk))
 
     def get_urls(self) -> list[URLPattern]:
         # `admin_view` admits active staff only and sends anyone else to the admin login.
@@ -73,6 +82,13 @@ class AskTraceAdmin(ReadOnlyAdmin):
         "trace_json",
     ]
     readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AskTrace]:
+        # Staff who are not superusers see only the answers they may open (issue 15).
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser:
+            return queryset
+        return queryset.filter(pk__in=visible_answers(request.user.pk).values("pk"))
 
     @admin.display(description="question")
     def short_question(self, obj: AskTrace) -> str:
@@ -125,6 +141,11 @@ class EgressLogAdmin(ReadOnlyAdmin):
         "request_sha256",
     ]
     readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[EgressLog]:
+        # Staff who are not superusers see only their own egress (issue 15).
+        queryset = super().get_queryset(request)
+        return queryset if request.user.is_superuser else queryset.filter(user=request.user)
 
     @admin.display(description="documents")
     def document_count(self, obj: EgressLog) -> int:

@@ -1,4 +1,13 @@
-"""Which documents a search may return: the one place query filters become a condition.
+"""What a user may see, and which documents a search may return: the one place both become
+a condition (issue 15, item 2; invariant 4).
+
+**Spaces.** A user sees exactly the documents of the spaces they are a member of
+(`spaces.models`). `Audience` is that set of space ids for one request, narrowed by an
+optional `space:` filter or API parameter; every reader takes one: both search legs (the
+lexical SQL's `d.space_id IN …`, Chroma's `where` on the `space` metadata) before their
+limits, the canonical re-check of candidates, highlights, verified opening, evidence packs,
+stored answers, the note / source / external pages, the API and exports. `role_in` and
+`document_role` say what a member may do (viewer < editor < admin).
 
 DESIGN.md invariant 4 (seeds/loom-chain-of-custody.md, "Apply eligibility before ranking and
 truncation"): a filtered-out passage never appears and never displaces an eligible one. So
@@ -23,13 +32,95 @@ folding on SQLite, whose LIKE folds only ASCII), `before:`/`after:` → the head
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 
-from django.db.models import Q, QuerySet
+from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from notes.models import Document
+from retrieval.models import AskTrace
 from retrieval.query import Filter, ParsedQuery
+from spaces.models import Membership, Role, Space, role_at_least
+
+
+class NoAccess(Exception):
+    """The user is not a member of a space they asked for (or it does not exist: the two are
+    never told apart, so space ids leak nothing)."""
+
+
+@dataclass(frozen=True)
+class Audience:
+    """Whose eyes a read is for: the user, and the spaces whose documents they may see in it
+    (all their spaces, or the one they narrowed to)."""
+
+    user_id: int
+    space_ids: frozenset[int]
+
+    @property
+    def sorted_space_ids(self) -> list[int]:
+        return sorted(self.space_ids)
+
+
+def member_space_ids(user_id: int | None) -> frozenset[int]:
+    """The ids of every space the user is a member of (empty for an anonymous user)."""
+    if user_id is None:
+        return frozenset()
+    return frozenset(Membership.objects.filter(user_id=user_id).values_list("space_id", flat=True))
+
+
+def audience_for(user_id: int, *, space_id: int | None = None) -> Audience:
+    """The audience of a request by `user_id`: every space they belong to, or only
+    `space_id`, which must be one of them (`NoAccess` otherwise)."""
+    spaces = member_space_ids(user_id)
+    if space_id is not None:
+        if space_id not in spaces:
+            raise NoAccess(space_id)
+        spaces = frozenset({space_id})
+    return Audience(user_id=user_id, space_ids=spaces)
+
+
+def member_spaces(user_id: int) -> QuerySet[Space]:
+    """The spaces the user belongs to, personal first, each annotated with `role`."""
+    role = Membership.objects.filter(space_id=OuterRef("pk"), user_id=user_id).values("role")[:1]
+    return (
+        Space.objects.filter(memberships__user_id=user_id)
+        .annotate(role=Subquery(role))
+        .order_by(F("personal_of_id").asc(nulls_last=True), "name", "id")
+    )
+
+
+def role_in(user_id: int | None, space_id: int) -> str | None:
+    """The user's role in the space, or None when they are not a member."""
+    if user_id is None:
+        return None
+    return (
+        Membership.objects.filter(user_id=user_id, space_id=space_id)
+        .values_list("role", flat=True)
+        .first()
+    )
+
+
+def can(user_id: int | None, space_id: int, needed: Role) -> bool:
+    """Whether the user's role in the space carries the rights of `needed`."""
+    return role_at_least(role_in(user_id, space_id), needed)
+
+
+def visible_documents(user_id: int | None) -> QuerySet[Document]:
+    """Every document the user may see (live or in the trash): those of their spaces."""
+    if user_id is None:
+        return Document.objects.none()
+    return Document.objects.filter(space__memberships__user_id=user_id)
+
+
+def audience_documents(audience: Audience) -> QuerySet[Document]:
+    """The documents of the audience's spaces (live or in the trash)."""
+    return Document.objects.filter(space_id__in=audience.sorted_space_ids)
+
+
+def document_role(user_id: int | None, document: Document) -> str | None:
+    """The user's role over `document`: their role in its space (None: may not see it)."""
+    return role_in(user_id, document.space_id)
 
 
 def day_start(value: str) -> datetime:
@@ -63,6 +154,10 @@ def filter_q(item: Filter) -> Q:
             return Q(head__created_at__gte=day_start(item.value))
         case "before":
             return Q(head__created_at__lt=day_start(item.value))
+        case "space":
+            value = item.value.strip()
+            by_id = Q(space_id=int(value)) if value.isdigit() else Q()
+            return Q(space__name__iexact=value) | by_id
     raise ValueError(f"unknown filter key {item.key!r}")
 
 
@@ -83,13 +178,51 @@ def apply_filters(documents: QuerySet[Document], filters: Iterable[Filter]) -> Q
     return documents
 
 
-def eligible_documents(parsed: ParsedQuery, *, owner_id: int) -> QuerySet[Document] | None:
-    """`owner_id`'s live documents that `parsed`'s filters keep; None when the query has no
-    filters (each leg already restricts to the owner's live head passages, more cheaply)."""
-    if not parsed.filters:
+def space_filters(parsed: ParsedQuery) -> list[Filter]:
+    """The query's `space:` filters (they narrow the audience, see `narrow_audience`)."""
+    return [item for item in parsed.filters if item.key == "space"]
+
+
+def document_filters(parsed: ParsedQuery) -> list[Filter]:
+    """The query's filters on documents: every one but `space:`, which the audience holds."""
+    return [item for item in parsed.filters if item.key != "space"]
+
+
+def _space_matches(item: Filter, space: Space) -> bool:
+    value = item.value.strip()
+    return space.name.casefold() == value.casefold() or (value.isdigit() and int(value) == space.pk)
+
+
+def narrow_audience(parsed: ParsedQuery, audience: Audience) -> tuple[Audience, list[str]]:
+    """`audience` narrowed by the query's `space:` filters (a space's name, case-insensitive,
+    or its id; values ORed, `-space:` excluding), and notes for values that name none of the
+    user's spaces. Only the user's own spaces are ever matched, so a `space:` value can
+    never widen what they see."""
+    wanted = space_filters(parsed)
+    if not wanted:
+        return audience, []
+    spaces = list(Space.objects.filter(pk__in=audience.sorted_space_ids))
+    kept = {space.pk for space in spaces}
+    notes: list[str] = []
+    included = [item for item in wanted if not item.negated]
+    if included:
+        kept = {s.pk for s in spaces if any(_space_matches(item, s) for item in included)}
+    for item in wanted:
+        if not any(_space_matches(item, s) for s in spaces):
+            notes.append(f"You are not a member of a space called {item.value!r}.")
+        if item.negated:
+            kept -= {s.pk for s in spaces if _space_matches(item, s)}
+    return Audience(user_id=audience.user_id, space_ids=frozenset(kept)), notes
+
+
+def eligible_documents(parsed: ParsedQuery, audience: Audience) -> QuerySet[Document] | None:
+    """The audience's live documents that `parsed`'s document filters keep; None when the
+    query has none (each leg already restricts to the audience's spaces, more cheaply)."""
+    filters = document_filters(parsed)
+    if not filters:
         return None
-    live = Document.objects.filter(owner_id=owner_id, deleted_at__isnull=True)
-    return apply_filters(live, parsed.filters).order_by()
+    live = Document.objects.filter(space_id__in=audience.sorted_space_ids, deleted_at__isnull=True)
+    return apply_filters(live, filters).order_by()
 
 
 def eligible_ids(documents: QuerySet[Document]) -> list[int]:
@@ -107,15 +240,36 @@ def subquery_sql(documents: QuerySet[Document]) -> tuple[str, Sequence[object]]:
     return sql, params
 
 
+def space_clause(audience: Audience) -> tuple[str, list[object]]:
+    """The lexical SQL's condition that a document (`notes_document` aliased `d`) is in one
+    of the audience's spaces, and its parameters (never true for an empty audience)."""
+    ids = audience.sorted_space_ids
+    if not ids:
+        return "1 = 0", []
+    return f"d.space_id IN ({', '.join(['%s'] * len(ids))})", list(ids)
+
+
 def eligible_clause(
-    query: ParsedQuery, *, owner_id: int, documents: QuerySet[Document] | None
+    query: ParsedQuery, *, audience: Audience, documents: QuerySet[Document] | None
 ) -> tuple[str, list[object]]:
     """The lexical SQL's filter condition on `d.id` (`notes_document` aliased `d`) and its
-    parameters, or ("", []) when the query has no filters. `documents` is the search's
-    eligible-document queryset; built here from `query` when the caller has none."""
+    parameters, or ("", []) when the query has no document filters. `documents` is the
+    search's eligible-document queryset; built here from `query` when the caller has none."""
     if documents is None:
-        documents = eligible_documents(query, owner_id=owner_id)
+        documents = eligible_documents(query, audience)
     if documents is None:
         return "", []
     subquery, params = subquery_sql(documents)
     return f"AND d.id IN ({subquery}) ", list(params)
+
+
+def visible_answers(user_id: int | None) -> QuerySet[AskTrace]:
+    """The stored answers the user may open: those asked in a space they are a member of,
+    and their own asked across all their spaces (`AskTrace.space` null: private to them).
+    An answer asked in a space the asker has since left is closed to them too: it quotes
+    that space's documents."""
+    if user_id is None:
+        return AskTrace.objects.none()
+    return AskTrace.objects.filter(
+        Q(space__memberships__user_id=user_id) | Q(space__isnull=True, user_id=user_id)
+    ).distinct()

@@ -57,16 +57,26 @@ def evidence_url(passage: Passage) -> str:
 
 
 def search_path(
-    *, query: str, mode: str, rerank: str, weaker: bool = False, advanced: bool = False
+    *,
+    query: str,
+    mode: str,
+    rerank: str,
+    weaker: bool = False,
+    advanced: bool = False,
+    space: str = "",
 ) -> str:
     """The search page's path and query string for these parameters; empty query → bare page
     (`?adv=1` alone when `advanced`). `weaker=1` (show meaning-only hits below the similarity
     floor) and `adv=1` (show scores, ranks and offsets) only when asked for, so links made
-    before they existed keep their meaning."""
+    before they existed keep their meaning. `space` ("all" or a space id, issue 15) is
+    spelled out whenever given, so a shared link searches the space it was made in whoever
+    opens it, not whatever space the opener last chose."""
     path = reverse("retrieval:search")
     if not query.strip():
         return f"{path}?adv=1" if advanced else path
     params = {"q": query, "mode": mode, "rerank": rerank}
+    if space:
+        params["space"] = space
     if weaker:
         params["weaker"] = "1"
     if advanced:

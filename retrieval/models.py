@@ -72,6 +72,10 @@ class PassageVector(models.Model):
     text_sha256 = models.CharField(max_length=64)
     input_sha256 = models.CharField(max_length=64)
     embedded_at = models.DateTimeField()
+    # The space stamped into the vector's Chroma metadata (the dense leg filters on it).
+    # Null for vectors written before spaces existed; a document moved to another space
+    # differs from it until the sync re-stamps the vector (`sync.restamp_spaces`).
+    space_id = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -138,6 +142,11 @@ class AskTrace(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ask_traces"
     )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # The space it was asked in: its members may open it, and only that space's documents
+    # were evidence. Null: asked across all the asker's spaces, so only the asker may.
+    space = models.ForeignKey(
+        "spaces.Space", on_delete=models.CASCADE, null=True, blank=True, related_name="answers"
+    )
     question = models.TextField()
     # "Ask about this note": the document whose head passages were pinned first.
     pinned_document = models.ForeignKey(

@@ -49,7 +49,7 @@ from retrieval.text import IDENTIFIER_RE, QUERY_STOPWORDS, tokens
 CODE_CHAR_RE = re.compile(r"[_./:]")
 SHORT_QUERY_TERMS = 4
 
-FILTER_KEYS = ("type", "source", "path", "tag", "before", "after", "trust")
+FILTER_KEYS = ("type", "source", "path", "tag", "before", "after", "trust", "space")
 DATE_KEYS = frozenset({"before", "after"})
 KIND_VALUES = ("note", "external")  # notes.models.Document.Kind
 FILTER_EXAMPLES = {
@@ -60,6 +60,7 @@ FILTER_EXAMPLES = {
     "before": "before:2024-03-01",
     "after": "after:2024-03",
     "trust": "trust:note",
+    "space": 'space:"Team docs"',
 }
 # ASCII letters only, spelled out per letter: re's Unicode case folding would also read
 # `ſource:` (long s) as a key.

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("lode_site", "notes", "externals", "retrieval")
+PACKAGES = ("lode_site", "notes", "externals", "retrieval", "spaces")
 
 # Lowest first. The names are the ones docs/architecture.md uses.
 LAYERS = ("models", "vocabulary", "index", "documents", "search", "answer", "web")
@@ -35,6 +35,17 @@ EXPLICIT: dict[str, str] = {
     "notes.sources": "models",
     "externals.extract": "models",
     "externals.fetch": "models",
+    # Spaces (issue 15): the app's wiring and the personal space every new account gets.
+    "spaces.apps": "models",
+    "spaces.signals": "models",
+    # The session's chosen space (the header's switcher) — read by views only.
+    "spaces.current": "web",
+    "spaces.context": "web",
+    # Public read-only links: re-verifies cited evidence on every opening (search layer).
+    "spaces.public": "search",
+    "spaces.public_views": "web",
+    "spaces.public_manage_views": "web",
+    "spaces.admin_public": "web",
     # Shared vocabulary: how every stage reads text, queries, eligibility, trust and links.
     "retrieval.text": "vocabulary",
     "retrieval.query": "vocabulary",
@@ -57,6 +68,8 @@ EXPLICIT: dict[str, str] = {
     "externals.selectors": "documents",
     "externals.tasks": "documents",
     "externals.webhooks": "documents",
+    # Creating spaces, memberships and roles; moving documents between spaces.
+    "spaces.services": "documents",
 }
 WEB_SUFFIXES = (
     "views", "annotation_views", "api", "urls", "admin", "forms", "middleware", "errors", "wsgi",

@@ -29,12 +29,14 @@ def without_tokens(html: str) -> str:
 
 
 def test_missing_note_is_the_styled_404(alice_client):
+    """A note id that names nothing the user may see is the no-access page (issue 15): the
+    same for a note that does not exist and one in a space they are not in."""
     response = alice_client.get(reverse("notes:detail", args=[999_999]))
     assert response.status_code == 404
-    assert "404.html" in [t.name for t in response.templates]
+    assert "no_access.html" in [t.name for t in response.templates]
     assert "base.html" in [t.name for t in response.templates]
     html = body(response)
-    assert "<h1>Page not found</h1>" in html
+    assert "have access to this" in html
     assert 'class="topbar"' in html  # the app's own layout, its navigation included
     assert f'href="{reverse("retrieval:search")}"' in html
     assert f'href="{reverse("notes:list")}"' in html
@@ -47,7 +49,7 @@ def test_another_users_note_looks_like_a_missing_one(bob_client, alice_note, nam
     theirs = bob_client.get(reverse(f"notes:{name}", args=[alice_note.pk]))
     missing = bob_client.get(reverse(f"notes:{name}", args=[missing_id]))
     assert theirs.status_code == missing.status_code == 404
-    assert "404.html" in [t.name for t in theirs.templates]
+    assert "no_access.html" in [t.name for t in theirs.templates]
     html = body(theirs)
     assert alice_note.title not in html
     assert without_tokens(html) == without_tokens(body(missing))
@@ -71,19 +73,20 @@ def test_signed_out_404_offers_log_in():
     assert "Log out" not in html
 
 
-def test_403_is_styled_and_hides_the_reason(alice):
+def test_403_is_styled_and_says_why(alice):
     """Django answers an unhandled PermissionDenied with the URLconf's 403 handler, which
-    renders templates/403.html."""
+    renders templates/403.html. lode raises it only for a member whose role does not allow a
+    change, with a sentence for them (issue 15), so the page says it."""
     handler = get_resolver().resolve_error_handler(403)
     request = RequestFactory().get("/notes/1/edit")
     request.user = alice
     response = handler(request, exception=PermissionDenied("You cannot change this note."))
     assert response.status_code == 403
     html = body(response)
-    assert "<h1>You can't open this page</h1>" in html
+    assert "<h1>You can't do this here</h1>" in html
     assert 'class="topbar"' in html
     assert f'href="{reverse("retrieval:search")}"' in html
-    assert "You cannot change this note" not in html
+    assert "You cannot change this note." in html
 
     request = RequestFactory().get("/notes/1/edit")
     request.user = AnonymousUser()

@@ -101,11 +101,13 @@ def test_share_url_is_absolute_with_every_parameter(alice_client, alice_notes):
     url = share_url(response)
     parts = urlsplit(url)
     assert (parts.scheme, parts.netloc, parts.path) == ("http", "testserver", "/search")
-    # Defaults are spelled out, so a later change of default does not change a shared link.
+    # Defaults are spelled out, so a later change of default does not change a shared link;
+    # so is the space (issue 15), so the link searches the same space whoever opens it.
     assert parse_qs(parts.query, strict_parsing=True) == {
         "q": ["cache"],
         "mode": [DEFAULT_MODE],
         "rerank": [settings.LODE_RERANK],
+        "space": ["all"],
     }
 
 
@@ -120,6 +122,7 @@ def test_share_url_escapes_query_in_html_and_in_url(alice_client, alice_notes):
         "q": [HOSTILE_QUERY],
         "mode": ["lexical"],
         "rerank": ["off"],
+        "space": ["all"],
     }
     # Percent-encoded in the URL, and its separators HTML-escaped in the attribute.
     assert "#" not in url and " " not in url and "<" not in url and '"' not in url
@@ -148,6 +151,7 @@ def test_htmx_pushes_the_canonical_url(alice_client, alice_notes):
         "q": ["cache"],
         "mode": [DEFAULT_MODE],
         "rerank": [settings.LODE_RERANK],
+        "space": ["all"],
     }
     # The swapped partial carries the copy-link field for the same URL.
     assert share_url(response) == "http://testserver" + pushed
@@ -164,3 +168,69 @@ def test_shared_link_shows_another_user_nothing_of_the_owners(alice, bob, alice_
     response = fresh_client(bob).get(url)
     assert passage_ids(response) == []
     assert "Redis cache eviction" not in response.content.decode()
+
+
+# --- issue 15: a search link into a shared space --------------------------------------------
+
+
+@pytest.fixture
+def team(alice, bob):
+    """A shared space: alice its admin, bob a viewer; the cache notes live in it, and alice
+    has one more cache note in her personal space that bob must never see."""
+    from spaces.models import Membership, Role, Space
+
+    space = Space.objects.create(name="Team", created_by=alice)
+    Membership.objects.create(space=space, user=alice, role=Role.ADMIN)
+    Membership.objects.create(space=space, user=bob, role=Role.VIEWER)
+    for title, body in CACHE_NOTES:
+        services.note_create(owner=alice, title=title, body=body, tags="ops", space=space)
+    services.note_create(
+        owner=alice, title="Private cache diary", body="My cache thoughts, not for the team."
+    )
+    return space
+
+
+def test_a_space_search_link_means_the_same_to_another_member(alice, bob, team):
+    url = share_url(fresh_client(alice).get("/search", {"q": "cache", "space": team.pk}))
+    assert parse_qs(urlsplit(url).query)["space"] == [str(team.pk)]
+    sent = passage_ids(fresh_client(alice).get(url))
+    opened = fresh_client(bob).get(url)
+    assert sent and passage_ids(opened) == sent
+    assert "Private cache diary" not in opened.content.decode()
+    # Everything found is in the space, none of alice's personal notes.
+    assert {hit.passage.document.space_id for hit in opened.context["result"].hits} == {team.pk}
+
+
+def test_a_space_search_link_says_who_can_open_it(alice, bob, team):
+    page = fresh_client(alice).get("/search", {"q": "cache", "space": team.pk}).content.decode()
+    assert "Members of Team (1 other) can open this link" in page
+    everything = fresh_client(alice).get("/search", {"q": "cache", "space": "all"})
+    assert "a colleague who opens the link sees results" in everything.content.decode()
+
+
+def test_a_non_member_opening_a_space_link_sees_no_access_and_nothing_else(alice, team):
+    from django.contrib.auth import get_user_model
+
+    dave = get_user_model().objects.create_user("dave", "dave@example.com", "pw-dave-123")
+    url = share_url(fresh_client(alice).get("/search", {"q": "cache", "space": team.pk}))
+    response = fresh_client(dave).get(url)
+    page = response.content.decode()
+    assert response.status_code == 404
+    assert "have access to this" in page
+    for secret in ("Team", "Redis cache eviction", "passage"):
+        assert secret not in page
+    # The same page as a space that does not exist at all.
+    missing = fresh_client(dave).get("/search", {"q": "cache", "space": 999_999})
+    assert missing.status_code == 404
+    assert "have access to this" in missing.content.decode()
+
+
+def test_the_space_filter_in_the_query_narrows_like_the_parameter(alice, bob, team):
+    alice_client = fresh_client(alice)
+    by_param = passage_ids(alice_client.get("/search", {"q": "cache", "space": team.pk}))
+    by_filter = passage_ids(alice_client.get("/search", {"q": "cache space:team", "space": "all"}))
+    assert by_param and by_filter == by_param
+    # A space the user is not in is not a way in: it matches nothing and says so.
+    response = fresh_client(bob).get("/search", {"q": "cache space:personal", "space": "all"})
+    result = response.context["result"]
+    assert all(hit.passage.document.space.personal_of_id == bob.pk for hit in result.hits)

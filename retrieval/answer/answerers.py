@@ -61,6 +61,7 @@ from retrieval.answer.types import (
     PackItem,
     Support,
 )
+from retrieval.eligibility import Audience, audience_for
 from retrieval.text import (
     EXTRACTIVE_STOPWORDS,
     QUESTION_FRAME_WORDS,
@@ -204,7 +205,7 @@ class Pooled:
     relevance: float = 0.0
 
 
-def rank_by_relevance(question: str, pool: list[Pooled], *, owner_id: int) -> list[Pooled]:
+def rank_by_relevance(question: str, pool: list[Pooled], *, audience: Audience) -> list[Pooled]:
     """`pool` ordered by the relevance scorer (`retrieval.answer.relevance`), best first, ties
     kept in `_score` order. The scorer sees each unit as the gate will see the claim made of
     it (its text, title, heading path and search rank), so the answerer offers the units the
@@ -214,7 +215,7 @@ def rank_by_relevance(question: str, pool: list[Pooled], *, owner_id: int) -> li
         return pool
     candidates = [candidate_for(" ".join(p.sentence.text.split()), p.item) for p in pool]
     try:
-        scores = score_candidates(question, candidates, owner_id=owner_id)
+        scores = score_candidates(question, candidates, audience=audience)
     except RelevanceUnavailable:
         return pool
     ranked = sorted(zip(scores, range(len(pool)), pool, strict=True), key=lambda r: (-r[0], r[1]))
@@ -245,7 +246,10 @@ class ExtractiveAnswerer:
         bodies = version_bodies(item.version_id for item in pack.items)
         wanted = content_tokens(question)
         pool = self._select(wanted, pack.items, bodies, limit=RELEVANCE_POOL)
-        selected = rank_by_relevance(question, pool, owner_id=user.pk)[:MAX_EXTRACTIVE_CLAIMS]
+        # Words weighed by their rarity in all the user's spaces: the pack is already
+        # limited to the ask's space, and the weights only order its own sentences.
+        audience = audience_for(user.pk)
+        selected = rank_by_relevance(question, pool, audience=audience)[:MAX_EXTRACTIVE_CLAIMS]
         claims = [
             Claim(
                 text=" ".join(chosen.sentence.text.split()),

@@ -105,6 +105,7 @@ from retrieval.answer.types import (
     EvidencePack,
     PackItem,
 )
+from retrieval.eligibility import Audience, audience_documents, audience_for
 from retrieval.models import AskTrace, Passage
 from retrieval.search.pipeline import SearchResult, search
 from retrieval.text import nfc_collapsed
@@ -149,22 +150,23 @@ def pinned_passages(document: Document) -> list[Passage]:
     )
 
 
-def pinnable_documents(user: AbstractBaseUser) -> QuerySet[Document]:
-    """The documents `user` may pin for "ask about this note": their own live documents with
-    a head version (the head's passages are what gets pinned). The one rule, used by the ask
-    form, the answer page and `ask()` itself."""
-    return Document.objects.filter(owner_id=user.pk, deleted_at__isnull=True).exclude(head=None)
+def pinnable_documents(audience: Audience) -> QuerySet[Document]:
+    """The documents that may be pinned for "ask about this note": live documents with a head
+    version (the head's passages are what gets pinned) in the audience's spaces. The one
+    rule, used by the ask form, the answer page and `ask()` itself."""
+    return audience_documents(audience).filter(deleted_at__isnull=True).exclude(head=None)
 
 
-def pinnable(user: AbstractBaseUser, document_id: int) -> Document | None:
-    """The user's pinnable document `document_id`, or None (missing, someone else's, deleted:
-    all read the same, so ids leak nothing)."""
-    return pinnable_documents(user).filter(pk=document_id).first()
+def pinnable(audience: Audience, document_id: int) -> Document | None:
+    """The pinnable document `document_id`, or None (missing, in a space outside the
+    audience, deleted: all read the same, so ids leak nothing)."""
+    return pinnable_documents(audience).filter(pk=document_id).first()
 
 
 def front(
     *,
     user: AbstractBaseUser,
+    audience: Audience,
     question: str,
     pinned: Document | None,
     mode: str,
@@ -175,7 +177,9 @@ def front(
     """Parse and search `question`, pack the evidence (the pinned note's passages first) and
     decide whether to answer at all: the deterministic stages, run again by replay."""
     limit = search_limit(max_items)
-    result = search(user=user, query=question, mode=mode, rerank=rerank, limit=limit)
+    result = search(
+        user=user, audience=audience, query=question, mode=mode, rerank=rerank, limit=limit
+    )
     passages = pinned_passages(pinned) if pinned is not None else []
     pack = build_pack(result.hits, pinned=passages, max_items=max_items, max_chars=max_chars)
     if result.error:
@@ -250,7 +254,7 @@ def gate_claims(
     egress: EgressPlan | None,
     question: str,
     pack: EvidencePack,
-    owner_id: int,
+    audience: Audience,
     notes: list[str],
 ) -> list[ClaimVerdict]:
     """The gate over `claims`, one verdict each, in order: the faithfulness checks (verbatim,
@@ -272,7 +276,7 @@ def gate_claims(
         question=question,
         pack=pack,
         sent_versions=sent_versions,
-        owner_id=owner_id,
+        audience=audience,
         judge=judge,
         egress=egress,
         notes=notes,
@@ -316,18 +320,19 @@ def relevance_step(
     question: str,
     pack: EvidencePack,
     sent_versions: dict[int, str],
-    owner_id: int,
+    audience: Audience,
     judge: RelevanceJudge | None,
     egress: EgressPlan | None,
     notes: list[str],
 ) -> list[ClaimVerdict]:
     """Step 4 of the gate over the verdicts that passed 1–3: one batched relevance scoring
-    (`retrieval.answer.relevance.score_pairs`, words weighed by their rarity in `owner_id`'s
-    passages), each claim kept or dropped by `gate.relevance_verdict`; then, with an LLM
-    judge, the judge asked about each claim still standing whose cited versions `egress`
-    cleared (a claim from a withheld version is decided by the local scorer alone: its text
-    must not leave). Unreadable weights drop every such claim (fail closed); a dead embedding
-    model switches to the model fitted without it and says so in `notes`."""
+    (`retrieval.answer.relevance.score_pairs`, words weighed by their rarity in the
+    passages of the audience's spaces), each claim kept or dropped by
+    `gate.relevance_verdict`; then, with an LLM judge, the judge asked about each claim
+    still standing whose cited versions `egress` cleared (a claim from a withheld version
+    is decided by the local scorer alone: its text must not leave). Unreadable weights drop
+    every such claim (fail closed); a dead embedding model switches to the model fitted
+    without it and says so in `notes`."""
     passing = [i for i, verdict in enumerate(verdicts) if verdict.passed]
     if not passing:
         return verdicts
@@ -339,7 +344,7 @@ def relevance_step(
         for i in passing:
             out[i] = relevance_unavailable(out[i], str(exc))
         return out
-    idf = passage_idf(owner_id, question_profile(question))
+    idf = passage_idf(audience, question_profile(question))
     candidates = [claim_candidate(out[i].claim, pack, sent_versions) for i in passing]
     scored = score_pairs(question, candidates, idf=idf, model=model)
     if scored.note:
@@ -405,13 +410,18 @@ def ask(
     pinned_document_id: int | None = None,
     answerer: Answerer | None = None,
     mode: str = "hybrid",
+    space_id: int | None = None,
 ) -> AskOutcome:
-    """Answer `question` from the user's own notes, verified; always stores a trace.
+    """Answer `question` from the documents of the user's spaces, verified; always stores a
+    trace. With `space_id` only that space's documents are evidence (a shared answer never
+    quotes the asker's private notes) and the stored answer belongs to the space, so its
+    members may open it; raises `eligibility.NoAccess` when the user is not a member.
 
     `answerer` defaults to `retrieval.answer.answerers.get_answerer()` (a chat model when
     `LODE_LLM_BASE_URL` is set, else the offline extractive answerer).
     """
     started = time.perf_counter()
+    audience = audience_for(user.pk, space_id=space_id)
     max_items, max_chars = settings.LODE_ASK_MAX_ITEMS, settings.LODE_ASK_MAX_CHARS
     rerank = settings.LODE_RERANK
     trace = Trace(
@@ -427,10 +437,17 @@ def ask(
         ),
     )
     outcome = AskOutcome(question=question, decision=Decision.ABSTAIN_NO_EVIDENCE, answerer="")
-    store = _Store(user=user, outcome=outcome, trace=trace, started=started)
+    store = _Store(
+        user=user,
+        audience=audience,
+        space_id=space_id,
+        outcome=outcome,
+        trace=trace,
+        started=started,
+    )
 
     if pinned_document_id is not None:
-        store.pinned = pinnable(user, pinned_document_id)
+        store.pinned = pinnable(audience, pinned_document_id)
         if store.pinned is None:
             outcome.error = outcome.message = PINNED_UNAVAILABLE
             return store.save("pinned note unavailable")
@@ -438,6 +455,7 @@ def ask(
 
     stage = front(
         user=user,
+        audience=audience,
         question=question,
         pinned=store.pinned,
         mode=mode,
@@ -460,7 +478,9 @@ def ask(
         trace.model = TraceModel(remote=answerer.remote)
         return store.save(stage.pre.reason)
 
-    egress = needed_egress(stage.pack, question, user, outcome.notes) if answerer.remote else None
+    egress = (
+        needed_egress(stage.pack, question, audience, outcome.notes) if answerer.remote else None
+    )
     outcome.withheld = list(egress.withheld) if egress is not None else []
     trace.withheld_passage_ids = [item.passage_id for item in outcome.withheld]
     draft = _draft(answerer, question, stage.pack, user=user, egress=egress)
@@ -485,11 +505,11 @@ def ask(
         egress=egress,
         question=question,
         pack=stage.pack,
-        owner_id=user.pk,
+        audience=audience,
         notes=outcome.notes,
     )
     trace.gate = verdicts
-    _show(outcome, verdicts, stage.pack, user)
+    _show(outcome, verdicts, stage.pack, audience)
     return store.save(
         f"{len(outcome.claims)} claim(s) shown, {len(outcome.dropped)} dropped, "
         f"{len(outcome.conflicts)} conflict(s)"
@@ -507,13 +527,13 @@ def relevance_manifest() -> str:
 
 
 def needed_egress(
-    pack: EvidencePack, question: str, user: AbstractBaseUser, notes: list[str]
+    pack: EvidencePack, question: str, audience: Audience, notes: list[str]
 ) -> EgressPlan:
     """The egress plan for a remote answerer: only pack items whose relevance reaches the
     floor, best first within `LODE_EGRESS_MAX_CHARS` (`plan_egress`). Weights that cannot be
     read send nothing (fail closed) and say so in `notes`; what was not sent is said too."""
     try:
-        scores = item_relevance(question, pack.items, owner_id=user.pk)
+        scores = item_relevance(question, pack.items, audience=audience)
         floor = egress_floor()
     except RelevanceUnavailable as exc:
         notes.append(f"Nothing was sent to the model: the relevance check is unavailable ({exc}).")
@@ -568,12 +588,12 @@ def _draft(
 
 
 def _show(
-    outcome: AskOutcome, verdicts: list[ClaimVerdict], pack: EvidencePack, user: AbstractBaseUser
+    outcome: AskOutcome, verdicts: list[ClaimVerdict], pack: EvidencePack, audience: Audience
 ) -> None:
     """Fill in what the page shows from the gate's verdicts, and the final decision."""
-    outcome.claims, unshown = show_claims(verdicts, user=user)
+    outcome.claims, unshown = show_claims(verdicts, audience=audience)
     outcome.dropped = [v for v in verdicts if not v.passed] + unshown
-    outcome.conflicts = conflicts_for(outcome.claims, pack, user) if outcome.claims else []
+    outcome.conflicts = conflicts_for(outcome.claims, pack, audience) if outcome.claims else []
     outcome.decision, outcome.message = decide_after_gate(outcome.claims, outcome.conflicts)
     if outcome.decision == Decision.ANSWER_WITH_CONFLICTS:
         # The higher trust tier leads: claims resting on your notes before externals (stable,
@@ -586,6 +606,9 @@ class _Store:
     """Where an ask ends, whichever stage it stopped at: the outcome and trace stored."""
 
     user: AbstractBaseUser
+    audience: Audience
+    # The space asked in (None: across all the user's spaces, private to them).
+    space_id: int | None
     outcome: AskOutcome
     trace: Trace
     started: float
@@ -602,7 +625,7 @@ class _Store:
         outcome, trace = self.outcome, self.trace
         if outcome.decision == Decision.ABSTAIN_NO_EVIDENCE and self.pack is not None:
             outcome.closest = closest_passages(
-                closest_items(self.pack, self.words), self.words, user=self.user
+                closest_items(self.pack, self.words), self.words, audience=self.audience
             )
         outcome.elapsed_ms = (time.perf_counter() - self.started) * 1000
         trace.decision = TraceDecision(decision=str(outcome.decision), reason=reason)
@@ -610,6 +633,7 @@ class _Store:
         trace.elapsed_ms = round(outcome.elapsed_ms, 3)
         row = AskTrace.objects.create(
             user=self.user,
+            space_id=self.space_id,
             question=outcome.question,
             pinned_document=self.pinned,
             decision=str(outcome.decision),

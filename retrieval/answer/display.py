@@ -23,8 +23,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
-
 from notes.models import Version
 from retrieval.answer.decision import claim_statements, evidence_statements, find_conflicts
 from retrieval.answer.gate import relabel_reason, version_labels
@@ -40,6 +38,7 @@ from retrieval.answer.types import (
     ShownClaim,
     ShownSupport,
 )
+from retrieval.eligibility import Audience
 from retrieval.links import evidence_url
 from retrieval.models import AskTrace, Passage
 from retrieval.text import (
@@ -249,13 +248,13 @@ def heading_label(passage: Passage | None, title: str) -> tuple[str, ...]:
     )
 
 
-def _versions(user: AbstractBaseUser, ids: Sequence[int]) -> dict[int, Version]:
-    """The user's versions among `ids` (with their documents)."""
+def _versions(audience: Audience, ids: Sequence[int]) -> dict[int, Version]:
+    """The versions among `ids` of documents in the audience's spaces (with documents)."""
     return {
         v.pk: v
-        for v in Version.objects.filter(pk__in=set(ids), document__owner_id=user.pk).select_related(
-            "document"
-        )
+        for v in Version.objects.filter(
+            pk__in=set(ids), document__space_id__in=audience.sorted_space_ids
+        ).select_related("document")
     }
 
 
@@ -282,12 +281,12 @@ def shown_support(version: Version, quoted_span: str, start: int, end: int) -> S
 
 
 def show_claims(
-    verdicts: Sequence[ClaimVerdict], *, user: AbstractBaseUser
+    verdicts: Sequence[ClaimVerdict], *, audience: Audience
 ) -> tuple[list[ShownClaim], list[ClaimVerdict]]:
     """The passed claims as shown (each span located in its version), and the verdicts of
     passed claims that could not be shown (no span located: dropped, fail closed)."""
     passed = [v for v in verdicts if v.passed]
-    versions = _versions(user, [s.version_id for v in passed for s in v.claim.support])
+    versions = _versions(audience, [s.version_id for v in passed for s in v.claim.support])
     shown: list[ShownClaim] = []
     unshown: list[ClaimVerdict] = []
     for verdict in passed:
@@ -315,14 +314,14 @@ def show_claims(
 
 
 def conflicts_for(
-    claims: list[ShownClaim], pack: EvidencePack, user: AbstractBaseUser
+    claims: list[ShownClaim], pack: EvidencePack, audience: Audience
 ) -> list[dict[str, Any]]:
     """Conflicts among the shown claims (and the pack's items on the same subjects), each
     value with its statement highlighted in context and its verified-opening link."""
     found = find_conflicts(claim_statements(claims), evidence_statements(pack))
     if not found:
         return found
-    versions = _versions(user, [v["version_id"] for c in found for v in c["values"]])
+    versions = _versions(audience, [v["version_id"] for c in found for v in c["values"]])
     for conflict in found:
         for value in conflict["values"]:
             version = versions.get(value["version_id"])
@@ -394,15 +393,17 @@ def passage_snippet(text: str, words: Sequence[str], *, limit: int = SNIPPET_CHA
 
 
 def closest_passages(
-    items: Sequence[PackItem], words: Sequence[str], *, user: AbstractBaseUser
+    items: Sequence[PackItem], words: Sequence[str], *, audience: Audience
 ) -> list[ClosestPassage]:
     """`items` (the closest pack items, `decision.closest_items`) as an abstention shows
-    them. The evidence link is built from the user's own passage row (its version's hash);
+    them. The evidence link is built from the passage row in the audience's spaces (its
+    version's hash);
     an item whose passage is gone keeps its snippet with no link."""
     rows = {
         p.pk: p
         for p in Passage.objects.filter(
-            pk__in=[item.passage_id for item in items], document__owner_id=user.pk
+            pk__in=[item.passage_id for item in items],
+            document__space_id__in=audience.sorted_space_ids,
         ).select_related("version")
     }
     return [

@@ -118,13 +118,18 @@ class EgressPlan:
 
 
 def no_egress_document_ids(document_ids: Iterable[int]) -> set[int]:
-    """The ids among `document_ids` whose document is no-egress, read from the database."""
+    """The ids among `document_ids` that must not leave the machine, read from the database:
+    the document is no-egress itself (or through its source), or its space is (issue 15: a
+    space admin's setting covers every document in it)."""
+    from django.db.models import Q
+
     from notes.models import Document
 
     ids = set(document_ids)
     if not ids:
         return set()
-    return set(Document.objects.filter(pk__in=ids, no_egress=True).values_list("pk", flat=True))
+    blocked = Document.objects.filter(Q(no_egress=True) | Q(space__no_egress=True), pk__in=ids)
+    return set(blocked.values_list("pk", flat=True))
 
 
 BELOW_FLOOR = "below the relevance floor"

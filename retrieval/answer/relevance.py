@@ -92,6 +92,7 @@ from typing import Any
 import numpy as np
 
 from lode_site.budget import as_budget_exceeded
+from retrieval.eligibility import Audience
 from retrieval.text import (
     EXTRACTIVE_STOPWORDS,
     NAMED_IDENTIFIER_RE,
@@ -567,8 +568,9 @@ class IdfTable:
 UNIFORM_IDF = IdfTable()
 
 
-def passage_idf(owner_id: int, profile: QuestionProfile) -> IdfTable:
-    """The question's content words' document frequencies over `owner_id`'s live head passages,
+def passage_idf(audience: Audience, profile: QuestionProfile) -> IdfTable:
+    """The question's content words' document frequencies over the live head passages of the
+    audience's spaces (what the ask may quote),
     through the lexical index (so a word is counted the way search matches it). Bounded: at
     most `MAX_IDF_WORDS` lexical searches of at most `DF_CAP` rows each, plus one count. A
     database error other than the request's time budget gives the uniform table (logged)."""
@@ -582,7 +584,9 @@ def passage_idf(owner_id: int, profile: QuestionProfile) -> IdfTable:
     try:
         with transaction.atomic():  # a savepoint: a failed lookup must not poison the ask
             total = Passage.objects.filter(
-                is_head=True, document__owner_id=owner_id, document__deleted_at__isnull=True
+                is_head=True,
+                document__space_id__in=audience.sorted_space_ids,
+                document__deleted_at__isnull=True,
             ).count()
             df: dict[str, int] = {}
             lexical = backend()
@@ -591,7 +595,7 @@ def passage_idf(owner_id: int, profile: QuestionProfile) -> IdfTable:
                     parsed = parse(surface)
                 except QueryError:
                     continue
-                df[stem] = len(lexical.search(parsed, owner_id=owner_id, limit=DF_CAP))
+                df[stem] = len(lexical.search(parsed, audience=audience, limit=DF_CAP))
     except DatabaseError as exc:
         budget = as_budget_exceeded(exc)
         if budget is not None:  # the ask's time is up: stop, do not carry on unweighted
@@ -911,15 +915,16 @@ def score_candidates(
     question: str,
     candidates: Sequence[Candidate],
     *,
-    owner_id: int | None = None,
+    audience: Audience | None = None,
     idf: IdfTable | None = None,
 ) -> list[float]:
     """One relevance probability per candidate sentence, for ranking them (higher answers
-    better). Pass `owner_id` (the asking user) so words are weighed by their rarity in that
-    user's passages, or an `idf` already looked up; with neither, every word weighs the same.
+    better). Pass `audience` (the ask's) so words are weighed by their rarity in the
+    passages it may quote, or an `idf` already looked up; with neither, every word weighs the
+    same.
     Falls back to the no-embedding model when the embedding model cannot load."""
     if idf is None:
-        idf = passage_idf(owner_id, question_profile(question)) if owner_id else UNIFORM_IDF
+        idf = passage_idf(audience, question_profile(question)) if audience else UNIFORM_IDF
     return score_pairs(question, candidates, idf=idf).scores
 
 
@@ -939,7 +944,7 @@ def egress_floor(model: RelevanceModel | None = None) -> float:
     return min(floor, threshold_of(fitted.full))
 
 
-def item_relevance(question: str, items: Sequence[Any], *, owner_id: int) -> dict[int, float]:
+def item_relevance(question: str, items: Sequence[Any], *, audience: Audience) -> dict[int, float]:
     """{passage_id: relevance} for pack items: the best score of the item's quotable units
     (`retrieval.text.split_sentences`, at most `EGRESS_SENTENCES_PER_ITEM` each and
     `EGRESS_SENTENCES` in all, one batched scoring). An item with no scored unit is absent,
@@ -958,7 +963,7 @@ def item_relevance(question: str, items: Sequence[Any], *, owner_id: int) -> dic
             candidates.append(candidate_for(" ".join(sentence.text.split()), item))
     if not candidates:
         return {}
-    idf = passage_idf(owner_id, question_profile(question))
+    idf = passage_idf(audience, question_profile(question))
     scores = score_pairs(question, candidates, idf=idf).scores
     best: dict[int, float] = {}
     for passage_id, score in zip(owners, scores, strict=True):

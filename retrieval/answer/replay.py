@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
 
 from notes.models import Document, Version
 from retrieval.answer.ask import (
@@ -42,6 +41,7 @@ from retrieval.answer.gate import (
 )
 from retrieval.answer.trace import TRACE_SCHEMA, Trace, TraceSearch
 from retrieval.answer.types import ClaimVerdict, EvidencePack
+from retrieval.eligibility import Audience, audience_for
 from retrieval.models import AskTrace
 from retrieval.text import nfc_collapsed
 
@@ -96,7 +96,7 @@ def replay(row: AskTrace) -> list[str]:
     trace = Trace.from_row(row)
     if trace.schema_version != TRACE_SCHEMA:
         return [f"trace schema {trace.schema_version} cannot be replayed by schema {TRACE_SCHEMA}"]
-    pinned, stop = _pinned_now(row.user, trace)
+    pinned, stop = _pinned_now(trace_audience(row), trace)
     if stop is not None:
         return stop
     stage = _front_again(row, trace, pinned)
@@ -108,12 +108,20 @@ def replay(row: AskTrace) -> list[str]:
     return differences + _gate_differences(row, trace, stage)
 
 
-def _pinned_now(user: AbstractBaseUser, trace: Trace) -> tuple[Document | None, list[str] | None]:
+def trace_audience(row: AskTrace) -> Audience:
+    """Whose documents a stored ask may be replayed over: its space's, or (asked across all
+    the asker's spaces) those of every space the asker belongs to now."""
+    if row.space_id is not None:
+        return Audience(user_id=row.user_id, space_ids=frozenset({row.space_id}))
+    return audience_for(row.user_id)
+
+
+def _pinned_now(audience: Audience, trace: Trace) -> tuple[Document | None, list[str] | None]:
     """The pinned document as it is now, and — when replay must stop here — its findings: a
     stored ask that stopped before search (its pinned note was unavailable) only compares
     that availability; a pinned note that is gone now cannot be searched again."""
     pinned_id = trace.pinned_document_id
-    pinned = pinnable(user, pinned_id) if pinned_id is not None else None
+    pinned = pinnable(audience, pinned_id) if pinned_id is not None else None
     if trace.search is None:
         return pinned, [f"pinned note {pinned_id} is now available"] if pinned else []
     if pinned_id is not None and pinned is None:
@@ -127,6 +135,7 @@ def _front_again(row: AskTrace, trace: Trace, pinned: Document | None) -> Front:
     used = trace.settings
     return front(
         user=row.user,
+        audience=trace_audience(row),
         question=row.question,
         pinned=pinned,
         mode=_mode(trace),
@@ -205,10 +214,11 @@ def _gate_differences(row: AskTrace, trace: Trace, stage: Front) -> list[str]:
     assert trace.draft is not None  # reached_gate
     claims = trace.draft.claims
     version_ids = trace.draft.sent_versions
+    audience = trace_audience(row)
     bodies = dict(
-        Version.objects.filter(pk__in=version_ids, document__owner_id=row.user.pk).values_list(
-            "pk", "body"
-        )
+        Version.objects.filter(
+            pk__in=version_ids, document__space_id__in=audience.sorted_space_ids
+        ).values_list("pk", "body")
     )
     out: list[str] = []
     missing = sorted(set(version_ids) - set(bodies))
@@ -226,15 +236,15 @@ def _gate_differences(row: AskTrace, trace: Trace, stage: Front) -> list[str]:
         question=row.question,
         pack=pack,
         sent_versions=bodies,
-        owner_id=row.user.pk,
+        audience=audience,
         judge=_replay_relevance_judge(trace),
         egress=None,
         notes=[],
     )
     out += _verdict_differences(trace.gate or [], verdicts)
 
-    shown, _ = show_claims(verdicts, user=row.user)
-    conflicts = conflicts_for(shown, stage.pack, row.user) if shown else []
+    shown, _ = show_claims(verdicts, audience=audience)
+    conflicts = conflicts_for(shown, stage.pack, audience) if shown else []
     decision, _ = decide_after_gate(shown, conflicts)
     stored_decision = trace.decision.decision if trace.decision else None
     if stored_decision != str(decision):

@@ -2,7 +2,7 @@
 
 For each query, the top-k of the dense leg's own call (`VectorStore.query`: HNSW with the
 eligibility filter in Chroma's `where`) is compared with an exact brute-force cosine top-k
-over the same stored vectors of the same eligible set. Reported with the owner filter only,
+over the same stored vectors of the same eligible set. Reported with the space filter only,
 and with an extra metadata filter that keeps about half the corpus (`version >= median`),
 since filtered HNSW walks are where approximate search loses neighbours.
 """
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from django.contrib.auth.models import AbstractBaseUser
 
+from retrieval.eligibility import member_space_ids
 from retrieval.models import Passage
 
 
@@ -23,8 +24,8 @@ class AnnRecall:
     k: int
     queries: int
     vectors: int
-    unfiltered: float  # owner filter only
-    filtered: float  # owner + version >= median
+    unfiltered: float  # space filter only
+    filtered: float  # spaces + version >= median
     filtered_vectors: int
 
     def as_json(self) -> dict[str, object]:
@@ -33,7 +34,7 @@ class AnnRecall:
             "queries": self.queries,
             "vectors": self.vectors,
             f"recall@{self.k}": {
-                "owner_filter_only": self.unfiltered,
+                "space_filter_only": self.unfiltered,
                 "extra_filter": self.filtered,
             },
             "extra_filter_vectors": self.filtered_vectors,
@@ -53,9 +54,12 @@ def ann_recall(user: AbstractBaseUser, texts: Iterable[str], *, k: int = 10) -> 
     from retrieval.index.vectors import get_vector_store
 
     store, embedder = get_vector_store(), get_embedder()
+    spaces = sorted(member_space_ids(user.pk))
     eligible = dict(
         Passage.objects.filter(
-            is_head=True, document__owner_id=user.pk, document__deleted_at__isnull=True
+            is_head=True,
+            document__space_id__in=spaces,
+            document__deleted_at__isnull=True,
         ).values_list("id", "version_id")
     )
     stored = store.get_embeddings(eligible)
@@ -76,7 +80,7 @@ def ann_recall(user: AbstractBaseUser, texts: Iterable[str], *, k: int = 10) -> 
         ):
             truth = _exact_top(matrix[mask], ids[mask], query, k)
             found = {
-                h.passage_id for h in store.query(query, owner_id=user.pk, limit=k, where=where)
+                h.passage_id for h in store.query(query, space_ids=spaces, limit=k, where=where)
             }
             totals[name] += len(truth & found) / max(1, len(truth))
         count += 1

@@ -115,6 +115,9 @@ class VectorHealth:
     records: int = 0  # `PassageVector` rows under the active manifest
     missing: int = 0  # head passages lacking a vector or its record
     stale: int = 0  # vectors or records whose text hash or manifest does not match
+    # Vectors whose `space` metadata is not their document's space (the dense leg filters
+    # on it): a moved document or a vector from before spaces, until the sync re-stamps it.
+    misplaced: int = 0
     orphan_vectors: int = 0  # vectors of no live head passage
     orphan_records: int = 0  # records (any manifest) of passages no longer live heads
     retired_records: int = 0  # records under a manifest neither active nor being built
@@ -139,6 +142,12 @@ class VectorHealth:
                 "worker may still be catching up; `lode_index repair` embeds them now)",
             ),
             (self.stale, "vectors were made from other text or under another manifest"),
+            (
+                self.misplaced,
+                "vectors name another space than their document's (a moved document or a "
+                "vector from before spaces; the worker's sync or `lode_index repair` re-stamps "
+                "them)",
+            ),
             (self.orphan_vectors, "vectors belong to no live head passage"),
             (self.orphan_records, "vector records belong to passages no longer at head"),
             (self.retired_records, "vector records belong to a manifest no longer in use"),
@@ -209,6 +218,7 @@ class _VectorFindings:
     missing: list[int]
     stale: list[int]
     orphans: list[int]
+    misplaced: list[int]
 
 
 def _vector_findings(manifest_key: str) -> _VectorFindings:
@@ -218,7 +228,11 @@ def _vector_findings(manifest_key: str) -> _VectorFindings:
     records, so a passage embedded meanwhile shows up as missing, never as an orphan.
     """
     vectors = open_vector_store(manifest_key).metadatas()
-    live = dict(head_passages().values_list("pk", "text_sha256"))
+    rows = list(head_passages().values_list("pk", "text_sha256", "document__space_id"))
+    live = {pk: text_sha256 for pk, text_sha256, _ in rows}
+    misplaced = sorted(
+        pk for pk, _, space in rows if pk in vectors and vectors[pk].get("space") != space
+    )
     records = dict(
         PassageVector.objects.filter(manifest_key=manifest_key).values_list(
             "passage_id", "text_sha256"
@@ -237,7 +251,7 @@ def _vector_findings(manifest_key: str) -> _VectorFindings:
         )
     )
     orphans = sorted(set(vectors) - set(live))
-    return _VectorFindings(live, records, vectors, missing, stale, orphans)
+    return _VectorFindings(live, records, vectors, missing, stale, orphans, misplaced)
 
 
 def _index_state() -> tuple[str, str]:
@@ -260,7 +274,12 @@ def vector_health() -> VectorHealth:
     except (EmbeddingUnavailable, VectorStoreUnavailable) as exc:
         return VectorHealth(checked=True, available=False, reason=str(exc))
     in_use = {active, building} - {""}
-    named = {"missing": found.missing, "stale": found.stale, "orphan_vectors": found.orphans}
+    named = {
+        "missing": found.missing,
+        "stale": found.stale,
+        "misplaced": found.misplaced,
+        "orphan_vectors": found.orphans,
+    }
     return VectorHealth(
         checked=True,
         manifest_key=active,
@@ -270,6 +289,7 @@ def vector_health() -> VectorHealth:
         records=len(found.records),
         missing=len(found.missing),
         stale=len(found.stale),
+        misplaced=len(found.misplaced),
         orphan_vectors=len(found.orphans),
         orphan_records=stale_records().count(),
         retired_records=PassageVector.objects.exclude(manifest_key__in=in_use).count(),
@@ -378,7 +398,13 @@ def repair_vectors(*, embedder: EmbedderLike | None = None) -> VectorRepair:
         reindexed = False
         if _index_state()[0] != key:
             reindexed = reindex_vectors(embedder=model).switched
-        wrong = _vector_findings(key).stale
+        findings = _vector_findings(key)
+        wrong = findings.stale
+        # Forget what space these vectors were stamped with, so the sync re-stamps them.
+        for part in chunked(findings.misplaced, PAGE_SIZE):
+            PassageVector.objects.filter(manifest_key=key, passage_id__in=list(part)).update(
+                space_id=None
+            )
         open_vector_store(key, model.manifest).delete(wrong)
         for part in chunked(wrong, PAGE_SIZE):
             PassageVector.objects.filter(manifest_key=key, passage_id__in=list(part)).delete()

@@ -37,7 +37,7 @@ from time import perf_counter
 
 import numpy as np
 from django.db import DatabaseError, connection, models, transaction
-from django.db.models import Q
+from django.db.models import F, Q, QuerySet
 from django.tasks import task
 from django.utils import timezone
 
@@ -98,6 +98,7 @@ class SyncReport:
     embedded: int = 0  # distinct inputs sent through the model
     reused: int = 0  # passages whose vector was copied from an equal input's
     deleted: int = 0  # vectors removed because their passage left the head set
+    restamped: int = 0  # vectors whose space metadata was brought up to date
     # Pending passages still claimed by another live run when this one stopped waiting;
     # that run records them (0 unless several workers overlap).
     left_to_others: int = 0
@@ -159,13 +160,54 @@ def record_vectors(passages: list[Passage], hashes: list[str], manifest_key: str
                 text_sha256=passage.text_sha256,
                 input_sha256=digest,
                 embedded_at=now,
+                space_id=passage.document.space_id,
             )
             for passage, digest in zip(passages, hashes, strict=True)
         ],
         update_conflicts=True,
         unique_fields=["passage", "manifest_key"],
-        update_fields=["text_sha256", "input_sha256", "embedded_at"],
+        update_fields=["text_sha256", "input_sha256", "embedded_at", "space_id"],
     )
+
+
+def unstamped_records(passage_ids: Iterable[int] | None = None) -> QuerySet[PassageVector]:
+    """Vector records of live head passages whose stamped space is not their document's
+    (a document moved between spaces, or a vector from before spaces existed)."""
+    queryset = PassageVector.objects.filter(
+        Q(space_id__isnull=True) | ~Q(space_id=F("passage__document__space_id")),
+        passage_id__in=head_passages().values("pk"),
+    )
+    if passage_ids is not None:
+        queryset = queryset.filter(passage_id__in=list(passage_ids))
+    return queryset
+
+
+def restamp_spaces(passage_ids: Iterable[int] | None = None) -> int:
+    """Bring the vectors' `space` metadata in step with their documents' spaces; returns how
+    many were re-stamped. Chroma first, then the record, so a crash in between repeats it.
+
+    Until it runs, a moved document is missing from its new space's dense leg (its vectors
+    still name the old space) — never shown to its old one: the dense leg re-checks every
+    hit's canonical space (`vectors.live_passage_ids`)."""
+    rows = list(
+        unstamped_records(passage_ids).values_list(
+            "manifest_key", "passage_id", "passage__document__space_id"
+        )
+    )
+    by_key: dict[str, dict[int, int]] = defaultdict(dict)
+    for key, passage_id, space_id in rows:
+        by_key[key][passage_id] = space_id
+    for key, space_of in by_key.items():
+        open_vector_store(key).set_spaces(space_of)
+        by_space: dict[int, list[int]] = defaultdict(list)
+        for passage_id, space_id in space_of.items():
+            by_space[space_id].append(passage_id)
+        for space_id, ids in by_space.items():
+            for part in chunked(ids, PAGE_SIZE):
+                PassageVector.objects.filter(manifest_key=key, passage_id__in=list(part)).update(
+                    space_id=space_id
+                )
+    return len(rows)
 
 
 def sync_window(
@@ -461,6 +503,7 @@ def sync_vectors(
                     progress=progress,
                 )
     report.deleted = prune_vectors(scope)
+    report.restamped = restamp_spaces(scope)
     report.seconds = perf_counter() - started
     return report
 
@@ -637,7 +680,11 @@ def enqueue_pending_sweep() -> bool:
     queued = DBTaskResult.objects.ready().filter(task_path=sync_pending_vectors.module_path)
     if queued.exists():
         return False
-    if not (pending_passages(current_manifest().key).exists() or stale_records().exists()):
+    if not (
+        pending_passages(current_manifest().key).exists()
+        or stale_records().exists()
+        or unstamped_records().exists()
+    ):
         return False
     sync_pending_vectors.enqueue()
     return True

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("lode.vectors")
 
 DEFAULT_LIMIT = 256  # ADR 0005: each retrieval channel reads at most 256 candidates
-METADATA_KEYS = ("document", "version", "owner", "kind", "trust", "created", "text_sha256")
+METADATA_KEYS = ("document", "version", "space", "kind", "trust", "created", "text_sha256")
 GENERATION_FILE = "lode-generation"
 LOCK_FILE = "lode-write.lock"
 # Embedded mode: the longest a reader waits for a writer's batch (a batch takes milliseconds).
@@ -89,9 +89,14 @@ def collection_name(manifest_key: str) -> str:
     return f"{settings.LODE_CHROMA_COLLECTION_PREFIX}_{manifest_key}"
 
 
-def eligibility_where(owner_id: int, where: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Chroma `where` for the owner AND every extra filter, applied before the top-k cut."""
-    clauses: list[dict[str, Any]] = [{"owner": {"$eq": int(owner_id)}}]
+def eligibility_where(
+    space_ids: Iterable[int], where: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Chroma `where` for the audience's spaces AND every extra filter, applied before the
+    top-k cut (issue 15: the filter carries the space, not the owner)."""
+    ids = sorted({int(pk) for pk in space_ids})
+    space: dict[str, Any] = {"$eq": ids[0]} if len(ids) == 1 else {"$in": ids}
+    clauses: list[dict[str, Any]] = [{"space": space}]
     clauses.extend({key: value} for key, value in (where or {}).items())
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
@@ -101,7 +106,7 @@ def vector_metadata(passage: Passage, manifest_key: str) -> dict[str, str | int]
     return {
         "document": passage.document_id,
         "version": passage.version_id,
-        "owner": passage.document.owner_id,
+        "space": passage.document.space_id,
         "kind": passage.document.kind,
         "trust": passage.document.trust_tier,
         "created": int(passage.version.created_at.timestamp()),
@@ -166,30 +171,34 @@ def stale_records(passage_ids: Iterable[int] | None = None) -> QuerySet[PassageV
     return queryset
 
 
-def live_passage_ids(passage_ids: Sequence[int], owner_id: int | None = None) -> set[int]:
-    """Which of these passages are live head passages (of `owner_id`, if given); one
-    indexed lookup per 900 ids.
+def live_passage_ids(
+    passage_ids: Sequence[int], space_ids: Iterable[int] | None = None
+) -> set[int]:
+    """Which of these passages are live head passages (in one of `space_ids`, if given);
+    one indexed lookup per 900 ids.
 
     A vector can outlive its passage's head status for a moment: the old version's vectors
-    stay in Chroma, with the right owner, until the worker's next sync deletes them.
+    stay in Chroma until the worker's next sync deletes them; and a moved document's vectors
+    carry its old space until the sync re-stamps them. The canonical space is checked here.
     """
+    allowed = None if space_ids is None else set(space_ids)
     live: set[int] = set()
     for part in chunked(list(passage_ids), 900):
-        # The owner is checked here, not in SQL: filtering on it there makes SQLite walk
-        # every document the owner has instead of the few hundred ids asked about.
-        rows = head_passages().filter(pk__in=list(part)).values_list("pk", "document__owner_id")
-        live.update(pk for pk, owner in rows if owner_id is None or owner == owner_id)
+        # The space is checked here, not in SQL: filtering on it there makes SQLite walk
+        # every document of the spaces instead of the few hundred ids asked about.
+        rows = head_passages().filter(pk__in=list(part)).values_list("pk", "document__space_id")
+        live.update(pk for pk, space in rows if allowed is None or space in allowed)
     return live
 
 
-def sole_owner(owner_id: int) -> bool:
-    """True when no other user owns any document, so no other user's vector can exist.
+def sees_every_document(space_ids: Iterable[int]) -> bool:
+    """True when every document is in one of `space_ids`, so no ineligible vector exists.
 
-    Then the owner clause in Chroma's `where` is a no-op — yet it is what makes a filtered
+    Then the space clause in Chroma's `where` is a no-op — yet it is what makes a filtered
     HNSW query slow (measured at 8k vectors: ~33–63 ms filtered vs 2–3 ms unfiltered). One
     indexed lookup.
     """
-    return not Document.objects.exclude(owner_id=owner_id).exists()
+    return not Document.objects.exclude(space_id__in=sorted(set(space_ids))).exists()
 
 
 def index_state() -> VectorIndexState:
@@ -211,11 +220,14 @@ def active_manifest_key() -> str:
     return index_state().active_key
 
 
-def pending_count(owner_id: int | None = None, *, manifest_key: str | None = None) -> int:
-    """Head passages of live documents without a vector under the active manifest."""
+def pending_count(
+    space_ids: Iterable[int] | None = None, *, manifest_key: str | None = None
+) -> int:
+    """Head passages of live documents (in `space_ids`, if given) without a vector under
+    the active manifest."""
     queryset = pending_passages(manifest_key or active_manifest_key())
-    if owner_id is not None:
-        queryset = queryset.filter(document__owner_id=owner_id)
+    if space_ids is not None:
+        queryset = queryset.filter(document__space_id__in=sorted(set(space_ids)))
     return queryset.count()
 
 
@@ -474,13 +486,13 @@ class VectorStore:
         self,
         vector: np.ndarray,
         *,
-        owner_id: int,
+        space_ids: Iterable[int],
         limit: int = DEFAULT_LIMIT,
         where: dict[str, Any] | None = None,
     ) -> list[VectorHit]:
-        """The `limit` nearest passages `owner_id` may see, best first.
+        """The `limit` nearest passages of the documents in `space_ids`, best first.
 
-        Eligibility (owner, plus every key of `where` — Chroma metadata filters on the keys
+        Eligibility (the spaces, plus every key of `where` — Chroma metadata filters on the keys
         in `METADATA_KEYS` — ANDed) is part of Chroma's search, so an ineligible passage
         never takes a top-k slot. Vectors of passages that are no longer at head (the sync
         has yet to delete them) are dropped after an over-fetch, and the search goes deeper
@@ -491,18 +503,22 @@ class VectorStore:
         query = np.asarray(vector, dtype=np.float32)
         if query.ndim != 1:
             raise ValueError(f"a query vector must be 1-d, got shape {query.shape}")
-        if limit <= 0:
+        spaces = sorted({int(pk) for pk in space_ids})
+        if limit <= 0 or not spaces:
             return []
-        # A single-user install skips the no-op owner clause; the owner check below still
-        # drops (and searches past) any vector that is not this owner's live head passage,
-        # so nothing ineligible can take a slot either way.
+        # An audience that sees every document (a single-user install) skips the no-op
+        # space clause; the canonical check below still drops (and searches past) any vector
+        # that is not a live head passage in the audience's spaces, so nothing ineligible
+        # can take a slot either way.
         clause = (
-            None if where is None and sole_owner(owner_id) else eligibility_where(owner_id, where)
+            None
+            if where is None and sees_every_document(spaces)
+            else eligibility_where(spaces, where)
         )
         wanted = limit + QUERY_MARGIN
         while True:
             ids, distances, complete = self._nearest(query, clause, wanted)
-            live = live_passage_ids([int(raw) for raw in ids], owner_id)
+            live = live_passage_ids([int(raw) for raw in ids], spaces)
             dead = {int(raw) for raw in ids} - live
             hits = hits_from_result(ids, distances, exclude=dead, limit=limit)
             if len(hits) == limit or complete:
@@ -547,6 +563,23 @@ class VectorStore:
                 embeddings=np.asarray(vectors, dtype=np.float32),
                 metadatas=[vector_metadata(p, self.manifest_key) for p in passages],
             )
+
+    def set_spaces(self, space_of: dict[int, int]) -> None:
+        """Re-stamp the `space` metadata of these passages' vectors (a moved document, or a
+        vector written before spaces existed); Chroma merges it into the rest. Passages
+        whose vector is missing are skipped."""
+        if not space_of:
+            return
+        with self._use("update", write=True, create=False) as collection:
+            if collection is None:
+                return
+            for part in chunked(sorted(space_of), PAGE_SIZE):
+                present = collection.get(ids=[str(pk) for pk in part], include=[])["ids"]
+                if present:
+                    collection.update(
+                        ids=list(present),
+                        metadatas=[{"space": int(space_of[int(raw)])} for raw in present],
+                    )
 
     def delete(self, passage_ids: Iterable[int]) -> None:
         """Remove these passages' vectors (missing ones are ignored)."""

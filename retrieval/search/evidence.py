@@ -37,6 +37,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from notes import sources
 from notes.models import Document, Version
 from retrieval import links
+from retrieval.eligibility import visible_documents
 from retrieval.highlight import Segment
 from retrieval.models import Passage
 
@@ -165,7 +166,7 @@ def _resolve(
             version_id=version_id,
             version__document_id=document_id,
             document_id=document_id,
-            document__owner_id=user.pk,
+            document__space__memberships__user_id=user.pk,
         )
         .first()
     )
@@ -208,10 +209,10 @@ def _resolve(
 
 
 def _why_no_passage(user: AbstractBaseUser | AnonymousUser, document_id: int) -> Unavailable:
-    """Why a link's ids found no passage of the user's: tell the owner's broken link from a
-    document they cannot see, and nothing more (the filter on owner makes someone else's
-    document look exactly like no document)."""
-    document = Document.objects.filter(pk=document_id, owner_id=user.pk).first()
+    """Why a link's ids found no passage the user may see: tell a member's broken link from a
+    document they cannot see, and nothing more (the filter on membership makes a document
+    in someone else's space look exactly like no document)."""
+    document = visible_documents(user.pk).filter(pk=document_id).first()
     if document is None:
         return Unavailable.NOT_FOUND
     if document.deleted_at is not None:

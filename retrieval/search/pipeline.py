@@ -34,7 +34,15 @@ from externals.models import Annotation
 from lode_site import budget
 from notes.models import Document, TrustTier
 from retrieval import links
-from retrieval.eligibility import apply_filters, eligible_documents, eligible_ids
+from retrieval.eligibility import (
+    Audience,
+    apply_filters,
+    audience_for,
+    document_filters,
+    eligible_documents,
+    eligible_ids,
+    narrow_audience,
+)
 from retrieval.highlight import (
     Anchor,
     Highlight,
@@ -230,20 +238,20 @@ class SearchResult:
 
 
 def _dense_leg(
-    parsed: ParsedQuery, owner_id: int, documents: QuerySet[Document] | None = None
+    parsed: ParsedQuery, audience: Audience, documents: QuerySet[Document] | None = None
 ) -> list[LegHit]:
     """Dense candidates, eligibility-filtered before the top-k cut. Raises the Unavailable
     errors of the embedding and vector modules.
 
-    Without filters Chroma's `where` holds the owner (`VectorStore.query`). With filters
-    (`documents`, the eligible-document queryset) there are two exact ways, chosen by how
-    much of the owner's library is eligible:
+    Without filters Chroma's `where` holds the audience's spaces (`VectorStore.query`). With
+    filters (`documents`, the eligible-document queryset) there are two exact ways, chosen
+    by how much of the audience's library is eligible:
 
     * a small share: the `where` also requires the vector's `document` to be one of the
       eligible ids, so the nearest-neighbour cut only sees eligible vectors. Chroma binds each
       id as an SQL variable (embedded Chroma 1.5.9 fails above ~16k ids), so the ids go
       `DENSE_IN_CHUNK` at a time and the per-chunk top lists are merged;
-    * at least `DENSE_POST_FILTER_SHARE`: the owner-only query, its hits kept when their
+    * at least `DENSE_POST_FILTER_SHARE`: the spaces-only query, its hits kept when their
       document is eligible, searching deeper until `DENSE_LIMIT` are kept or the index is
       exhausted. A filtered HNSW walk over most of the index costs ~3x an unfiltered one,
       and here few hits are dropped (SciFact, all 5,183 documents eligible, hybrid p50:
@@ -258,6 +266,8 @@ def _dense_leg(
     from retrieval.index.vectors import chunked, get_vector_store
 
     eligible: list[int] = []
+    if not audience.space_ids:
+        return []  # no space to search: no need for the model or Chroma
     if documents is not None:
         eligible = eligible_ids(documents)
         if not eligible:
@@ -265,19 +275,21 @@ def _dense_leg(
     vector = get_embedder().embed_query(parsed.text)
     store = get_vector_store()
     if documents is None:
-        hits = store.query(vector, owner_id=owner_id, limit=DENSE_LIMIT)
+        hits = store.query(vector, space_ids=audience.space_ids, limit=DENSE_LIMIT)
     else:
-        library = Document.objects.filter(owner_id=owner_id, deleted_at__isnull=True).count()
+        library = Document.objects.filter(
+            space_id__in=audience.sorted_space_ids, deleted_at__isnull=True
+        ).count()
         share = len(eligible) / max(library, 1)
         if share >= DENSE_POST_FILTER_SHARE:
-            hits = _dense_post_filtered(store, vector, owner_id, set(eligible), share)
+            hits = _dense_post_filtered(store, vector, audience, set(eligible), share)
         else:
             hits = [
                 hit
                 for part in chunked(eligible, DENSE_IN_CHUNK)
                 for hit in store.query(
                     vector,
-                    owner_id=owner_id,
+                    space_ids=audience.space_ids,
                     limit=DENSE_LIMIT,
                     where={"document": {"$in": list(part)}},
                 )
@@ -291,13 +303,13 @@ def _dense_leg(
 
 
 def _dense_post_filtered(
-    store: VectorStore, vector: np.ndarray, owner_id: int, eligible: set[int], share: float
+    store: VectorStore, vector: np.ndarray, audience: Audience, eligible: set[int], share: float
 ) -> list[VectorHit]:
-    """The `DENSE_LIMIT` nearest vectors whose document is in `eligible`, from owner-only
+    """The `DENSE_LIMIT` nearest vectors whose document is in `eligible`, from spaces-only
     queries that go deeper until enough are kept or nothing is left (see `_dense_leg`)."""
     wanted = int(DENSE_LIMIT / max(share, 0.01)) + 32
     while True:
-        found = store.query(vector, owner_id=owner_id, limit=wanted)
+        found = store.query(vector, space_ids=audience.space_ids, limit=wanted)
         document_of = dict(
             Passage.objects.filter(pk__in=[hit.passage_id for hit in found]).values_list(
                 "pk", "document_id"
@@ -316,10 +328,10 @@ def _dense_unavailable_errors() -> tuple[type[Exception], ...]:
     return (EmbeddingUnavailable, VectorStoreUnavailable)
 
 
-def _pending_note(owner_id: int, mode: str) -> str | None:
+def _pending_note(audience: Audience, mode: str) -> str | None:
     from retrieval.index.vectors import pending_count
 
-    pending = pending_count(owner_id)
+    pending = pending_count(audience.space_ids)
     if not pending:
         return None
     what = f"{pending:,} passage{'s' if pending != 1 else ''} not yet embedded"
@@ -329,9 +341,9 @@ def _pending_note(owner_id: int, mode: str) -> str | None:
 
 
 def _lexical_leg(
-    parsed: ParsedQuery, owner_id: int, documents: QuerySet[Document] | None = None
+    parsed: ParsedQuery, audience: Audience, documents: QuerySet[Document] | None = None
 ) -> list[LegHit]:
-    found = lexical.backend().search(parsed, owner_id=owner_id, documents=documents)
+    found = lexical.backend().search(parsed, audience=audience, documents=documents)
     return [
         LegHit(passage_id=h.passage_id, rank=i, score=h.score, score_name=h.score_name)
         for i, h in enumerate(found, start=1)
@@ -361,29 +373,33 @@ CANDIDATE_FIELDS = (
     "document__trust_tier",
     "document__external_key",
     "is_head",
-    "document__owner_id",
+    "document__space_id",
     "document__deleted_at",
 )
 
 
 def fused_candidates(
-    parsed: ParsedQuery, *, owner_id: int, mode: str, result: SearchResult
+    parsed: ParsedQuery, *, audience: Audience, mode: str, result: SearchResult
 ) -> tuple[list[FusedHit], dict[int, CandidateRow]]:
     """Both legs, canonical eligibility, exact matches and fusion: everything before rerank.
 
     Records candidate counts and any degradation on `result`. Also used by the reranker's
     fitting script, so the model is trained on exactly what search feeds it.
 
-    The query's filters become one eligible-document queryset (`retrieval.eligibility`),
-    applied inside each leg before its limit and again to every candidate here.
+    The audience (the user's spaces, narrowed by any `space:` filter) and the query's other
+    filters become one space set and one eligible-document queryset
+    (`retrieval.eligibility`), applied inside each leg before its limit and again to every
+    candidate here.
     """
-    documents = eligible_documents(parsed, owner_id=owner_id)
-    lexical_hits, dense_hits = _run_legs(parsed, owner_id, mode, documents, result)
+    audience, notes = narrow_audience(parsed, audience)
+    result.notes.extend(notes)
+    documents = eligible_documents(parsed, audience)
+    lexical_hits, dense_hits = _run_legs(parsed, audience, mode, documents, result)
     result.lexical_candidates, result.dense_candidates = len(lexical_hits), len(dense_hits)
 
     ids = {h.passage_id for h in lexical_hits} | {h.passage_id for h in dense_hits}
-    rows = _canonical_rows(ids, owner_id)
-    if parsed.filters and rows:
+    rows = _canonical_rows(ids, audience)
+    if document_filters(parsed) and rows:
         rows = _rows_passing_filters(rows, parsed)
     if parsed.phrases or parsed.excluded:
         rows = _rows_honouring_phrases(rows, parsed, {h.passage_id for h in lexical_hits})
@@ -396,7 +412,7 @@ def fused_candidates(
 
 def _run_legs(
     parsed: ParsedQuery,
-    owner_id: int,
+    audience: Audience,
     mode: str,
     documents: QuerySet[Document] | None,
     result: SearchResult,
@@ -405,30 +421,32 @@ def _run_legs(
     unavailable `result.degraded` says so, and semantic mode falls back to keywords."""
     lexical_hits: list[LegHit] = []
     if mode in ("hybrid", "lexical"):
-        lexical_hits = _lexical_leg(parsed, owner_id, documents)
+        lexical_hits = _lexical_leg(parsed, audience, documents)
         result.lexical_complete = len(lexical_hits) < lexical.LEXICAL_LIMIT
     dense_hits: list[LegHit] = []
     if mode in ("hybrid", "semantic"):
         try:
-            dense_hits = _dense_leg(parsed, owner_id, documents)
-            note = _pending_note(owner_id, mode)
+            dense_hits = _dense_leg(parsed, audience, documents)
+            note = _pending_note(audience, mode)
             if note:
                 result.degraded.append(note)
         except _dense_unavailable_errors() as exc:
             logger.warning("dense leg unavailable: %s", exc)
             result.degraded.append(f"Semantic search unavailable: {exc}. Showing keyword matches.")
             if mode == "semantic":
-                lexical_hits = _lexical_leg(parsed, owner_id, documents)
+                lexical_hits = _lexical_leg(parsed, audience, documents)
                 result.lexical_complete = len(lexical_hits) < lexical.LEXICAL_LIMIT
     return lexical_hits, dense_hits
 
 
-def _canonical_rows(ids: set[int], owner_id: int) -> dict[int, CandidateRow]:
-    """The candidates that are head passages of the owner's live documents, by passage id.
+def _canonical_rows(ids: set[int], audience: Audience) -> dict[int, CandidateRow]:
+    """The candidates that are head passages of live documents in the audience's spaces,
+    by passage id.
 
     Canonical eligibility for every candidate (a vector may outlive its head passage for a
-    moment, until the worker deletes it). Fetched by primary key and checked here: letting
-    SQL filter on the owner too makes SQLite walk every document the owner has."""
+    moment, until the worker deletes it, and a moved document's vectors name its old space
+    until the sync re-stamps them). Fetched by primary key and checked here: letting SQL
+    filter on the spaces too makes SQLite walk every document they hold."""
     rows: dict[int, CandidateRow] = {}
     for (
         pid,
@@ -439,10 +457,10 @@ def _canonical_rows(ids: set[int], owner_id: int) -> dict[int, CandidateRow]:
         tier,
         key,
         is_head,
-        owner,
+        space,
         deleted,
     ) in Passage.objects.filter(pk__in=ids).values_list(*CANDIDATE_FIELDS):
-        if is_head and owner == owner_id and deleted is None:
+        if is_head and space in audience.space_ids and deleted is None:
             rows[pid] = CandidateRow(pid, doc_id, title, text, position, tier, key)
     return rows
 
@@ -450,12 +468,12 @@ def _canonical_rows(ids: set[int], owner_id: int) -> dict[int, CandidateRow]:
 def _rows_passing_filters(
     rows: dict[int, CandidateRow], parsed: ParsedQuery
 ) -> dict[int, CandidateRow]:
-    """The query's filters again, on canonical rows, by document primary key (owner and
-    liveness were checked in `_canonical_rows`)."""
+    """The query's document filters again, on canonical rows, by document primary key
+    (spaces and liveness were checked in `_canonical_rows`)."""
     kept = set(
         apply_filters(
             Document.objects.filter(pk__in={row.document_id for row in rows.values()}),
-            parsed.filters,
+            document_filters(parsed),
         ).values_list("pk", flat=True)
     )
     return {pid: row for pid, row in rows.items() if row.document_id in kept}
@@ -678,14 +696,21 @@ def search(
     limit: int = DEFAULT_PAGE_SIZE,
     highlight: bool = True,
     show_weaker: bool = True,
+    space_id: int | None = None,
+    audience: Audience | None = None,
 ) -> SearchResult:
-    """Search the passages `user` may see. `highlight=False` skips highlight segments and
-    anchors (the evaluation harness ranks hundreds of hits and shows none).
+    """Search the passages `user` may see: those of every space they are a member of, or
+    of `space_id` only (raises `eligibility.NoAccess` when they are not a member of it).
+    `audience`, when given, is used as is (the ask pipeline passes the one it checked).
+    `highlight=False` skips highlight segments and anchors (the evaluation harness ranks
+    hundreds of hits and shows none).
 
     `show_weaker=False` (what the page and the API do unless asked) leaves out meaning-only
     hits below MEANING_ONLY_FLOOR and counts them in `weaker_hidden`; with True (the default
     for internal callers: evaluation, ask) they stay, marked `weak`."""
     started = time.perf_counter()
+    if audience is None:
+        audience = audience_for(user.pk, space_id=space_id)
     rerank = rerank or settings.LODE_RERANK
     # `result.rerank` names the reranker that actually ran; it stays "off" if none could.
     result = SearchResult(query=query, mode=mode, rerank="off", show_weaker=show_weaker)
@@ -705,7 +730,7 @@ def search(
     if parsed.is_empty:
         return result
 
-    fused, rows = fused_candidates(parsed, owner_id=user.pk, mode=mode, result=result)
+    fused, rows = fused_candidates(parsed, audience=audience, mode=mode, result=result)
     tiers = uses_word_tiers(parsed, mode)
     if tiers:
         _count_words(parsed, fused, rows, complete=result.lexical_complete)

@@ -14,11 +14,12 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Field, Router, Schema, Status
 
+from lode_site.errors import NO_ACCESS
 from lode_site.ids import DbId
 from retrieval.answer.ask import ask
 from retrieval.answer.display import outcome_from_trace
+from retrieval.eligibility import visible_answers
 from retrieval.links import permalink_path
-from retrieval.models import AskTrace
 from retrieval.web.forms import AskForm
 
 router = Router(tags=["ask"])
@@ -33,6 +34,12 @@ class AskIn(Schema):
     )
     mode: str | None = Field(
         None, description="Search mode: hybrid (default) | lexical | semantic."
+    )
+    space: int | None = Field(
+        None,
+        description="Ask in this space (an id from GET /api/spaces): only its documents are "
+        "evidence and its members may open the stored answer. Default: across all your "
+        "spaces, the answer private to you. A space you are not a member of is a 404.",
     )
 
 
@@ -129,7 +136,11 @@ class AskOut(Schema):
     error: str
     notes: list[str]
     trace_id: int | None
-    permalink: str = Field(description="The stored answer's page (owner only).")
+    permalink: str = Field(
+        description="The stored answer's page: members of the space it was asked in may open "
+        "it (only the asker, when asked across all their spaces)."
+    )
+    space: int | None = Field(None, description="The space asked in (null: all of yours).")
 
 
 class ErrorOut(Schema):
@@ -152,9 +163,14 @@ def ask_endpoint(request: HttpRequest, payload: AskIn):
     model's network wait does not count) is stopped: 503 with `detail` and no answer stored.
     The answer is bounded: the verified claims (each quoted span with a short context) and
     the dropped ones, never the evidence pack."""
-    form = AskForm(payload.dict(), user=request.auth)
+    fields = payload.dict()
+    fields["space"] = "" if fields.get("space") is None else str(fields["space"])
+    form = AskForm(fields, user=request.auth)
     if not form.is_valid():
-        status = 404 if form.has_error("pinned_document_id", "no_such_document") else 400
+        missing = form.has_error("pinned_document_id", "no_such_document") or form.has_error(
+            "space", "no_such_space"
+        )
+        status = 404 if missing else 400
         return Status(status, ErrorOut(detail=form.first_error()))
     data = form.cleaned_data
     outcome = ask(
@@ -162,14 +178,18 @@ def ask_endpoint(request: HttpRequest, payload: AskIn):
         question=data["question"],
         pinned_document_id=data["pinned_document_id"],
         mode=data["mode"],
+        space_id=data["space"],
     )
-    return Status(200, _out(request, outcome.as_dict()))
+    return Status(200, _out(request, {**outcome.as_dict(), "space": data["space"]}))
 
 
 @router.get("/{id:trace_id}", response={200: AskOut, 404: ErrorOut})
 def stored_answer_endpoint(request: HttpRequest, trace_id: DbId):
-    """A stored answer, exactly as it was given (nothing is re-run)."""
-    trace = AskTrace.objects.filter(pk=trace_id, user=request.auth).first()
+    """A stored answer, exactly as it was given (nothing is re-run): for members of the space
+    it was asked in, or its asker when asked across all their spaces; 404 otherwise."""
+    trace = visible_answers(request.auth.pk).filter(pk=trace_id).first()
     if trace is None:
-        return Status(404, ErrorOut(detail="No such answer."))
-    return Status(200, _out(request, outcome_from_trace(trace).as_dict()))
+        return Status(404, ErrorOut(detail=NO_ACCESS))
+    return Status(
+        200, _out(request, {**outcome_from_trace(trace).as_dict(), "space": trace.space_id})
+    )

@@ -2,7 +2,9 @@
 
     GET  /ask?q=...[&pinned=ID]   the page with the question filled in; runs nothing
     POST /ask                     runs the ask (CSRF), stores its trace, then shows it
-    GET  /ask/<trace_id>          the stored answer: the permalink, for its owner only
+    GET  /ask/<trace_id>          the stored answer: the permalink, for the members of the
+                                  space it was asked in (its asker alone when asked across
+                                  all their spaces)
 
 Why asking is a POST and not `GET /ask?q=`: an ask writes a trace row and may send evidence
 to a remote model (an egress, logged). A GET that did that would run on every reload, link
@@ -11,8 +13,9 @@ different answer, instead of showing the one that was shared. So the question UR
 pre-fills the form, and the URL that reproduces an answer is the permalink of its stored
 trace: `/ask/<id>` renders that trace (`outcome_from_trace`) exactly as it was answered,
 never re-running anything. Without JavaScript the POST redirects (303) to the permalink;
-with htmx it swaps the answer in and pushes the permalink into the address bar. Someone
-else's permalink is a 404, exactly like a missing one.
+with htmx it swaps the answer in and pushes the permalink into the address bar. A permalink
+the viewer may not open (`eligibility.visible_answers`) is the no-access page, exactly like a
+missing one.
 
 "Re-run" posts the same question and pinned note again with `previous=<id>`; the new
 answer's page links back to the previous permalink and lists what changed, so a stored
@@ -30,23 +33,26 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import push_url
 
+from lode_site.errors import no_access
 from lode_site.htmx import HtmxHttpRequest
 from notes.models import Document
 from retrieval.answer.ask import ask, pinnable
 from retrieval.answer.display import outcome_from_trace
 from retrieval.answer.trace import Trace
 from retrieval.answer.types import ABSTAIN_MESSAGE, AskOutcome, Decision
+from retrieval.eligibility import audience_for, member_spaces, role_in, visible_answers
 from retrieval.highlight import as_segments
 from retrieval.links import permalink_path
 from retrieval.models import AskTrace
 from retrieval.search.pipeline import DEFAULT_MODE
 from retrieval.web.forms import AskForm
+from spaces.current import current_space_id
 
 TEMPLATE = "ask/ask.html"
 RECENT = 10
@@ -82,9 +88,10 @@ def ask_page(request: HtmxHttpRequest) -> HttpResponse:
         {
             "question": question,
             "pinned_document": pinned,
+            **_space_choices(request),
             "recent": [
                 (trace, recent_words(trace))
-                for trace in AskTrace.objects.filter(user=request.user)[:RECENT]
+                for trace in visible_answers(request.user.pk).filter(user=request.user)[:RECENT]
             ],
         },
     )
@@ -100,6 +107,7 @@ def _ask_submit(request: HtmxHttpRequest) -> HttpResponse:
             "pinned_document": _pinned_from_query(
                 request.user, request.POST.get("pinned_document_id", "")
             ),
+            **_space_choices(request),
         }
         return render(request, _template(request, "form_errors"), context)
     data = form.cleaned_data
@@ -108,6 +116,7 @@ def _ask_submit(request: HtmxHttpRequest) -> HttpResponse:
         question=data["question"],
         pinned_document_id=data["pinned_document_id"],
         mode=data["mode"],
+        space_id=data["space"],
     )
     previous = data["previous"]
     url = permalink_path(outcome.trace_id, previous=previous)
@@ -115,7 +124,7 @@ def _ask_submit(request: HtmxHttpRequest) -> HttpResponse:
         response = redirect(url)
         response.status_code = 303  # See Other: the browser GETs the permalink
         return response
-    trace = AskTrace.objects.select_related("pinned_document").get(
+    trace = AskTrace.objects.select_related("pinned_document", "space").get(
         pk=outcome.trace_id, user=request.user
     )
     response = render(
@@ -129,7 +138,10 @@ def _ask_submit(request: HtmxHttpRequest) -> HttpResponse:
 
 @require_GET
 def ask_permalink(request: HttpRequest, trace_id: int) -> HttpResponse:
-    trace = _trace_or_404(request.user, trace_id)
+    trace = visible_answers(request.user.pk).select_related("pinned_document", "space")
+    trace = trace.filter(pk=trace_id).first()
+    if trace is None:
+        return no_access(request)
     outcome = outcome_from_trace(trace)
     previous = _int_or_none(request.GET.get("previous", ""))
     context = answer_context(request, trace, outcome, previous_id=previous)
@@ -144,7 +156,7 @@ def answer_context(
     previous = None
     differences: list[str] = []
     if previous_id and previous_id != trace.pk:
-        previous = AskTrace.objects.filter(pk=previous_id, user=trace.user_id).first()
+        previous = visible_answers(request.user.pk).filter(pk=previous_id).first()
         if previous is not None:
             differences = answer_differences(outcome_from_trace(previous), outcome)
     return {
@@ -155,11 +167,44 @@ def answer_context(
         "answerer_offline": answerer_offline(trace),
         "mode": trace_mode(trace),
         "permalink_url": request.build_absolute_uri(permalink_path(trace.pk)),
+        "permalink_audience": answer_audience(trace),
+        # "Public read-only link" (spaces/_public_link_form.html): only for an answer asked
+        # in one space (one asked across all the asker's spaces is private to them).
+        "public_link_kind": "answer",
+        "public_link_target_id": trace.pk,
+        "public_link_space": trace.space,
+        "public_link_role": role_in(request.user.pk, trace.space_id) if trace.space_id else None,
         "previous": previous,
         "differences": differences,
         "pinned_document": trace.pinned_document,
         "conflicts": shown_conflicts(outcome.conflicts),
         "search_instead_url": search_instead_url(outcome.question),
+    }
+
+
+def answer_audience(trace: AskTrace) -> str:
+    """Who can open a stored answer's permalink, in words (issue 15, item 5)."""
+    space = trace.space
+    if space is None:
+        return (
+            "Only you can open this answer: it was asked across all your spaces. Ask in one "
+            "space to share an answer with its members."
+        )
+    if space.is_personal:
+        return "Only you can open this answer: it was asked in your personal space."
+    members = space.memberships.count()
+    return (
+        f"Members of {space.name} ({members} {'people' if members != 1 else 'person'}) can "
+        "open this answer; it quotes only that space's documents."
+    )
+
+
+def _space_choices(request: HttpRequest) -> dict[str, Any]:
+    """The ask form's space select: the user's spaces and the one chosen in the header."""
+    current = current_space_id(request)
+    return {
+        "spaces": list(member_spaces(request.user.pk)),
+        "space": str(current) if current is not None else "all",
     }
 
 
@@ -242,19 +287,11 @@ def _template(request: HtmxHttpRequest, partial: str) -> str:
     return f"{TEMPLATE}#{partial}" if request.htmx else TEMPLATE
 
 
-def _trace_or_404(user: AbstractBaseUser, trace_id: int) -> AskTrace:
-    trace = (
-        AskTrace.objects.select_related("pinned_document").filter(pk=trace_id, user=user).first()
-    )
-    if trace is None:
-        raise Http404("No such answer.")
-    return trace
-
-
 def _pinned_from_query(user: AbstractBaseUser, value: str) -> Document | None:
-    """The user's document named by `value`, or None (a bad or foreign id pins nothing)."""
+    """The document named by `value` in any of the user's spaces, or None (a bad id, or one
+    outside their spaces, pins nothing)."""
     document_id = _int_or_none(value)
-    return None if document_id is None else pinnable(user, document_id)
+    return None if document_id is None else pinnable(audience_for(user.pk), document_id)
 
 
 def _int_or_none(value: str) -> int | None:

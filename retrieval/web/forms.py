@@ -16,10 +16,13 @@ from django import forms
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
+from lode_site.ids import parse_id
 from retrieval.answer.ask import pinnable_documents
+from retrieval.eligibility import NoAccess, audience_for
 from retrieval.search.pipeline import DEFAULT_MODE, MODES
 
 NO_SUCH_DOCUMENT = "No such note."
+NO_SUCH_SPACE = "You are not a member of that space."
 
 
 class AskForm(forms.Form):
@@ -28,6 +31,9 @@ class AskForm(forms.Form):
     # A re-run names the stored answer it repeats, so the new page links back to it.
     previous = forms.IntegerField(required=False, min_value=1)
     mode = forms.ChoiceField(choices=[(m, m) for m in MODES], required=False)
+    # Ask in one space (its members may open the answer; only its documents are evidence);
+    # "" or "all": across all the user's spaces (the answer stays private to them).
+    space = forms.CharField(required=False)
 
     def __init__(self, *args: Any, user: AbstractBaseUser, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -45,13 +51,32 @@ class AskForm(forms.Form):
             )
         return question
 
-    def clean_pinned_document_id(self) -> int | None:
-        document_id: int | None = self.cleaned_data.get("pinned_document_id")
-        if document_id is None:
+    def clean_space(self) -> int | None:
+        raw = (self.cleaned_data.get("space") or "").strip()
+        if raw in ("", "all"):
             return None
-        if not pinnable_documents(self.user).filter(pk=document_id).exists():
-            raise forms.ValidationError(NO_SUCH_DOCUMENT, code="no_such_document")
-        return document_id
+        space_id = parse_id(raw)
+        try:
+            if space_id is None:
+                raise NoAccess(raw)
+            audience_for(self.user.pk, space_id=space_id)
+        except NoAccess:
+            raise forms.ValidationError(NO_SUCH_SPACE, code="no_such_space") from None
+        return space_id
+
+    def clean(self) -> dict[str, Any]:
+        """The pinned document must be pinnable in the space asked in (checked once the
+        space is known; every field's own cleaning runs first)."""
+        data = super().clean()
+        document_id = data.get("pinned_document_id")
+        if document_id is not None and "space" not in self.errors:
+            audience = audience_for(self.user.pk, space_id=data.get("space"))
+            if not pinnable_documents(audience).filter(pk=document_id).exists():
+                self.add_error(
+                    "pinned_document_id",
+                    forms.ValidationError(NO_SUCH_DOCUMENT, code="no_such_document"),
+                )
+        return data
 
     def clean_mode(self) -> str:
         return self.cleaned_data.get("mode") or DEFAULT_MODE

@@ -7,8 +7,11 @@ from datetime import datetime
 from django.conf import settings
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
+from ninja.errors import HttpError
 
-from lode_site.ids import DbId
+from lode_site.errors import NO_ACCESS
+from lode_site.ids import MAX_ID, DbId
+from retrieval.eligibility import NoAccess, audience_for
 from retrieval.highlight import ANCHOR_NOTE, HIGHLIGHT_MAX_CHARS, HIGHLIGHT_MAX_MARKS
 from retrieval.search.evidence import EvidenceOutcome, open_evidence
 from retrieval.search.pipeline import (
@@ -273,7 +276,13 @@ class BudgetExceededOut(Schema):
     detail: str = Field(description="What was stopped and what to try instead.")
 
 
-@router.get("/", response={200: SearchOut, 400: SearchOut, 503: BudgetExceededOut})
+class NoAccessOut(Schema):
+    detail: str = Field(description="The space is not one the caller is a member of.")
+
+
+@router.get(
+    "/", response={200: SearchOut, 400: SearchOut, 404: NoAccessOut, 503: BudgetExceededOut}
+)
 def search_endpoint(
     request: HttpRequest,
     q: str,
@@ -288,9 +297,17 @@ def search_endpoint(
         description="Also return weaker matches: passages found by meaning alone that hold "
         "none of the query's words and whose cosine is below `similarity_floor`.",
     ),
+    space: int | None = Query(
+        None,
+        ge=1,
+        le=MAX_ID,
+        description="Search only this space (an id from GET /api/spaces); default: every "
+        "space the caller is a member of. A space the caller is not in is a 404. The query "
+        'language\'s `space:` filter (`space:"Team docs"`) narrows the same way.',
+    ),
 ):
-    """Hybrid search over the caller's notes. `q` is the search page's query language
-    (words, "phrases", -exclusions, filters such as `tag:ops` or `after:2024-03`; see
+    """Hybrid search over the documents of the caller's spaces. `q` is the search page's
+    query language (words, "phrases", -exclusions, filters such as `tag:ops` or `after:2024-03`; see
     /search/help); a query it rejects (bad filter value, filters without a word) is a 400
     with the reason in `error`. `mode`: hybrid | lexical | semantic;
     `rerank`: learned | cross-encoder | off (default from settings). Offsets are Unicode
@@ -311,8 +328,13 @@ def search_endpoint(
     `GET /api/notes/{document_id}/versions/{version_id}` for a note version's whole body.
     A search that runs past its time budget (LODE_REQUEST_BUDGET_SECONDS) is stopped: 503
     with `detail`."""
+    try:
+        audience = audience_for(request.auth.pk, space_id=space)
+    except NoAccess:
+        raise HttpError(404, NO_ACCESS) from None
     result = search(
         user=request.auth,
+        audience=audience,
         query=q,
         mode=mode or DEFAULT_MODE,
         rerank=rerank or settings.LODE_RERANK,

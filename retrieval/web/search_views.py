@@ -40,17 +40,22 @@ from django_htmx.http import push_url
 
 from externals.models import SourceItem
 from externals.selectors import externals_for_user, sources_for_user
+from lode_site.errors import no_access
 from lode_site.htmx import HtmxHttpRequest
+from lode_site.ids import parse_id
 from notes.models import Document
 from notes.selectors import notes_for_user
 
 # The one Markdown-to-readable-text rule and heading label (the answer page's quotes use
 # them too): reused, not copied, so search hits and quotes read the same.
 from retrieval.answer.display import heading_label, readable_text
+from retrieval.eligibility import NoAccess, audience_for, member_spaces
 from retrieval.highlight import Segment
 from retrieval.links import search_path
 from retrieval.search.pipeline import DEFAULT_MODE, MODES, Hit, search
 from retrieval.search.rerank import RERANK_CHOICES
+from spaces.current import current_space_id
+from spaces.models import Space
 
 TRUE_VALUES = ("1", "true", "on", "yes")
 
@@ -74,6 +79,40 @@ def _flag(request: HtmxHttpRequest, name: str) -> bool:
     return request.GET.get(name, "").lower() in TRUE_VALUES
 
 
+def chosen_space(request: HtmxHttpRequest) -> tuple[int | None, str]:
+    """The space a search covers, and how the URL spells it: `space=all` (every space the
+    user belongs to), `space=<id>` (one of them), or no parameter (the space chosen in the
+    header, else all). Raises `NoAccess` for a value naming no space the user is in."""
+    raw = request.GET.get("space", "").strip()
+    if raw == "all":
+        return None, "all"
+    if not raw:
+        current = current_space_id(request)
+        return current, str(current) if current is not None else "all"
+    space_id = parse_id(raw)
+    if space_id is None:
+        raise NoAccess(raw)
+    return space_id, str(space_id)
+
+
+def share_audience(user_id: int, space_id: int | None) -> str:
+    """Who a search link opens the same results for, in words (issue 15, item 5)."""
+    if space_id is None:
+        return (
+            "This search covers all your spaces: a colleague who opens the link sees results "
+            "from the spaces they belong to, not yours. Choose one space to share the same "
+            "results."
+        )
+    space = Space.objects.get(pk=space_id)
+    if space.is_personal:
+        return "Only you can open this: it searches your personal space."
+    others = space.memberships.exclude(user_id=user_id).count()
+    return (
+        f"Members of {space.name} ({others} other{'s' if others != 1 else ''}) can open this "
+        "link and see the same results in the same order."
+    )
+
+
 @require_GET
 def search_page(request: HtmxHttpRequest) -> HttpResponse:
     query = request.GET.get("q", "")
@@ -81,13 +120,26 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
     rerank = request.GET.get("rerank") or settings.LODE_RERANK
     weaker = _flag(request, "weaker")
     advanced = _flag(request, "adv")
+    try:
+        space_id, space = chosen_space(request)
+        audience = audience_for(request.user.pk, space_id=space_id)
+    except NoAccess:
+        return no_access(request)
+    spaces = list(member_spaces(request.user.pk))
     result = (
-        search(user=request.user, query=query, mode=mode, rerank=rerank, show_weaker=weaker)
+        search(
+            user=request.user,
+            audience=audience,
+            query=query,
+            mode=mode,
+            rerank=rerank,
+            show_weaker=weaker,
+        )
         if query.strip()
         else None
     )
     share_path = search_path(
-        query=query, mode=mode, rerank=rerank, weaker=weaker, advanced=advanced
+        query=query, mode=mode, rerank=rerank, weaker=weaker, advanced=advanced, space=space
     )
     template = "search/search.html#results" if request.htmx else "search/search.html"
     response = render(
@@ -100,19 +152,31 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
             "modes": MODES,
             "rerank_choices": RERANK_CHOICES,
             "result": result,
-            "hits": shown_hits(result.hits) if result is not None else [],
+            "hits": shown_hits(result.hits, space_names=_space_names(spaces))
+            if result is not None
+            else [],
             "weaker": weaker,
             "advanced": advanced,
             # The same view with the Advanced details shown or hidden (the toggle).
             "advanced_path": search_path(
-                query=query, mode=mode, rerank=rerank, weaker=weaker, advanced=not advanced
+                query=query,
+                mode=mode,
+                rerank=rerank,
+                weaker=weaker,
+                advanced=not advanced,
+                space=space,
             ),
             # The same search with weaker matches shown, and without them.
             "weaker_path": search_path(
-                query=query, mode=mode, rerank=rerank, weaker=True, advanced=advanced
+                query=query, mode=mode, rerank=rerank, weaker=True, advanced=advanced, space=space
             ),
-            "stronger_path": search_path(query=query, mode=mode, rerank=rerank, advanced=advanced),
+            "stronger_path": search_path(
+                query=query, mode=mode, rerank=rerank, advanced=advanced, space=space
+            ),
             "share_url": request.build_absolute_uri(share_path),
+            "share_audience": share_audience(request.user.pk, space_id),
+            "space": space,
+            "spaces": spaces,
             # Carried on each "Open evidence" link, so its "back to results" returns here.
             "search_params": share_path.partition("?")[2],
             # Only asked when there is no query: the first screen of an empty library.
@@ -135,20 +199,38 @@ def library_is_empty(user: AbstractBaseUser) -> bool:
     )
 
 
-def shown_hits(hits: Sequence[Hit]) -> list[ShownHit]:
-    """The hits as the calm view shows them; one query for the sources of the externals."""
+def _space_names(spaces: Sequence[Space]) -> dict[int, str]:
+    """Space names to show beside each hit: only when the user has more than one space."""
+    if len(spaces) < 2:
+        return {}
+    return {
+        space.pk: "your personal space" if space.is_personal else space.name for space in spaces
+    }
+
+
+def shown_hits(hits: Sequence[Hit], *, space_names: dict[int, str] | None = None) -> list[ShownHit]:
+    """The hits as the calm view shows them; one query for the sources of the externals.
+    With `space_names`, each hit also says which space it is in."""
     where = _where_externals_live([hit.passage.document for hit in hits])
+    names = space_names or {}
     return [
         ShownHit(
             hit=hit,
             segments=readable_segments(hit.display_segments),
             context_text=readable_text(hit.context_text, at_line_start=True),
-            where=where.get(hit.passage.document_id) or _where_document_lives(hit),
+            where=_in_space(
+                where.get(hit.passage.document_id) or _where_document_lives(hit),
+                names.get(hit.passage.document.space_id, ""),
+            ),
             headings=heading_label(hit.passage, hit.passage.document.title),
             age=age_words(hit.passage.version.created_at),
         )
         for hit in hits
     ]
+
+
+def _in_space(where: str, space_name: str) -> str:
+    return f"{where} · in {space_name}" if space_name else where
 
 
 def age_words(moment: datetime | None) -> str:
@@ -179,7 +261,7 @@ def _where_externals_live(documents: Sequence[Document]) -> dict[int, str]:
     if not ids:
         return {}
     items = SourceItem.objects.filter(
-        document_id__in=ids, source__owner_id=F("document__owner_id")
+        document_id__in=ids, source__space_id=F("document__space_id")
     ).select_related("source")
     return {item.document_id: f"{item.source.name} › {item.path}" for item in items.order_by("id")}
 

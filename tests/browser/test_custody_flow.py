@@ -250,6 +250,7 @@ def test_copy_link_reproduces_results_in_a_new_session(
         "q": [query],
         "mode": ["hybrid"],
         "rerank": [settings.LODE_RERANK],
+        "space": ["all"],
     }
 
     second = open_session(alice)  # a fresh context: another browser session, same user
@@ -290,7 +291,7 @@ def test_copy_link_falls_back_to_selecting_the_field(open_session, alice):
         "Object.defineProperty(navigator, 'clipboard', {value: undefined});"
     )
     page = session.page
-    page.goto("/search?q=cache&mode=lexical&rerank=off")
+    page.goto("/search?q=cache&mode=lexical&rerank=off&space=all")
     page.get_by_role("button", name="Copy link").click()
     expect(page.locator("[data-copy-status]")).to_have_text(
         re.compile(r"^(Link copied\.|Link selected: press Ctrl\+C)")

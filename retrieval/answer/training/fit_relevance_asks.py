@@ -255,12 +255,12 @@ def collect(args: argparse.Namespace) -> int:
     original = ask_module.relevance_step
     captured: list[dict[str, Any]] = []
 
-    def capturing(verdicts, *, question, pack, sent_versions, owner_id, **kwargs):
+    def capturing(verdicts, *, question, pack, sent_versions, audience, **kwargs):
         # The claims that passed faithfulness, seen exactly as relevance_step sees them.
         passing = [v for v in verdicts if v.passed]
         if passing:
             candidates = [ask_module.claim_candidate(v.claim, pack, sent_versions) for v in passing]
-            idf = passage_idf(owner_id, question_profile(question))
+            idf = passage_idf(audience, question_profile(question))
             cosines = embedding_cosines(question, [c.text for c in candidates])
             x = features(question_profile(question), candidates, idf, cosines)
             doc_of = dict(
@@ -283,7 +283,7 @@ def collect(args: argparse.Namespace) -> int:
             question=question,
             pack=pack,
             sent_versions=sent_versions,
-            owner_id=owner_id,
+            audience=audience,
             **kwargs,
         )
 

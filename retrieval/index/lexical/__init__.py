@@ -2,7 +2,8 @@
 
 `backend()` picks the module for the default connection's vendor; nothing else in lode
 branches on `connection.vendor`. Both backends take a `ParsedQuery` (never raw user text),
-apply eligibility (owner, not deleted, head only) inside the SQL before the limit, and return
+apply eligibility (the audience's spaces, not deleted, head only) inside the SQL before the
+limit, and return
 `LexicalHit`s ordered best first with ties broken by passage id.
 """
 

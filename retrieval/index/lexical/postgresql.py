@@ -65,7 +65,7 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from notes.models import Document
-from retrieval.eligibility import eligible_clause
+from retrieval.eligibility import Audience, eligible_clause, space_clause
 from retrieval.highlight import (
     HIGHLIGHT_MAX_CHARS,
     Segment,
@@ -321,11 +321,12 @@ def bm25_sql(candidates: str) -> str:
 def search(
     query: ParsedQuery,
     *,
-    owner_id: int,
+    audience: Audience,
     limit: int = LEXICAL_LIMIT,
     documents: QuerySet[Document] | None = None,
 ) -> list[LexicalHit]:
-    """Head passages of `owner_id`'s live documents matching `query`, best BM25 first.
+    """Head passages of the live documents in the audience's spaces matching `query`, best
+    BM25 first.
 
     `query.filters` apply inside the SQL, before `ORDER BY … LIMIT`, as `d.id IN (…)` over
     `documents` (the search's eligible-document queryset; built here from `query` when the
@@ -334,21 +335,22 @@ def search(
     """
     if query.is_empty:
         return []
-    eligible, eligible_params = eligible_clause(query, owner_id=owner_id, documents=documents)
+    eligible, eligible_params = eligible_clause(query, audience=audience, documents=documents)
+    in_spaces, space_params = space_clause(audience)
     tsquery, params = tsquery_sql(query)
     candidates = (
         "SELECT m.id FROM m JOIN notes_document d ON d.id = m.document_id "
-        f"WHERE d.owner_id = %s AND d.deleted_at IS NULL {eligible}"
+        f"WHERE {in_spaces} AND d.deleted_at IS NULL {eligible}"
     )
     sql = bm25_sql(candidates).replace("{tsquery}", tsquery)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, query_tokens(query), owner_id, *eligible_params, limit])
+        cursor.execute(sql, [*params, query_tokens(query), *space_params, *eligible_params, limit])
         rows = cursor.fetchall()
     return [LexicalHit(passage_id=row[0], score=float(row[1]), score_name="bm25") for row in rows]
 
 
 def floor_search(query: ParsedQuery, *, limit: int = LEXICAL_LIMIT) -> list[tuple[int, float]]:
-    """The same tsquery and BM25 with no joins or owner filter: the floor."""
+    """The same tsquery and BM25 with no joins or space filter: the floor."""
     tsquery, params = tsquery_sql(query)
     sql = bm25_sql("SELECT id FROM m").replace("{tsquery}", tsquery)
     with connection.cursor() as cursor:

@@ -18,7 +18,7 @@ from django.db.backends.utils import CursorWrapper
 from django.db.models import QuerySet
 
 from notes.models import Document
-from retrieval.eligibility import eligible_clause
+from retrieval.eligibility import Audience, eligible_clause, space_clause
 from retrieval.highlight import (
     HIGHLIGHT_MAX_CHARS,
     Segment,
@@ -90,11 +90,12 @@ def match_expression(query: ParsedQuery) -> str:
 def search(
     query: ParsedQuery,
     *,
-    owner_id: int,
+    audience: Audience,
     limit: int = LEXICAL_LIMIT,
     documents: QuerySet[Document] | None = None,
 ) -> list[LexicalHit]:
-    """Head passages of `owner_id`'s live documents matching `query`, best bm25 first.
+    """Head passages of the live documents in the audience's spaces matching `query`, best
+    bm25 first.
 
     `query.filters` apply inside the SQL, before `ORDER BY … LIMIT`, as `d.id IN (…)` over
     `documents` (the search's eligible-document queryset; built here from `query` when the
@@ -102,19 +103,27 @@ def search(
     """
     if query.is_empty:
         return []
-    eligible, eligible_params = eligible_clause(query, owner_id=owner_id, documents=documents)
+    eligible, eligible_params = eligible_clause(query, audience=audience, documents=documents)
+    in_spaces, space_params = space_clause(audience)
     sql = (
         f"SELECT p.id, bm25({FTS_TABLE}, %s, %s) AS score FROM {FTS_TABLE} "
         f"JOIN retrieval_passage p ON p.id = {FTS_TABLE}.rowid "
         "JOIN notes_document d ON d.id = p.document_id "
-        f"WHERE {FTS_TABLE} MATCH %s AND p.is_head AND d.owner_id = %s "
+        f"WHERE {FTS_TABLE} MATCH %s AND p.is_head AND {in_spaces} "
         f"AND d.deleted_at IS NULL {eligible}"
         "ORDER BY score, p.id LIMIT %s"
     )
     with connection.cursor() as cursor:
         cursor.execute(
             sql,
-            [TITLE_WEIGHT, TEXT_WEIGHT, match_expression(query), owner_id, *eligible_params, limit],
+            [
+                TITLE_WEIGHT,
+                TEXT_WEIGHT,
+                match_expression(query),
+                *space_params,
+                *eligible_params,
+                limit,
+            ],
         )
         rows = cursor.fetchall()
     # bm25() is negative, more negative = better; negate so every score reads "higher is better".

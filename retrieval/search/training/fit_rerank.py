@@ -130,6 +130,7 @@ def _candidates(
     """(parsed query, rerank candidates, their rows, rows below the cut) or None for a query
     that does not parse. Exits when search is degraded: a fit on a lexical-only ranking
     would describe a search nobody runs."""
+    from retrieval.eligibility import audience_for
     from retrieval.query import QueryError, parse
     from retrieval.search.pipeline import SearchResult, fused_candidates
     from retrieval.search.rerank import Candidate
@@ -139,7 +140,8 @@ def _candidates(
     except QueryError:
         return None
     result = SearchResult(query=text, mode="hybrid")
-    fused, rows = fused_candidates(parsed, owner_id=owner_id, mode="hybrid", result=result)
+    audience = audience_for(owner_id)
+    fused, rows = fused_candidates(parsed, audience=audience, mode="hybrid", result=result)
     if result.degraded:
         sys.exit(f"search is degraded, fit refused: {result.degraded}")
     head = fused[:top_n]
