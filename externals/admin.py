@@ -7,6 +7,9 @@ onto the source's existing externals at once — no-egress in particular must no
 the next scan. The webhook secret is never displayed (only whether one is set); rotate it
 with `manage.py lode_sources secret ID`. Scan records, items, deliveries and snapshots are
 records of what happened: read-only.
+
+Staff who are not superusers see only the sources (and their records, snapshots and
+annotations) of the spaces they are members of (issue 15); superusers see all.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from django.views.decorators.http import require_GET
 
 from externals.models import Annotation, ScanRecord, Source, SourceItem, WebhookDelivery
 from externals.pipeline import COUNTERS, sync_source_flags
-from notes.admin import ReadOnlyAdmin
+from notes.admin import ReadOnlyAdmin, SpaceScopedAdmin
 from notes.models import Document, Version
+from retrieval.eligibility import member_space_ids
 
 SNAPSHOTS_PER_PAGE = 100
 
@@ -37,9 +41,10 @@ def _pretty_json(data: object) -> str:
 
 
 @admin.register(Source)
-class SourceAdmin(admin.ModelAdmin):
+class SourceAdmin(SpaceScopedAdmin):
     list_display = [
         "name",
+        "space",
         "owner",
         "kind",
         "enabled",
@@ -57,6 +62,7 @@ class SourceAdmin(admin.ModelAdmin):
     # `webhook_secret` is deliberately absent: not in the form, not on the page.
     fields = [
         "name",
+        "space",
         "owner",
         "kind",
         "location",
@@ -70,6 +76,7 @@ class SourceAdmin(admin.ModelAdmin):
     ]
     readonly_fields = [
         "name",
+        "space",
         "owner",
         "kind",
         "location",
@@ -130,10 +137,14 @@ class SourceAdmin(admin.ModelAdmin):
             .select_related("document", "document__owner")
             .order_by("-created_at", "-id")
         )
+        if not request.user.is_superuser:
+            versions = versions.filter(
+                document__space_id__in=sorted(member_space_ids(request.user.pk))
+            )
         source = None
         source_id = request.GET.get("source", "")
         if source_id.isdigit():
-            source = Source.objects.filter(pk=int(source_id)).first()
+            source = self.get_queryset(request).filter(pk=int(source_id)).first()
             versions = versions.filter(document__source_items__source_id=int(source_id)).distinct()
         page = Paginator(versions, SNAPSHOTS_PER_PAGE).get_page(request.GET.get("page"))
         context = {
@@ -147,9 +158,10 @@ class SourceAdmin(admin.ModelAdmin):
 
 
 @admin.register(ScanRecord)
-class ScanRecordAdmin(ReadOnlyAdmin):
+class ScanRecordAdmin(SpaceScopedAdmin, ReadOnlyAdmin):
+    space_lookup = "source__space"
     list_display = ["id", "source", "status", "trigger", "started_at", "finished_at", *COUNTERS]
-    list_filter = ["status", "trigger", "source"]
+    list_filter = ["status", "trigger", ("source", admin.RelatedOnlyFieldListFilter)]
     list_select_related = ["source"]
     date_hierarchy = "started_at"
     fields = [
@@ -180,9 +192,10 @@ class ScanRecordAdmin(ReadOnlyAdmin):
 
 
 @admin.register(SourceItem)
-class SourceItemAdmin(ReadOnlyAdmin):
+class SourceItemAdmin(SpaceScopedAdmin, ReadOnlyAdmin):
+    space_lookup = "source__space"
     list_display = ["path", "source", "document", "byte_size", "short_hash", "last_error"]
-    list_filter = ["source"]
+    list_filter = [("source", admin.RelatedOnlyFieldListFilter)]
     list_select_related = ["source", "document"]
     search_fields = ["path", "sha256"]
     raw_id_fields = ["source", "document", "last_scan"]
@@ -193,18 +206,21 @@ class SourceItemAdmin(ReadOnlyAdmin):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(ReadOnlyAdmin):
+class WebhookDeliveryAdmin(SpaceScopedAdmin, ReadOnlyAdmin):
+    space_lookup = "source__space"
     list_display = ["received_at", "source", "delivery_id", "accepted", "reason", "remote_addr"]
-    list_filter = ["accepted", "reason", "source"]
+    list_filter = ["accepted", "reason", ("source", admin.RelatedOnlyFieldListFilter)]
     list_select_related = ["source"]
     search_fields = ["delivery_id", "remote_addr"]
     date_hierarchy = "received_at"
 
 
 @admin.register(Annotation)
-class AnnotationAdmin(ReadOnlyAdmin):
+class AnnotationAdmin(SpaceScopedAdmin, ReadOnlyAdmin):
     """Annotations are written from the snapshot page (their range and quote are checked
     against the stored snapshot there); here they are reviewed, never edited."""
+
+    space_lookup = "document__space"
 
     list_display = ["created_at", "owner", "document", "version", "status", "quote_preview"]
     list_filter = ["status"]

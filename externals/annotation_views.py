@@ -1,5 +1,8 @@
-"""The annotation endpoint of the snapshot page (issue 6, item 5). Thin: the owner check,
+"""The annotation endpoint of the snapshot page (issue 6, item 5). Thin: the role check,
 the version check and the quote check all live in `externals.annotations.annotation_create`.
+
+An external of a space the user is not in answers the no-access page (404); a member who may
+not write (a viewer annotating, anyone but the author or a space admin deleting) gets 403.
 
 A plain form POST (static/annotate.js fills the hidden start/end/quote fields from the
 browser selection), answered with a redirect back to the snapshot page and a message, so
@@ -15,10 +18,17 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
-from externals.annotations import annotation_create, annotation_delete, annotation_get
+from externals import selectors
+from externals.annotations import (
+    annotation_create,
+    annotation_delete,
+    annotation_get,
+    may_delete,
+)
 from externals.models import Annotation
-from notes.models import Document
+from notes.views import NotVisible, shows_no_access
 from retrieval import links
+from spaces.models import Role
 
 
 def _int(value: str | None) -> int | None:
@@ -29,17 +39,20 @@ def _int(value: str | None) -> int | None:
 
 
 @require_POST
+@shows_no_access
 def annotation_add(request: HttpRequest, document_id: int) -> HttpResponse:
-    """Create an annotation on a snapshot of one of the user's externals; 404 for anything
-    the user does not own (ids leak nothing), a message for a bad selection."""
-    external = Document.objects.filter(
-        pk=document_id,
-        owner_id=request.user.pk,
-        kind=Document.Kind.EXTERNAL,
-        deleted_at__isnull=True,
-    ).first()
+    """Create an annotation on a snapshot of an external of one of the user's spaces; the
+    no-access 404 for any other (ids leak nothing), 403 for a viewer, a message for a bad
+    selection."""
+    external = (
+        selectors.externals_for_user(request.user)
+        .filter(pk=document_id, deleted_at__isnull=True)
+        .first()
+    )
     if external is None:
-        raise Http404("No such external.")
+        raise NotVisible(document_id)
+    if not selectors.may(request.user, external.space_id, Role.EDITOR):
+        raise PermissionDenied("Only editors and admins of this space can annotate.")
     version_id = _int(request.POST.get("version"))
     version = external.versions.filter(pk=version_id).first() if version_id else None
     if version is None:
@@ -64,8 +77,6 @@ def annotation_add(request: HttpRequest, document_id: int) -> HttpResponse:
             text=request.POST.get("text", ""),
             document=external,
         )
-    except PermissionDenied:
-        raise Http404("No such external.") from None
     except ValidationError as error:
         messages.error(request, " ".join(error.messages))
         return redirect(back)
@@ -74,15 +85,19 @@ def annotation_add(request: HttpRequest, document_id: int) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
+@shows_no_access
 def annotation_delete_view(
     request: HttpRequest, document_id: int, annotation_id: int
 ) -> HttpResponse:
     """GET: a confirmation page showing the annotation; POST: delete it (its note leaves
-    search) and go back to the snapshot page. 404 for anything the user does not own."""
+    search) and go back to the snapshot page. The no-access 404 for an annotation of a
+    space the user is not in; 403 unless they wrote it or are an admin of the space."""
     try:
         annotation = annotation_get(request.user, document_id, annotation_id)
     except Annotation.DoesNotExist:
-        raise Http404("No such annotation.") from None
+        raise NotVisible(annotation_id) from None
+    if not may_delete(request.user, annotation):
+        raise PermissionDenied("Only its author or an admin of this space can delete it.")
     back = (
         links.version_url(
             kind=annotation.document.kind,

@@ -15,6 +15,10 @@ evidence for them open like a note's.
 
 Offsets are in code points (Python `str` indices), never UTF-16 units: the browser converts
 (static/annotate.js), and the service checks `body[start:end] == quote` before saving.
+
+Annotations belong to their external's space (issue 15): every member sees them, an editor
+or admin of the space writes one (its note goes to the same space), and an annotation is
+deleted by its author or an admin of the space.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ from django.utils import timezone
 
 from externals.models import QUOTE_SEPARATOR, Annotation
 from notes.models import Document, TrustTier, Version
-from notes.services import note_delete, validate_content, version_create
+from notes.services import document_discard, validate_content, version_create
+from retrieval.eligibility import can, member_space_ids
+from spaces.models import Role
 
 # Characters of context kept either side of the quote: enough to tell repeats apart, small
 # enough that an edit near (not in) the span rarely matters.
@@ -143,11 +149,11 @@ def _locked_external(owner: AbstractBaseUser, document_id: int) -> Document:
     )
     if (
         external is None
-        or external.owner_id != owner.pk
+        or not can(owner.pk, external.space_id, Role.EDITOR)
         or external.kind != Document.Kind.EXTERNAL
         or external.deleted_at is not None
     ):
-        # The same error whether it is someone else's or missing: ids leak nothing.
+        # The same error whether it is in another space or missing: ids leak nothing.
         raise PermissionDenied("You cannot annotate this document.")
     return external
 
@@ -178,12 +184,13 @@ def annotation_create(
 ) -> Annotation:
     """Attach `text` to the span `[start, end)` (code points) of snapshot `version`.
 
-    Checks that `owner` owns the external (`PermissionDenied` otherwise, also for a
-    document that is not an external), that the version is a snapshot of it (and of
-    `document`, when the caller names one, as the URL does), and that `body[start:end]` is
-    exactly `quote` (`ValidationError` otherwise: the browser sends both, so a mismatch
-    means the page and the stored snapshot disagree). Annotating an older snapshot is
-    allowed; the annotation then moves to the head at once, as a refresh would move it.
+    Checks that `owner` is an editor or admin of the external's space (`PermissionDenied`
+    otherwise, also for a document that is not an external), that the version is a
+    snapshot of it (and of `document`, when the caller names one, as the URL does), and
+    that `body[start:end]` is exactly `quote` (`ValidationError` otherwise: the browser
+    sends both, so a mismatch means the page and the stored snapshot disagree). Annotating
+    an older snapshot is allowed; the annotation then moves to the head at once, as a
+    refresh would move it. The annotation's note goes to the external's space.
     """
     text = (text or "").strip()
     if not text:
@@ -214,6 +221,8 @@ def annotation_create(
         )
         note = Document.objects.create(
             owner=owner,
+            # Readable by exactly those who read the external it quotes.
+            space_id=external.space_id,
             kind=Document.Kind.NOTE,
             title=title,
             trust_tier=TrustTier.ANNOTATION,
@@ -299,42 +308,50 @@ def migrate_annotations(document: Document, new_version: Version) -> MigrationRe
     return MigrationResult(moved, orphaned)
 
 
-def annotation_get(owner: AbstractBaseUser, document_id: int, annotation_id: int) -> Annotation:
-    """One live annotation of `owner`'s on external `document_id`; `Annotation.DoesNotExist`
-    for anyone else's, a deleted one, or a mismatched external (ids leak nothing)."""
+def annotation_get(user: AbstractBaseUser, document_id: int, annotation_id: int) -> Annotation:
+    """One live annotation on external `document_id` of one of the user's spaces;
+    `Annotation.DoesNotExist` for one in a space they are not in, a deleted one, or a
+    mismatched external (ids leak nothing)."""
     return Annotation.objects.select_related("document", "version", "note_document__head").get(
         pk=annotation_id,
-        owner_id=owner.pk,
         document_id=document_id,
+        document__space_id__in=sorted(member_space_ids(user.pk)),
         note_document__deleted_at__isnull=True,
     )
 
 
+def may_delete(user: AbstractBaseUser, annotation: Annotation) -> bool:
+    """Its author, or an admin of its external's space, may delete an annotation."""
+    return annotation.owner_id == user.pk or can(user.pk, annotation.document.space_id, Role.ADMIN)
+
+
 def annotation_delete(*, owner: AbstractBaseUser, annotation: Annotation) -> None:
-    """Delete an annotation: its note is soft-deleted (`notes.services.note_delete`), which
-    takes its words out of search and hides it on the snapshot page (`annotations_for`).
-    The row stays, like every deleted note's history, so the snapshot it sat on is still
-    protected from deletion."""
-    if annotation.owner_id != owner.pk:
+    """Delete an annotation (`owner`: who deletes it, its author or an admin of the
+    space; `PermissionDenied` for anyone else): its note is soft-deleted, which takes its
+    words out of search and hides it on the snapshot page (`annotations_for`). The row
+    stays, like every deleted note's history, so the snapshot it sat on is still protected
+    from deletion."""
+    if not may_delete(owner, annotation):
         raise PermissionDenied("You cannot delete this annotation.")
-    note_delete(document=annotation.note_document, user=owner)
+    document_discard(document=annotation.note_document)
 
 
 # --- reads -------------------------------------------------------------------------------
 
 
 def annotations_for(user: AbstractBaseUser, version: Version) -> QuerySet[Annotation]:
-    """The user's annotations to show on the page of snapshot `version`: those anchored on
+    """The annotations to show the user on the page of snapshot `version` (every member's,
+    when the user is a member of the external's space; none otherwise): those anchored on
     it (by position), then the external's orphans (they have no place in the text but must
-    stay visible). Empty for anyone but the owner. Deleting an annotation's note (from the
-    notes pages) hides the annotation, as the user would expect."""
+    stay visible). Deleting an annotation's note (from the notes pages) hides the
+    annotation, as the user would expect."""
     return (
         Annotation.objects.filter(
-            owner_id=user.pk,
             document_id=version.document_id,
+            document__space_id__in=sorted(member_space_ids(user.pk)),
             note_document__deleted_at__isnull=True,
         )
         .filter(Q(version_id=version.pk) | Q(status=Annotation.Status.ORPHANED))
-        .select_related("version", "note_document__head")
+        .select_related("document", "owner", "version", "note_document__head")
         .order_by("status", "start", "id")  # "anchored" sorts before "orphaned"
     )

@@ -1,8 +1,11 @@
 """Sources over the API (issue 6): the same selectors and tasks as the pages.
 
-    GET  /api/sources                 your sources, each with its last scan
-    POST /api/sources/{id}/refresh    queue a refresh of one of yours (202); others' are 404;
-                                      409 when it is disabled or already being scanned
+    GET  /api/sources                 the sources of your spaces (`?space=ID`: of one), each
+                                      with its last scan; a space you are not in is 404
+    POST /api/sources/{id}/refresh    queue a refresh (202) of a source of a space where you
+                                      are an editor or admin (a viewer: 403; a space you are
+                                      not in: 404); 409 when it is disabled or already being
+                                      scanned
     POST /api/sources/{id}/webhook    push-triggered refresh, signed (externals/webhooks.py)
 
 The first two use the API's normal authentication (session with CSRF, or a bearer token).
@@ -15,15 +18,20 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from ninja import Router, Schema, Status
+from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
 from externals import selectors
 from externals.models import ScanRecord, Source
 from externals.pipeline import scan_running_since
 from externals.webhooks import receive_webhook
+from lode_site.errors import NO_ACCESS
 from lode_site.ids import DbId
+from notes.api import SPACE_PARAM
+from retrieval import eligibility
+from spaces.models import Role
 
 router = Router(tags=["sources"])
 
@@ -47,6 +55,7 @@ class ScanOut(Schema):
 
 class SourceOut(Schema):
     id: int
+    space: int = Field(description="The id of the space the source (and its externals) is in.")
     name: str
     kind: str
     location: str
@@ -96,6 +105,7 @@ def _scan_out(scan: ScanRecord | None) -> ScanOut | None:
 def _source_out(source: Source, scan: ScanRecord | None) -> SourceOut:
     return SourceOut(
         id=source.pk,
+        space=source.space_id,
         name=source.name,
         kind=source.kind,
         location=source.location,
@@ -110,19 +120,27 @@ def _source_out(source: Source, scan: ScanRecord | None) -> SourceOut:
     )
 
 
-@router.get("/", response=list[SourceOut])
-def list_sources(request: HttpRequest):
-    sources = list(selectors.sources_for_user(request.auth))
+@router.get("/", response={200: list[SourceOut], 404: DetailOut})
+def list_sources(request: HttpRequest, space: DbId | None = SPACE_PARAM):
+    try:
+        sources = list(selectors.sources_for_user(request.auth, space_id=space))
+    except eligibility.NoAccess:
+        raise HttpError(404, NO_ACCESS) from None
     scans = selectors.latest_scans(sources)
     return [_source_out(source, scans.get(source.pk)) for source in sources]
 
 
-@router.post("/{id:source_id}/refresh", response={202: QueuedOut, 404: DetailOut, 409: DetailOut})
+@router.post(
+    "/{id:source_id}/refresh",
+    response={202: QueuedOut, 403: DetailOut, 404: DetailOut, 409: DetailOut},
+)
 def refresh_source(request: HttpRequest, source_id: DbId):
     try:
         source = selectors.source_get(request.auth, source_id)
     except Source.DoesNotExist:
-        raise HttpError(404, "No such source.") from None
+        raise HttpError(404, NO_ACCESS) from None
+    if not selectors.may(request.auth, source.space_id, Role.EDITOR):
+        raise PermissionDenied("Only editors and admins of this space can scan its sources.")
     if not source.enabled:
         return Status(409, DetailOut(detail="The source is disabled."))
     from externals.tasks import enqueue_refresh

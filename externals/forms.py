@@ -8,6 +8,7 @@ failures on the source page.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from django import forms
@@ -16,17 +17,30 @@ from django.contrib.auth.models import AbstractBaseUser
 from externals.models import DEFAULT_STALE_AFTER_DAYS, Source
 from externals.pipeline import folder_refusal
 from externals.services import MAX_STALE_AFTER_DAYS, MIN_STALE_AFTER_DAYS, SOURCE_TIER_VALUES
+from notes.forms import space_choices
 from notes.models import TrustTier
+from spaces.models import Space
 
 # Tiers a source may carry (the rule lives in `externals.services`).
 SOURCE_TIERS = [(value, TrustTier(value).label) for value in SOURCE_TIER_VALUES]
 
 
 class SourceBaseForm(forms.Form):
-    """Fields every kind of source has. `owner` is needed to keep names unique per user."""
+    """Fields every kind of source has. `owner` is needed to keep names unique per user;
+    `spaces` (the spaces the user may add sources to) fills the space select of the add
+    forms, and is None for the edit form, which has none (a source never changes space)."""
 
     kind: str = ""
 
+    # Which space the source (and so its externals) belongs to (issue 15).
+    # Left out (an older form, a script): the default space (`space_for_new_documents`).
+    space = forms.TypedChoiceField(
+        coerce=int,
+        required=False,
+        empty_value=None,
+        label="Space",
+        help_text="Its documents are read by the members of this space.",
+    )
     name = forms.CharField(max_length=200)
     trust_tier = forms.ChoiceField(choices=SOURCE_TIERS, initial=TrustTier.EXTERNAL_CURRENT)
     no_egress = forms.BooleanField(
@@ -41,10 +55,20 @@ class SourceBaseForm(forms.Form):
         label="Stale after (days)",
     )
 
-    def __init__(self, *args, owner: AbstractBaseUser, **kwargs) -> None:
+    def __init__(
+        self,
+        *args,
+        owner: AbstractBaseUser,
+        spaces: Sequence[Space] | None = None,
+        **kwargs,
+    ) -> None:
         kwargs.setdefault("prefix", self.kind)
         super().__init__(*args, **kwargs)
         self.owner = owner
+        if spaces is None:
+            del self.fields["space"]
+        else:
+            self.fields["space"].choices = space_choices(spaces)
 
     # The source being edited (None when adding): its own name is not "taken".
     instance: Source | None = None

@@ -62,6 +62,7 @@ from notes.services import version_create
 from notes.sources import SourceRefused, SourceTooLarge, read_source_file
 from retrieval.index.passages import logical_id, unindex_document
 from retrieval.models import Passage
+from spaces.models import Space
 
 logger = logging.getLogger("lode.externals")
 
@@ -324,6 +325,14 @@ class _Scan:
         }
         self.seen: set[str] = set()
         self.saved_at = time.monotonic()
+        self._space_no_egress: dict[int, bool] = {}
+
+    def withheld(self, space_id: int) -> bool:
+        """The no-egress flag for a document of this source in space `space_id`: the
+        source's own, or its space's (read once per scan and space)."""
+        if space_id not in self._space_no_egress:
+            self._space_no_egress[space_id] = space_no_egress(space_id)
+        return self.source.no_egress or self._space_no_egress[space_id]
 
     # bookkeeping
 
@@ -496,14 +505,16 @@ class _Scan:
         self.items[raw.path] = item
 
     def _document(self, key: str, title: str) -> Document:
-        """The item's external document, locked; created, or revived if it was pruned."""
+        """The item's external document, locked; created (in the source's space, issue 15),
+        or revived if it was pruned. A document moved to another space since stays there:
+        a move is an explicit action a scan does not undo. Its no-egress column is the
+        source's flag or its space's, which is what the egress planner reads."""
         source = self.source
         fields = {
             "kind": Document.Kind.EXTERNAL,
             "title": title,
             "trust_tier": source.trust_tier,
             "source_name": source.name,
-            "no_egress": source.no_egress,
         }
         document = (
             Document.objects.select_for_update()
@@ -514,7 +525,11 @@ class _Scan:
             try:
                 with transaction.atomic():
                     return Document.objects.create(
-                        owner_id=source.owner_id, external_key=key, **fields
+                        owner_id=source.owner_id,
+                        space_id=source.space_id,
+                        external_key=key,
+                        no_egress=self.withheld(source.space_id),
+                        **fields,
                     )
             except IntegrityError:  # a concurrent scan created it first
                 document = Document.objects.select_for_update().get(
@@ -522,6 +537,7 @@ class _Scan:
                 )
         for name, value in fields.items():
             setattr(document, name, value)
+        document.no_egress = self.withheld(document.space_id)
         document.deleted_at = None
         document.save()
         return document
@@ -655,20 +671,30 @@ def interrupt_stale_scans(source: Source) -> int:
     )
 
 
+def space_no_egress(space_id: int) -> bool:
+    """Whether the space's admin withheld all its documents from egress."""
+    return Space.objects.filter(pk=space_id, no_egress=True).exists()
+
+
 def sync_source_flags(source: Source) -> int:
     """Copy the source's trust tier, no-egress flag and name onto its documents (they may
-    have been edited in the admin since the last scan); returns documents changed."""
+    have been edited in the admin since the last scan); returns documents changed. A
+    document in a no-egress space stays withheld whatever the source says (issue 15)."""
     from django.db.models import Q
 
-    changed = (
-        Document.objects.filter(source_items__source=source)
-        .filter(
-            ~Q(trust_tier=source.trust_tier)
-            | ~Q(no_egress=source.no_egress)
-            | ~Q(source_name=source.name)
+    closed = Q(space_id__in=Space.objects.filter(no_egress=True).values("pk"))
+    documents = Document.objects.filter(source_items__source=source)
+    changed = 0
+    for where, withheld in ((closed, True), (~closed, source.no_egress)):
+        changed += (
+            documents.filter(where)
+            .filter(
+                ~Q(trust_tier=source.trust_tier)
+                | ~Q(no_egress=withheld)
+                | ~Q(source_name=source.name)
+            )
+            .update(trust_tier=source.trust_tier, no_egress=withheld, source_name=source.name)
         )
-        .update(trust_tier=source.trust_tier, no_egress=source.no_egress, source_name=source.name)
-    )
     refresh_staleness(source)  # the tier just copied, aged again
     return changed
 

@@ -1,5 +1,7 @@
 """Reads behind the source and external pages (issue 6, item 4), always scoped to the
-owner: another user's source, external or snapshot is `DoesNotExist`, so ids leak nothing.
+spaces the user is a member of (issue 15, through `retrieval.eligibility`): a source,
+external or snapshot of a space they are not in is `DoesNotExist`, so ids leak nothing.
+What a member may do is their role in the source's or external's space (`may`).
 
 Externals are `notes.Document` rows of kind "external"; the source feeding one is found
 through its `SourceItem` (an ask-time snapshot may have none).
@@ -23,24 +25,40 @@ from externals.models import (
     stale_cutoff,
 )
 from notes.models import Document, Version
+from retrieval import eligibility
+from spaces.models import Role
 
 SCAN_HISTORY = 10
 
 
-def sources_for_user(user: AbstractBaseUser) -> QuerySet[Source]:
-    """The user's sources, each annotated with `external_count` (live externals it feeds)."""
-    return Source.objects.filter(owner_id=user.pk).annotate(
-        external_count=Count(
-            "items__document",
-            filter=Q(items__document__deleted_at__isnull=True),
-            distinct=True,
+def sources_for_user(user: AbstractBaseUser, *, space_id: int | None = None) -> QuerySet[Source]:
+    """The sources of the user's spaces (or of `space_id`, which must be one of them:
+    `eligibility.NoAccess` otherwise), each annotated with `external_count` (live
+    externals it feeds)."""
+    audience = eligibility.audience_for(user.pk, space_id=space_id)
+    return (
+        Source.objects.filter(space_id__in=audience.sorted_space_ids)
+        .select_related("space")
+        .annotate(
+            external_count=Count(
+                "items__document",
+                filter=Q(items__document__deleted_at__isnull=True),
+                distinct=True,
+            )
         )
     )
 
 
 def source_get(user: AbstractBaseUser, source_id: int) -> Source:
-    """One source of the user's; `Source.DoesNotExist` otherwise (also for other owners)."""
+    """One source of the user's spaces; `Source.DoesNotExist` otherwise (also for a space
+    they are not in)."""
     return sources_for_user(user).get(pk=source_id)
+
+
+def may(user: AbstractBaseUser, space_id: int, needed: Role) -> bool:
+    """Whether the user's role in the space carries `needed` (sources: editor adds and
+    scans, admin edits, enables, deletes and rotates secrets)."""
+    return eligibility.can(user.pk, space_id, needed)
 
 
 def latest_scans(sources: list[Source]) -> dict[int, ScanRecord]:
@@ -70,21 +88,27 @@ def source_items(source: Source) -> QuerySet[SourceItem]:
 
 
 def externals_for_user(user: AbstractBaseUser) -> QuerySet[Document]:
-    """The user's externals, including pruned ones (their history stays viewable)."""
-    return Document.objects.filter(owner_id=user.pk, kind=Document.Kind.EXTERNAL).select_related(
-        "head"
+    """The externals of the user's spaces, including pruned ones (their history stays
+    viewable)."""
+    return (
+        eligibility.visible_documents(user.pk)
+        .filter(kind=Document.Kind.EXTERNAL)
+        .select_related("head", "space")
     )
 
 
 def external_get(user: AbstractBaseUser, document_id: int) -> Document:
-    """One external of the user's with a head snapshot; `Document.DoesNotExist` otherwise."""
+    """One external of the user's spaces with a head snapshot; `Document.DoesNotExist`
+    otherwise."""
     return externals_for_user(user).filter(head__isnull=False).get(pk=document_id)
 
 
 def external_source(document: Document) -> tuple[Source | None, SourceItem | None]:
-    """The source (and its item row) that mirrors `document`, if any."""
+    """The source (and its item row) that mirrors `document`, if any: only a source of the
+    document's own space (a document moved elsewhere no longer shows the source it left,
+    whose space its new readers may not be in)."""
     item = (
-        SourceItem.objects.filter(document=document, source__owner_id=document.owner_id)
+        SourceItem.objects.filter(document=document, source__space_id=document.space_id)
         .select_related("source")
         .first()
     )

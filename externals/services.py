@@ -5,6 +5,10 @@ Creating a source does not scan it: the caller scans (`externals.pipeline.scan_s
 queues a refresh (`externals.tasks.enqueue_refresh`), so a page can answer at once. An
 upload is the exception: its bytes are stored and scanned in the same call, so the person
 who uploaded sees the result (or the failure) immediately.
+
+A source belongs to a space (issue 15): its externals, snapshots and annotations are read by
+the space's members. Adding one needs the role editor in that space (checked here as well as
+in the views); the space's admins manage it afterwards (the views check that).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -41,7 +45,9 @@ from externals.pipeline import (
     upload_folder,
 )
 from notes.models import Document, TrustTier, Version
+from retrieval.eligibility import can
 from retrieval.index.passages import unindex_document
+from spaces.models import Role, Space, personal_space_id
 
 WEBHOOK_SECRET_BYTES = 32
 # The stale age a person may set (the add and edit forms and `source_update` agree): at
@@ -84,6 +90,18 @@ def safe_filename(filename: str) -> str:
     return name[:200]
 
 
+def source_space_id(owner: AbstractBaseUser, space: Space | int | None) -> int:
+    """The id of the space a new source of `owner`'s goes to: `space` (a space or its id),
+    where `owner` must be an editor or admin (`PermissionDenied` otherwise, also for a
+    space they are not in), or their personal space when None."""
+    if space is None:
+        return personal_space_id(owner.pk)
+    space_id = space if isinstance(space, int) else space.pk
+    if not can(owner.pk, space_id, Role.EDITOR):
+        raise PermissionDenied("You cannot add sources to this space.")
+    return space_id
+
+
 def source_create(
     *,
     owner: AbstractBaseUser,
@@ -93,10 +111,13 @@ def source_create(
     trust_tier: str = TrustTier.EXTERNAL_CURRENT,
     no_egress: bool = False,
     stale_after_days: int = DEFAULT_STALE_AFTER_DAYS,
+    space: Space | int | None = None,
 ) -> Source:
-    """Validate and save a source owned by `owner` (not scanned yet)."""
+    """Validate and save a source owned by `owner` (not scanned yet) in `space` (None: the
+    owner's personal space; otherwise the owner must be an editor there)."""
     source = Source(
         owner=owner,
+        space_id=source_space_id(owner, space),
         name=(name or "").strip(),
         kind=kind,
         location=_check_location(kind, location, owner),
@@ -118,8 +139,10 @@ def upload_create(
     trust_tier: str = TrustTier.EXTERNAL_CURRENT,
     no_egress: bool = False,
     stale_after_days: int = DEFAULT_STALE_AFTER_DAYS,
+    space: Space | int | None = None,
 ) -> Source:
-    """Create an upload source, store its file under the data folder and scan it.
+    """Create an upload source (in `space`, as `source_create`), store its file under the
+    data folder and scan it.
 
     The size cap is checked before anything is stored. The returned source's latest scan
     record says whether the file was ingested, skipped or failed.
@@ -135,6 +158,7 @@ def upload_create(
         trust_tier=trust_tier,
         no_egress=no_egress,
         stale_after_days=stale_after_days,
+        space=space,
     )
     store_upload(source, data)
     scan_source(source, trigger="upload")
@@ -178,6 +202,7 @@ def upload_one(
     trust_tier: str = TrustTier.EXTERNAL_CURRENT,
     no_egress: bool = False,
     stale_after_days: int = DEFAULT_STALE_AFTER_DAYS,
+    space: Space | int | None = None,
 ) -> UploadResult:
     """One file of an upload, through the same checks as `upload_create` (size cap, empty,
     safe name, free source name) and the scan's (binary, strict UTF-8, file type). A file
@@ -197,6 +222,7 @@ def upload_one(
             trust_tier=trust_tier,
             no_egress=no_egress,
             stale_after_days=stale_after_days,
+            space=space,
         )
     except ValidationError as exc:
         return UploadResult(shown, reason=" ".join(exc.messages))

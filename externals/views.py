@@ -11,6 +11,12 @@ beside it, never as raw HTML (issue 13, item 8).
 An upload may carry several files (`<input type=file multiple>`, a drop zone in
 static/upload.js); each becomes a source of its own through the same checks a single file
 has, and the page lists per file what was added and what was refused and why.
+
+Roles (issue 15): any member of a source's space reads it (its page, scan status, externals,
+snapshots, annotations); an editor adds sources to the space and presses "Scan now"; only
+an admin of the space edits, enables or disables, deletes a source or rotates its webhook
+secret. Anything of a space the user is not in answers the no-access page (404), for reads
+and writes alike; a member without the role gets Django's 403.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
 from django.contrib import messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
@@ -28,7 +34,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from externals import selectors, services
-from externals.annotations import annotations_for
+from externals.annotations import annotations_for, may_delete
 from externals.extract import MARKDOWN_EXTENSIONS, TEXT_EXTRACTOR
 from externals.forms import (
     MAX_UPLOAD_TOTAL_BYTES,
@@ -41,8 +47,12 @@ from externals.forms import (
 from externals.models import ScanRecord, Source, SourceItem
 from externals.pipeline import scan_running_since
 from lode_site.htmx import HtmxHttpRequest
+from notes import selectors as note_selectors
 from notes.models import Document, Version
 from notes.rendering import NoSuchPart, RenderedPart, rendered_part
+from notes.views import NotVisible, check_target_space, shows_no_access
+from spaces.current import current_space_id, space_for_new_documents
+from spaces.models import Role, Space
 
 # htmx polls the scan-status partial every 2 s while a scan is queued or running. A queue
 # that does not move for 5 minutes probably has no worker; a scan "running" for an hour was
@@ -55,25 +65,45 @@ RENDERED_VIEW = "rendered"
 HTML_EXTRACTOR = "trafilatura"
 
 
-def _source_or_404(request: HttpRequest, source_id: int) -> Source:
+def _source_or_404(request: HttpRequest, source_id: int, needed: Role = Role.VIEWER) -> Source:
+    """A source of one of the user's spaces (`NotVisible` otherwise: the no-access page),
+    when their role there carries `needed` (403 otherwise)."""
     try:
-        return selectors.source_get(request.user, source_id)
+        source = selectors.source_get(request.user, source_id)
     except Source.DoesNotExist:
-        raise Http404("No such source.") from None
+        raise NotVisible(source_id) from None
+    if not selectors.may(request.user, source.space_id, needed):
+        raise PermissionDenied(f"This needs the role {needed.label.lower()} in the source's space.")
+    return source
 
 
 def _external_or_404(request: HttpRequest, document_id: int) -> Document:
     try:
         return selectors.external_get(request.user, document_id)
     except Document.DoesNotExist:
-        raise Http404("No such external.") from None
+        raise NotVisible(document_id) from None
 
 
 def _forms(request: HttpRequest, bound: SourceBaseForm | None = None) -> dict[str, SourceBaseForm]:
-    forms = {kind: form_class(owner=request.user) for kind, form_class in SOURCE_FORMS.items()}
+    spaces = note_selectors.writable_spaces(request.user)
+    initial = {"space": space_for_new_documents(request).pk}
+    forms = {
+        kind: form_class(owner=request.user, spaces=spaces, initial=initial)
+        for kind, form_class in SOURCE_FORMS.items()
+    }
     if bound is not None:
         forms[bound.kind] = bound
     return forms
+
+
+def _role_context(request: HttpRequest, source: Source) -> dict[str, object]:
+    """Which of a source page's buttons this user gets: "Scan now" (editor), settings,
+    enable/disable, delete and the webhook secret (admin)."""
+    return {
+        "can_scan": selectors.may(request.user, source.space_id, Role.EDITOR),
+        "can_manage": selectors.may(request.user, source.space_id, Role.ADMIN),
+        "show_spaces": note_selectors.shows_space_badges(request.user),
+    }
 
 
 def _list_page(
@@ -83,7 +113,7 @@ def _list_page(
     upload_results: list[services.UploadResult] | None = None,
     upload_refusal: str = "",
 ) -> HttpResponse:
-    sources = list(selectors.sources_for_user(request.user))
+    sources = list(selectors.sources_for_user(request.user, space_id=current_space_id(request)))
     scans = selectors.latest_scans(sources)
     rows = [(source, scans.get(source.pk)) for source in sources]
     uploading = bool(upload_results or upload_refusal)
@@ -97,30 +127,37 @@ def _list_page(
             "open_kind": open_kind,
             "upload_results": upload_results or [],
             "upload_refusal": upload_refusal,
+            "show_spaces": note_selectors.shows_space_badges(request.user),
         },
         status=400 if bound is not None else 200,
     )
 
 
 @require_GET
+@shows_no_access
 def source_list(request: HttpRequest) -> HttpResponse:
     return _list_page(request)
 
 
 @require_POST
+@shows_no_access
 def source_add(request: HttpRequest, kind: str) -> HttpResponse:
-    """Create a folder, URL or upload source and start its first scan."""
+    """Create a folder, URL or upload source in a space where the user is an editor or
+    admin, and start its first scan."""
     form_class = SOURCE_FORMS.get(kind)
     if form_class is None:
         raise Http404("No such kind of source.")
+    check_target_space(request, request.POST.get(f"{kind}-space"))
+    spaces = note_selectors.writable_spaces(request.user)
     if kind == Source.Kind.UPLOAD:
-        return _upload(request)
-    form = form_class(request.POST, request.FILES, owner=request.user)
+        return _upload(request, spaces)
+    form = form_class(request.POST, request.FILES, owner=request.user, spaces=spaces)
     if not form.is_valid():
         return _list_page(request, form)
     data = form.cleaned_data
     common = {
         "owner": request.user,
+        "space": data["space"] or space_for_new_documents(request),
         "name": data["name"],
         "trust_tier": data["trust_tier"],
         "no_egress": data["no_egress"],
@@ -137,7 +174,7 @@ def source_add(request: HttpRequest, kind: str) -> HttpResponse:
     return redirect(f"{reverse('externals:source', args=[source.pk])}?after=0")
 
 
-def _upload(request: HttpRequest) -> HttpResponse:
+def _upload(request: HttpRequest, spaces: list[Space]) -> HttpResponse:
     """One or several files, each its own upload source, each through the checks a single
     upload has (`services.upload_one`). The page lists per file what was added and what
     was refused and why; one bad file never loses the others. A single accepted file goes
@@ -154,13 +191,14 @@ def _upload(request: HttpRequest) -> HttpResponse:
         response = _list_page(request, upload_refusal=refusal)
         response.status_code = 413
         return response
-    form = UploadSourceForm(request.POST, request.FILES, owner=request.user)
+    form = UploadSourceForm(request.POST, request.FILES, owner=request.user, spaces=spaces)
     if not form.is_valid():
         return _list_page(request, form)
     data = form.cleaned_data
     results = [
         services.upload_one(
             owner=request.user,
+            space=data["space"] or space_for_new_documents(request),
             name=name,
             filename=upload.name,
             data=upload.read(),
@@ -241,6 +279,7 @@ def _progress(scan: ScanRecord | None) -> dict[str, int] | None:
 
 
 @require_GET
+@shows_no_access
 def source_detail(request: HttpRequest, source_id: int) -> HttpResponse:
     source = _source_or_404(request, source_id)
     return _detail_page(request, source, after=_int_param(request, "after"))
@@ -254,6 +293,7 @@ def _detail_page(
         "externals/source_detail.html",
         {
             **_status_context(source, after=after),
+            **_role_context(request, source),
             "new_secret": new_secret,
             "webhook_url": _webhook_url(request, source),
         },
@@ -268,13 +308,14 @@ def _int_param(request: HttpRequest, name: str) -> int | None:
 
 
 @require_GET
+@shows_no_access
 def scan_status(request: HtmxHttpRequest, source_id: int) -> HttpResponse:
     """The polled partial: latest scan's state, progress and counts, the externals so far
     and the history; stops polling when the scan is done."""
     source = _source_or_404(request, source_id)
     context = _status_context(
         source, after=_int_param(request, "after"), polls=_int_param(request, "n") or 0
-    )
+    ) | _role_context(request, source)
     response = render(request, "externals/source_detail.html#scan_status", context)
     if request.htmx and not context["poll"] and (_int_param(request, "n") or 0) > 0:
         # The scan this page was waiting for finished: reload so the externals list and
@@ -284,9 +325,10 @@ def scan_status(request: HtmxHttpRequest, source_id: int) -> HttpResponse:
 
 
 @require_POST
+@shows_no_access
 def scan_now(request: HttpRequest, source_id: int) -> HttpResponse:
-    """Queue a refresh (the worker runs it; an immediate backend runs it inline)."""
-    source = _source_or_404(request, source_id)
+    """Queue a refresh (the worker runs it; an immediate backend runs it inline): editor."""
+    source = _source_or_404(request, source_id, Role.EDITOR)
     if not source.enabled:
         messages.error(request, "This source is disabled; enable it before scanning.")
         return redirect("externals:source", source_id=source.pk)
@@ -307,10 +349,11 @@ def scan_now(request: HttpRequest, source_id: int) -> HttpResponse:
 
 
 @require_POST
+@shows_no_access
 def rotate_secret(request: HttpRequest, source_id: int) -> HttpResponse:
     """Rotate the webhook secret and show the new one on this response only (it is not
-    stored anywhere a later page could show it again)."""
-    source = _source_or_404(request, source_id)
+    stored anywhere a later page could show it again): admin."""
+    source = _source_or_404(request, source_id, Role.ADMIN)
     secret = services.rotate_webhook_secret(source)
     source = _source_or_404(request, source_id)
     response = _detail_page(request, source, new_secret=secret)
@@ -319,10 +362,11 @@ def rotate_secret(request: HttpRequest, source_id: int) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
+@shows_no_access
 def source_edit(request: HttpRequest, source_id: int) -> HttpResponse:
     """Edit a source's name, trust tier, no-egress, stale age and enabled flag; saving
-    copies them onto its externals at once (`externals.services.source_update`)."""
-    source = _source_or_404(request, source_id)
+    copies them onto its externals at once (`externals.services.source_update`): admin."""
+    source = _source_or_404(request, source_id, Role.ADMIN)
     if request.method == "POST":
         form = SourceEditForm(request.POST, owner=request.user, instance=source)
         if form.is_valid():
@@ -352,9 +396,10 @@ def source_edit(request: HttpRequest, source_id: int) -> HttpResponse:
 
 
 @require_POST
+@shows_no_access
 def source_enabled(request: HttpRequest, source_id: int) -> HttpResponse:
-    """Disable or enable a source (`enabled` = "1" or "0") from its page."""
-    source = _source_or_404(request, source_id)
+    """Disable or enable a source (`enabled` = "1" or "0") from its page: admin."""
+    source = _source_or_404(request, source_id, Role.ADMIN)
     enabled = request.POST.get("enabled") == "1"
     services.source_set_enabled(source=source, enabled=enabled)
     messages.success(
@@ -365,9 +410,10 @@ def source_enabled(request: HttpRequest, source_id: int) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
+@shows_no_access
 def source_delete(request: HttpRequest, source_id: int) -> HttpResponse:
-    """GET: what deleting the source does, with counts; POST: do it."""
-    source = _source_or_404(request, source_id)
+    """GET: what deleting the source does, with counts; POST: do it. Admin."""
+    source = _source_or_404(request, source_id, Role.ADMIN)
     if request.method == "POST":
         try:
             counts = services.source_delete(source=source)
@@ -425,6 +471,7 @@ def _snapshot_page(request: HttpRequest, document: Document, version: Version) -
     # shows Markdown and HTML snapshots rendered, so that view is linkable.
     renderable = _renders_as_markdown(version, item)
     rendered = _rendered(request, version) if renderable and _wants_rendered(request) else None
+    annotations = list(annotations_for(request.user, version))
     return render(
         request,
         "externals/external_detail.html",
@@ -440,7 +487,12 @@ def _snapshot_page(request: HttpRequest, document: Document, version: Version) -
             "age": selectors.snapshot_age(version, source, item),
             "snapshot_html": _snapshot_html(version),
             "history": selectors.snapshots(document),
-            "annotations": annotations_for(request.user, version),
+            "annotations": annotations,
+            # Viewers read annotations; editors and admins write them; each one is deleted
+            # by its author or an admin of the space.
+            "can_annotate": selectors.may(request.user, document.space_id, Role.EDITOR),
+            "deletable": {a.pk for a in annotations if may_delete(request.user, a)},
+            "show_spaces": note_selectors.shows_space_badges(request.user),
         },
     )
 
@@ -450,12 +502,14 @@ def _wants_rendered(request: HttpRequest) -> bool:
 
 
 @require_GET
+@shows_no_access
 def external_detail(request: HttpRequest, document_id: int) -> HttpResponse:
     document = _external_or_404(request, document_id)
     return _snapshot_page(request, document, document.head)
 
 
 @require_GET
+@shows_no_access
 def snapshot_detail(request: HttpRequest, document_id: int, version_id: int) -> HttpResponse:
     document = _external_or_404(request, document_id)
     try:

@@ -1,19 +1,31 @@
-"""Notes over the API: the same selectors and services as the pages."""
+"""Notes over the API: the same selectors and services as the pages, with the same rules
+(issue 15): any member of a note's space reads it, an editor or admin writes it (403
+otherwise), and a note or space the caller is not a member of is a 404 that names nothing.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
 
+from lode_site.errors import NO_ACCESS
 from lode_site.ids import DbId, Offset
 from notes import selectors, services
 from notes.models import Document, Version
+from retrieval import eligibility
 
 router = Router(tags=["notes"])
+# The lists' optional space filter (a module-level default: ruff's B008).
+SPACE_PARAM = Query(
+    None,
+    description="Only the items of this space (one you are a member of; 404 otherwise). "
+    "Default: every space you belong to.",
+)
 
 
 class VersionSummary(Schema):
@@ -27,6 +39,7 @@ class VersionSummary(Schema):
 
 class NoteOut(Schema):
     id: int
+    space: int = Field(description="The id of the space the note belongs to.")
     title: str
     body: str
     body_omitted: bool = Field(
@@ -45,6 +58,15 @@ class NoteIn(Schema):
     title: str
     body: str = ""
     tags: list[str] = []
+
+
+class NoteCreateIn(NoteIn):
+    space: DbId | None = Field(
+        None,
+        description="The id of the space the note goes to: one where you are an editor or "
+        "admin (403 where you are a viewer, 404 for a space you are not a member of). "
+        "Default: your personal space.",
+    )
 
 
 class NoteUpdateIn(NoteIn):
@@ -96,6 +118,7 @@ def _summary(version: Version) -> VersionSummary:
 def _note_out(note: Document) -> NoteOut:
     return NoteOut(
         id=note.pk,
+        space=note.space_id,
         title=note.title,
         body=note.head.body,
         tags=[name for name, _ in selectors.note_tags(note)],
@@ -106,22 +129,36 @@ def _note_out(note: Document) -> NoteOut:
 
 
 def _get(request: HttpRequest, note_id: int) -> Document:
-    """The caller's live note, or a 404 (someone else's note looks like a missing one)."""
+    """A live note of one of the caller's spaces, or a 404 (a note of a space they are not
+    in looks like a missing one)."""
     try:
         return selectors.note_get(request.auth, note_id)
     except Document.DoesNotExist:
-        raise HttpError(404, "No such note.") from None
+        raise HttpError(404, NO_ACCESS) from None
 
 
-@router.get("/", response=list[NoteOut])
+def _writable(request: HttpRequest, note_id: int) -> Document:
+    """`_get`, and 403 unless the caller is an editor or admin of the note's space."""
+    note = _get(request, note_id)
+    if not selectors.may_write(request.auth, note):
+        raise PermissionDenied("Only editors and admins of this space can change its notes.")
+    return note
+
+
+@router.get("/", response={200: list[NoteOut], 404: ErrorOut})
 def list_notes(
     request: HttpRequest,
     tag: str | None = None,
+    space: DbId | None = SPACE_PARAM,
     limit: int = Query(100, description="At most this many notes (clamped to 1..500)."),
     offset: Offset = 0,
 ):
     limit = max(1, min(limit, 500))
-    notes = selectors.notes_for_user(request.auth, tag=tag)[offset : offset + limit]
+    try:
+        notes = selectors.notes_for_user(request.auth, tag=tag, space_id=space)
+    except eligibility.NoAccess:
+        raise HttpError(404, NO_ACCESS) from None
+    notes = notes[offset : offset + limit]
     # Bound the response (issue 10, item 2): 500 notes of up to LODE_MAX_NOTE_BYTES each
     # would be a gigabyte. Bodies are included in order until the budget is spent (the
     # first always is); later notes keep their metadata and say their body was left out.
@@ -136,10 +173,16 @@ def list_notes(
     return listed
 
 
-@router.post("/", response={201: NoteOut, 400: ErrorOut})
-def create_note(request: HttpRequest, payload: NoteIn):
+@router.post("/", response={201: NoteOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut})
+def create_note(request: HttpRequest, payload: NoteCreateIn):
+    if payload.space is not None and eligibility.role_in(request.auth.pk, payload.space) is None:
+        raise HttpError(404, NO_ACCESS)
     note = services.note_create(
-        owner=request.auth, title=payload.title, body=payload.body, tags=payload.tags
+        owner=request.auth,
+        title=payload.title,
+        body=payload.body,
+        tags=payload.tags,
+        space=payload.space,
     )
     return Status(201, _note_out(note))
 
@@ -150,12 +193,14 @@ def get_note(request: HttpRequest, note_id: DbId):
 
 
 @router.put(
-    "/{id:note_id}", response={200: NoteOut, 400: ErrorOut, 404: ErrorOut, 409: ConflictOut}
+    "/{id:note_id}",
+    response={200: NoteOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ConflictOut},
 )
 def update_note(request: HttpRequest, note_id: DbId, payload: NoteUpdateIn):
     """Save an edit. 409 (with both texts) when the note changed since `base_version_id`;
-    400 when `base_version_id` is not a version of this note or the content is invalid."""
-    note = _get(request, note_id)
+    400 when `base_version_id` is not a version of this note or the content is invalid;
+    403 for a viewer of the note's space."""
+    note = _writable(request, note_id)
     try:
         services.note_update(
             document=note,
@@ -180,9 +225,9 @@ def _conflict_out(exc: services.EditConflict) -> ConflictOut:
     )
 
 
-@router.delete("/{id:note_id}", response={204: None, 404: ErrorOut})
+@router.delete("/{id:note_id}", response={204: None, 403: ErrorOut, 404: ErrorOut})
 def delete_note(request: HttpRequest, note_id: DbId):
-    services.note_delete(document=_get(request, note_id), user=request.auth)
+    services.note_delete(document=_writable(request, note_id), user=request.auth)
     return Status(204, None)
 
 
@@ -209,13 +254,13 @@ def get_version(request: HttpRequest, note_id: DbId, version_id: DbId):
 
 @router.post(
     "/{id:note_id}/versions/{id:version_id}/restore",
-    response={200: NoteOut, 400: ErrorOut, 404: ErrorOut, 409: ConflictOut},
+    response={200: NoteOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ConflictOut},
 )
 def restore_version(request: HttpRequest, note_id: DbId, version_id: DbId, payload: RestoreIn):
     """Write an old version's content as a new head version. `base_version_id` is the head
     you saw: 409 (nothing restored, the current text returned) when the note changed since,
-    as for an edit; 400 when it is not a version of this note."""
-    note = _get(request, note_id)
+    as for an edit; 400 when it is not a version of this note; 403 for a viewer."""
+    note = _writable(request, note_id)
     try:
         services.note_restore(
             document=note,

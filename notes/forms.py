@@ -1,8 +1,20 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django import forms
 
 from lode_site.ids import MAX_ID
+from spaces.models import Space
+
+
+def space_choices(spaces: Sequence[Space]) -> list[tuple[int, str]]:
+    """A space select's choices: each space the user may write in, the personal one
+    labelled as such (every user's is called "Personal")."""
+    return [
+        (space.pk, f"{space.name} (yours only)" if space.is_personal else space.name)
+        for space in spaces
+    ]
 
 
 class NoteForm(forms.Form):
@@ -18,6 +30,18 @@ class NoteForm(forms.Form):
     )
     # The version this edit started from; a save is refused when the head has moved since.
     base_version = forms.IntegerField(widget=forms.HiddenInput, required=False)
+    # Creating only: which space the note goes to (issue 15). An edit never moves a note.
+    # Left out (an older form, a script): the default space (`space_for_new_documents`).
+    space = forms.TypedChoiceField(coerce=int, label="Space", required=False, empty_value=None)
+
+    def __init__(self, *args, spaces: Sequence[Space] | None = None, **kwargs) -> None:
+        """`spaces`: the spaces the user may write in (the create form's choices); None for
+        an edit, which has no space field."""
+        super().__init__(*args, **kwargs)
+        if spaces is None:
+            del self.fields["space"]
+        else:
+            self.fields["space"].choices = space_choices(spaces)
 
 
 class RestoreForm(forms.Form):

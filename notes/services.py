@@ -4,7 +4,9 @@ for large data sets). Also the bounded word diff the compare and conflict pages 
 
 Every write runs in one transaction that also writes the version's passages, so the
 lexical index is current when it commits. Callers pass the user; permission checks happen
-here as well as in the selectors, so a view cannot forget them.
+here as well as in the selectors, so a view cannot forget them: writing a note (create,
+edit, delete, restore, import) needs the role editor or admin in the note's space (issue
+15), decided by `retrieval.eligibility.can`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from notes.models import Document, DocumentTag, Tag, TrustTier, Version
+from retrieval.eligibility import can, role_in
 from retrieval.index.passages import (
     index_new_head,
     index_new_heads,
@@ -32,6 +35,7 @@ from retrieval.index.passages import (
 )
 from retrieval.index.sync import enqueue_document_sync_on_commit
 from retrieval.models import Passage
+from spaces.models import Role, Space, personal_space_id, role_at_least
 
 NOTE_EXTRACTOR = "markdown-note"
 NOTE_EXTRACTOR_VERSION = "1"
@@ -237,27 +241,43 @@ def version_create(
     return version
 
 
+def target_space_id(owner: AbstractBaseUser, space: Space | int | None) -> int:
+    """The id of the space a new note of `owner`'s goes to: `space` (a space or its id),
+    where `owner` must be editor or admin (`PermissionDenied` otherwise, also for a space
+    they are not in), or their personal space when None."""
+    if space is None:
+        return personal_space_id(owner.pk)
+    space_id = space if isinstance(space, int) else space.pk
+    if not can(owner.pk, space_id, Role.EDITOR):
+        raise PermissionDenied("You cannot write notes in this space.")
+    return space_id
+
+
 def note_create(
     *,
     owner: AbstractBaseUser,
     title: str,
     body: str,
     tags: str | list[str] | tuple[str, ...] = (),
+    space: Space | int | None = None,
     external_key: str = "",
     source_name: str = "",
     source_path: str = "",
     source_sha256: str = "",
 ) -> Document:
-    """Create a note with its first version; the note is searchable on commit.
+    """Create a note with its first version in `space` (None: the owner's personal space;
+    otherwise the owner must be an editor there); the note is searchable on commit.
 
     The `source_*` arguments are for imports: see `version_create`; `source_name` is the
     import's name (a folder's name), used by the `source:` search filter.
     """
     title, body = validate_content(title=title, body=body)
     manual = parse_tags(tags)
+    space_id = target_space_id(owner, space)
     with transaction.atomic():
         document = Document.objects.create(
             owner=owner,
+            space_id=space_id,
             kind=Document.Kind.NOTE,
             title=title,
             trust_tier=TrustTier.NOTE,
@@ -276,15 +296,32 @@ def note_create(
     return document
 
 
+def may_change(user: AbstractBaseUser, document: Document) -> bool:
+    """Whether `user` may write `document` (edit, delete, restore a version or from the
+    trash): an editor or admin of its space. An annotation's note holds its author's words,
+    so of the editors only its author may (admins still may: they may delete any
+    annotation, `externals.annotations.may_delete`)."""
+    return may_change_as(user, document, role_in(user.pk, document.space_id))
+
+
+def may_change_as(user: AbstractBaseUser, document: Document, role: str | None) -> bool:
+    """`may_change` for a caller that already knows the user's `role` in the document's
+    space (None: not a member)."""
+    if document.trust_tier == TrustTier.ANNOTATION and document.owner_id != user.pk:
+        return role_at_least(role, Role.ADMIN)
+    return role_at_least(role, Role.EDITOR)
+
+
 def _locked(document: Document, user: AbstractBaseUser) -> Document:
-    """Re-read the document under a row lock and check the user owns it and it is live.
+    """Re-read the document under a row lock and check the user may write in its space
+    (editor or admin) and it is live.
 
     The head is not joined into the locking query: on PostgreSQL a writer that waited for
     the lock gets the document row as committed meanwhile, but a joined row as of its first
     read (a stale or missing head). `locked.head` is read after the lock, from `head_id`.
     """
     locked = Document.objects.select_for_update().get(pk=document.pk)
-    if locked.owner_id != user.pk:
+    if not may_change(user, locked):
         raise PermissionDenied("You cannot change this note.")
     if locked.deleted_at is not None:
         raise ValidationError("This note was deleted.")
@@ -352,17 +389,31 @@ def note_restore(
 def note_delete(*, document: Document, user: AbstractBaseUser) -> None:
     """Soft-delete: the note and its history stay stored but leave every search at once."""
     with transaction.atomic():
-        locked = _locked(document, user)
-        locked.deleted_at = timezone.now()
-        locked.save(update_fields=["deleted_at", "updated_at"])
-        unindex_document(locked)
+        _discard(_locked(document, user))
+
+
+def document_discard(*, document: Document) -> None:
+    """`note_delete` without its role check, for a caller that made its own: an
+    annotation's author may delete it (its note) whatever their role now
+    (`externals.annotations.annotation_delete`). A document already deleted stays as is."""
+    with transaction.atomic():
+        locked = Document.objects.select_for_update().get(pk=document.pk)
+        if locked.deleted_at is None:
+            _discard(locked)
+
+
+def _discard(locked: Document) -> None:
+    locked.deleted_at = timezone.now()
+    locked.save(update_fields=["deleted_at", "updated_at"])
+    unindex_document(locked)
 
 
 def note_undelete(*, document: Document, user: AbstractBaseUser) -> Document:
     """Take a note out of the trash: it is live again with all its versions, and its head is
     searchable again when this commits (lexically at once, vectors through the worker).
 
-    Only the owner may; a note that is not in the trash is a `ValidationError`. The head
+    Only an editor or admin of its space may; a note that is not in the trash is a
+    `ValidationError`. The head
     version's passages were only taken out of the head set by `note_delete`, so they are put
     back as they were (same rows: evidence links made before the delete open again as
     current) when they are still what the chunker makes of that version; otherwise the head
@@ -370,7 +421,7 @@ def note_undelete(*, document: Document, user: AbstractBaseUser) -> Document:
     """
     with transaction.atomic():
         locked = Document.objects.select_for_update().get(pk=document.pk)
-        if locked.owner_id != user.pk or locked.kind != Document.Kind.NOTE:
+        if not may_change(user, locked) or locked.kind != Document.Kind.NOTE:
             raise PermissionDenied("You cannot restore this note.")
         if locked.deleted_at is None:
             raise ValidationError("This note is not in the trash.")
@@ -551,9 +602,16 @@ class Imported:
     reason: str = ""
 
 
-def note_import(*, owner: AbstractBaseUser, note: NoteImport, source_name: str = "") -> Imported:
-    """Create the note `note.external_key` of `owner` (`note_create`), or give it a new
-    version if its title or body changed; unchanged content writes nothing.
+def note_import(
+    *,
+    owner: AbstractBaseUser,
+    note: NoteImport,
+    source_name: str = "",
+    space: Space | int | None = None,
+) -> Imported:
+    """Create the note `note.external_key` of `owner` (`note_create`, in `space`: None is
+    the personal space), or give it a new version if its title or body changed; unchanged
+    content writes nothing. A note imported before stays in the space it is in now.
 
     `source_name` (when not blank) becomes the note's source name. Content the services
     reject, and a note deleted in lode, are skipped with the reason.
@@ -569,6 +627,7 @@ def note_import(*, owner: AbstractBaseUser, note: NoteImport, source_name: str =
             owner=owner,
             title=note.title,
             body=note.body,
+            space=space,
             external_key=note.external_key,
             source_name=source_name,
             source_path=note.source_path,
@@ -581,7 +640,11 @@ def note_import(*, owner: AbstractBaseUser, note: NoteImport, source_name: str =
 
 
 def notes_import(
-    *, owner: AbstractBaseUser, notes: Sequence[NoteImport], source_name: str = ""
+    *,
+    owner: AbstractBaseUser,
+    notes: Sequence[NoteImport],
+    source_name: str = "",
+    space: Space | int | None = None,
 ) -> list[Imported]:
     """`note_import` for a batch, in bulk and in one transaction (loaders of large data sets):
     the notes that are new are written with a few statements for the whole batch, as the
@@ -589,9 +652,13 @@ def notes_import(
     gives them; unchanged ones cost nothing beyond the batch's one read. A non-blank
     `source_name` is set, in one UPDATE, on the batch's notes that have another.
 
+    New notes go to `space` (None: the owner's personal space; otherwise the owner must be
+    an editor there); notes imported before stay where they are.
+
     Returns what happened to each note, in order. `external_key`s must be unique within
     the batch.
     """
+    space_id = target_space_id(owner, space)
     keys = [note.external_key for note in notes]
     if len(set(keys)) != len(keys):
         raise ValueError("notes_import: an external_key appears twice in the batch")
@@ -612,7 +679,9 @@ def notes_import(
             ).update(source_name=source_name)
         new = [note for note in valid if note.external_key not in existing]
         if new:
-            written = _notes_create_bulk(owner=owner, notes=new, source_name=source_name)
+            written = _notes_create_bulk(
+                owner=owner, notes=new, source_name=source_name, space_id=space_id
+            )
             for note, passages in zip(new, written, strict=True):
                 results[note.external_key] = Imported(note.external_key, "created", passages)
         for note in valid:
@@ -695,15 +764,17 @@ def _import_version(
 
 
 def _notes_create_bulk(
-    *, owner: AbstractBaseUser, notes: Sequence[NoteImport], source_name: str
+    *, owner: AbstractBaseUser, notes: Sequence[NoteImport], source_name: str, space_id: int
 ) -> list[int]:
     """`note_create` for notes none of which exists yet, in bulk: the same document rows,
     first versions (`_new_version`), head passages (`index_new_heads`) and `#hashtag` tags.
-    Must run inside a transaction; returns the passages written per note, in order."""
+    Must run inside a transaction; returns the passages written per note, in order.
+    `space_id` is set explicitly: bulk_create skips `Document.save`'s personal default."""
     documents = Document.objects.bulk_create(
         [
             Document(
                 owner=owner,
+                space_id=space_id,
                 kind=Document.Kind.NOTE,
                 title=note.title,
                 trust_tier=TrustTier.NOTE,

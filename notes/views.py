@@ -1,14 +1,22 @@
-"""Note pages. Thin: each view reads through selectors, writes through services."""
+"""Note pages. Thin: each view reads through selectors, writes through services.
+
+Who may do what is the user's role in the note's space (issue 15): any member reads (list,
+detail, history, compare, versions, trash); an editor or admin writes (create, edit, delete,
+restore). A note of a space the user is not in answers the no-access page (404), for reads
+and writes alike, so ids leak nothing; a member without the role gets Django's 403.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Q
 from django.db.models.functions import Lower
 from django.http import Http404, HttpRequest, HttpResponse
@@ -17,6 +25,7 @@ from django.urls import reverse
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from lode_site.errors import no_access
 from lode_site.htmx import HtmxHttpRequest
 from notes import selectors, services
 from notes.forms import NoteForm, RestoreForm
@@ -31,24 +40,69 @@ from notes.rendering import (
     wiki_key,
     wiki_titles,
 )
-from retrieval import links
+from retrieval import eligibility, links
+from spaces.current import current_space_id, space_for_new_documents
+from spaces.models import Role, Space
+
+
+class NotVisible(Exception):
+    """What the user asked for is in a space they are not a member of, or does not exist:
+    `shows_no_access` answers both with the same no-access page."""
+
+
+def shows_no_access[**P](
+    view: Callable[P, HttpResponse],
+) -> Callable[P, HttpResponse]:
+    """Answer `NotVisible` (and `eligibility.NoAccess`) raised by `view` with
+    `lode_site.errors.no_access`: a 404 that names nothing."""
+
+    @functools.wraps(view)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> HttpResponse:
+        try:
+            return view(*args, **kwargs)
+        except (NotVisible, eligibility.NoAccess):
+            request = args[0]
+            assert isinstance(request, HttpRequest)
+            return no_access(request)
+
+    return wrapper
 
 
 def _note_or_404(request: HttpRequest, note_id: int) -> Document:
     try:
         return selectors.note_get(request.user, note_id)
     except Document.DoesNotExist:
-        raise Http404("No such note.") from None
+        raise NotVisible(note_id) from None
+
+
+def _writable(request: HttpRequest, note: Document) -> Document:
+    """`note`, when the user may write it (editor or admin of its space); 403 otherwise."""
+    if not selectors.may_write(request.user, note):
+        raise PermissionDenied("Only editors and admins of this space can change its notes.")
+    return note
+
+
+def _list_context(request: HttpRequest) -> dict[str, object]:
+    """What every notes list shows beside its rows: space badges when the user has more
+    than one space."""
+    return {"show_spaces": selectors.shows_space_badges(request.user)}
 
 
 @require_GET
+@shows_no_access
 def note_list(request: HttpRequest) -> HttpResponse:
     tag = request.GET.get("tag") or None
-    notes = selectors.notes_for_user(request.user, tag=tag)[:500]
+    space_id = current_space_id(request)
+    notes = selectors.notes_for_user(request.user, tag=tag, space_id=space_id)[:500]
     return render(
         request,
         "notes/list.html",
-        {"notes": notes, "tag": tag, "tags": selectors.tags_for_user(request.user)},
+        {
+            "notes": notes,
+            "tag": tag,
+            "tags": selectors.tags_for_user(request.user, space_id=space_id),
+            **_list_context(request),
+        },
     )
 
 
@@ -66,10 +120,10 @@ def _create_url(title: str) -> str:
 
 
 def _with_wiki_links(user: AbstractBaseUser, html: SafeString) -> SafeString:
-    """`html` (rendered by notes.rendering) with its `[[wiki links]]` pointing at `user`'s
-    own live notes of those titles, compared without case; the most recently edited note
-    wins when two share a title. Never anyone else's note: the candidates come from
-    `selectors.notes_for_user`.
+    """`html` (rendered by notes.rendering) with its `[[wiki links]]` pointing at the live
+    notes of those titles in `user`'s spaces, compared without case; the most recently
+    edited note wins when two share a title. Never a note of a space they are not in: the
+    candidates come from `selectors.notes_for_user`.
 
     One query: titles equal as written or in their common casings, or equal lowercased by
     the database; `wiki_key` then decides. The casings are for SQLite, whose LOWER() folds
@@ -127,6 +181,7 @@ def _rendered_page(
 
 
 @require_GET
+@shows_no_access
 def note_detail(request: HtmxHttpRequest, note_id: int) -> HttpResponse:
     note = _note_or_404(request, note_id)
     return _rendered_page(
@@ -134,7 +189,38 @@ def note_detail(request: HtmxHttpRequest, note_id: int) -> HttpResponse:
         "notes/detail.html",
         note.head,
         _note_url(note),
-        {"note": note, "tags": selectors.note_tags(note)},
+        {"note": note, "tags": selectors.note_tags(note), **_note_context(request, note)},
+    )
+
+
+def _note_context(request: HttpRequest, note: Document) -> dict[str, object]:
+    """What a note's pages show about its space: whether this user may write it (write
+    buttons), and the space's name when the user has more than one space."""
+    space = note.space
+    return {
+        "can_write": selectors.may_write(request.user, note),
+        "show_spaces": selectors.shows_space_badges(request.user),
+        # Share (issue 15, item 5): the note's link and who can open it; moving it to
+        # another space (spaces/move.html, which reads `document`); a public read-only
+        # link to its current version (spaces/_public_link_form.html).
+        "share_url": request.build_absolute_uri(_note_url(note)),
+        "share_audience": note_audience(space),
+        "document": note,
+        "public_link_kind": "version",
+        "public_link_target_id": note.head_id,
+        "public_link_space": space,
+        "public_link_role": eligibility.role_in(request.user.pk, space.pk),
+    }
+
+
+def note_audience(space: Space) -> str:
+    """Who can open a link to a note in `space`, in words."""
+    if space.is_personal:
+        return "Only you can open this link: the note is in your personal space."
+    members = space.memberships.count()
+    return (
+        f"Members of {space.name} ({members} {'people' if members != 1 else 'person'}) can "
+        "open this link; anyone else sees a page saying they have no access."
     )
 
 
@@ -143,11 +229,32 @@ def _form_errors(form: NoteForm, exc: ValidationError) -> None:
         form.add_error(None, message)
 
 
+def check_target_space(request: HttpRequest, raw: str | None) -> None:
+    """The space a create form (a note, a source) names must be one the user may write in:
+    not a member → `NotVisible` (the no-access page, as for any id of a space they are not
+    in); a member without the editor role → 403. Anything not an id is left to the form's
+    validation."""
+    if raw is None or not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+        return
+    role = eligibility.role_in(request.user.pk, int(raw))
+    if role is None:
+        raise NotVisible(raw)
+    if not eligibility.can(request.user.pk, int(raw), Role.EDITOR):
+        raise PermissionDenied("Only editors and admins of this space can add to it.")
+
+
 @require_http_methods(["GET", "POST"])
+@shows_no_access
 def note_create(request: HttpRequest) -> HttpResponse:
     # `?title=` fills in the title: an unresolved [[wiki link]] leads here.
-    initial = {"title": request.GET.get("title", "")[: services.MAX_TITLE_CHARS]}
-    form = NoteForm(request.POST or None, initial=initial)
+    initial = {
+        "title": request.GET.get("title", "")[: services.MAX_TITLE_CHARS],
+        "space": space_for_new_documents(request).pk,
+    }
+    if request.method == "POST":
+        check_target_space(request, request.POST.get("space"))
+    spaces = selectors.writable_spaces(request.user)
+    form = NoteForm(request.POST or None, initial=initial, spaces=spaces)
     if request.method == "POST" and form.is_valid():
         try:
             note = services.note_create(
@@ -155,6 +262,7 @@ def note_create(request: HttpRequest) -> HttpResponse:
                 title=form.cleaned_data["title"],
                 body=form.cleaned_data["body"],
                 tags=form.cleaned_data["tags"],
+                space=form.cleaned_data["space"] or space_for_new_documents(request),
             )
         except ValidationError as exc:
             _form_errors(form, exc)
@@ -165,8 +273,9 @@ def note_create(request: HttpRequest) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
+@shows_no_access
 def note_edit(request: HttpRequest, note_id: int) -> HttpResponse:
-    note = _note_or_404(request, note_id)
+    note = _writable(request, _note_or_404(request, note_id))
     conflict: services.EditConflict | None = None
     status = 200
     if request.method == "POST":
@@ -230,8 +339,9 @@ def note_edit(request: HttpRequest, note_id: int) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
+@shows_no_access
 def note_delete(request: HttpRequest, note_id: int) -> HttpResponse:
-    note = _note_or_404(request, note_id)
+    note = _writable(request, _note_or_404(request, note_id))
     if request.method == "POST":
         services.note_delete(document=note, user=request.user)
         messages.success(request, f"Moved “{note.title}” to the trash; you can restore it there.")
@@ -240,6 +350,7 @@ def note_delete(request: HttpRequest, note_id: int) -> HttpResponse:
 
 
 @require_GET
+@shows_no_access
 def note_history(request: HttpRequest, note_id: int) -> HttpResponse:
     return _history(request, _note_or_404(request, note_id))
 
@@ -249,7 +360,11 @@ def _history(request: HttpRequest, note: Document, *, status: int = 200) -> Http
     return render(
         request,
         "notes/history.html",
-        {"note": note, "versions": selectors.note_versions(note)},
+        {
+            "note": note,
+            "versions": selectors.note_versions(note),
+            **_note_context(request, note),
+        },
         status=status,
     )
 
@@ -265,6 +380,7 @@ def _version_number(raw: str | None, default: int) -> int | None:
 
 
 @require_GET
+@shows_no_access
 def note_compare(request: HttpRequest, note_id: int) -> HttpResponse:
     """`?a=N&b=M`: the word diff from version N to version M of a note (user-facing numbers;
     by default the version before the current one to the current one)."""
@@ -295,19 +411,29 @@ def note_compare(request: HttpRequest, note_id: int) -> HttpResponse:
 
 
 @require_GET
+@shows_no_access
 def note_trash(request: HttpRequest) -> HttpResponse:
+    notes = list(
+        selectors.trashed_notes_for_user(request.user, space_id=current_space_id(request))[:500]
+    )
+    restorable = selectors.writable_ids(request.user, notes)
     return render(
-        request, "notes/trash.html", {"notes": selectors.trashed_notes_for_user(request.user)[:500]}
+        request,
+        "notes/trash.html",
+        {"notes": notes, "restorable": restorable, **_list_context(request)},
     )
 
 
 @require_POST
+@shows_no_access
 def note_undelete(request: HttpRequest, note_id: int) -> HttpResponse:
-    """Restore a note from the trash (only the owner's, only one that is in the trash)."""
+    """Restore a note from the trash (one of a space the user edits in, only one that is in
+    the trash)."""
     try:
         note = selectors.trashed_note_get(request.user, note_id)
     except Document.DoesNotExist:
-        raise Http404("No such note in your trash.") from None
+        raise NotVisible(note_id) from None
+    _writable(request, note)
     try:
         services.note_undelete(document=note, user=request.user)
     except ValidationError as exc:
@@ -322,6 +448,7 @@ def note_undelete(request: HttpRequest, note_id: int) -> HttpResponse:
 
 
 @require_GET
+@shows_no_access
 def version_detail(request: HtmxHttpRequest, note_id: int, version_id: int) -> HttpResponse:
     note = _note_or_404(request, note_id)
     try:
@@ -333,18 +460,19 @@ def version_detail(request: HtmxHttpRequest, note_id: int, version_id: int) -> H
         "notes/version.html",
         version,
         links.version_url(kind=note.kind, document_id=note.pk, version_id=version.pk),
-        {"note": note},
+        {"note": note, **_note_context(request, note)},
     )
 
 
 @require_POST
+@shows_no_access
 def version_restore(request: HttpRequest, note_id: int, version_id: int) -> HttpResponse:
     """Restore `version_id` on top of the head the user saw (the form's `base_version`).
 
     When the note changed since that page was shown, nothing is restored and the history
     page comes back (409) saying so, with the current versions to choose from again.
     """
-    note = _note_or_404(request, note_id)
+    note = _writable(request, _note_or_404(request, note_id))
     form = RestoreForm(request.POST)
     if not form.is_valid():
         messages.error(request, f"Nothing was restored: {form.first_error()}")

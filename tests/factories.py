@@ -118,9 +118,11 @@ def make_external(
     external_key: str = "",
     extractor: tuple[str, str] = ("text", "1"),
     age: timedelta = timedelta(0),
+    space_id: int | None = None,
 ) -> Document:
     """An external document written the way the refresh pipeline writes one: the document
-    row, then one snapshot per body through `version_create` (created by no user).
+    row (in space `space_id`, by default the owner's personal space), then one snapshot per
+    body through `version_create` (created by no user).
 
     `bodies`, when given, replaces `body`: one snapshot each, the last is the head. `age`
     backdates every snapshot, for staleness. `extractor` is the (name, version) shown on
@@ -129,6 +131,7 @@ def make_external(
     with transaction.atomic():
         document = Document.objects.create(
             owner=owner,
+            space_id=space_id,
             kind=Document.Kind.EXTERNAL,
             title=title,
             trust_tier=tier,
@@ -166,8 +169,9 @@ def make_source_external(
     bodies: Sequence[str] = ("Rotate the certs before Friday.\n",),
     age: timedelta = timedelta(0),
 ) -> Document:
-    """An external mirrored from `source` at `path`, with its `SourceItem`: tier, no-egress
-    and name come from the source, as a scan would set them; one snapshot per body."""
+    """An external mirrored from `source` at `path`, with its `SourceItem`: space, tier,
+    no-egress and name come from the source, as a scan would set them; one snapshot per
+    body."""
     document = make_external(
         source.owner,
         title,
@@ -178,6 +182,7 @@ def make_source_external(
         external_key=f"source:{source.pk}:{path}",
         extractor=("trafilatura", "2.0.0"),
         age=age,
+        space_id=source.space_id,
     )
     SourceItem.objects.create(
         source=source,

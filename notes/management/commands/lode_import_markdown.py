@@ -1,5 +1,5 @@
-"""`manage.py lode_import_markdown DIR [--user NAME] [--source NAME]`: import a folder of
-markdown files as notes.
+"""`manage.py lode_import_markdown DIR [--user NAME] [--source NAME] [--space ID]`: import a
+folder of markdown files as notes (new ones in space ID, by default the user's personal one).
 
 Each `.md` file becomes one note whose `external_key` is its path relative to DIR, so running
 the import again updates notes in place (a new version when the file changed, nothing when it
@@ -37,6 +37,8 @@ from tqdm import tqdm
 from lode_site.models import JobProgress, job_progress
 from notes import services
 from notes.sources import SourceRefused, read_source_bytes, sha256_bytes
+from retrieval import eligibility
+from spaces.models import Role
 
 DEFAULT_USER = "eval"
 MAX_KEY_CHARS = 500  # Document.external_key max_length
@@ -172,8 +174,10 @@ def import_markdown(
     progress: bool = True,
     source_name: str | None = None,
     on_progress: Callable[[int, int], object] | None = None,
+    space: int | None = None,
 ) -> ImportStats:
     """Import every markdown file under `root` for `owner`; see the module docstring.
+    New notes go to the space with id `space` (None: the owner's personal space).
 
     `source_name` defaults to the folder's name. `on_progress(done, total)` is called once
     the files are listed (done 0) and after each file, imported or skipped.
@@ -206,7 +210,9 @@ def import_markdown(
                 source_path=str(path),
                 source_sha256=sha256_bytes(data),
             )
-            imported = services.note_import(owner=owner, note=note, source_name=source_name)
+            imported = services.note_import(
+                owner=owner, note=note, source_name=source_name, space=space
+            )
         except Skip as exc:
             stats.skipped.append((key, str(exc)))
         except OSError as exc:
@@ -220,7 +226,8 @@ def import_markdown(
 
 
 def add_import_arguments(parser: CommandParser) -> None:
-    """The options both import commands take: `--user`, `--source`, `--no-progress`."""
+    """The options both import commands take: `--user`, `--source`, `--space`,
+    `--no-progress`."""
     parser.add_argument(
         "--user", default=DEFAULT_USER, help=f"owner of the notes (default {DEFAULT_USER})"
     )
@@ -228,6 +235,13 @@ def add_import_arguments(parser: CommandParser) -> None:
         "--source",
         default=None,
         help="source name for the `source:` search filter (default: DIR's folder name)",
+    )
+    parser.add_argument(
+        "--space",
+        type=int,
+        default=None,
+        help="id of the space new notes go to; the user must be an editor or admin there "
+        "(default: the user's personal space)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -241,6 +255,25 @@ def source_option(value: object) -> str | None:
     if not source or len(source) > MAX_SOURCE_CHARS:
         raise CommandError(f"--source needs 1 to {MAX_SOURCE_CHARS} characters")
     return source
+
+
+def space_option(value: object, owner: AbstractBaseUser) -> int | None:
+    """The `--space` option checked: None when not given, else the id of a space where
+    `owner` is an editor or admin (a `CommandError` otherwise, naming the reason)."""
+    if value is None:
+        return None
+    space_id = int(str(value))
+    role = eligibility.role_in(owner.pk, space_id)
+    if role is None:
+        raise CommandError(
+            f"--space {space_id}: no such space, or {owner.get_username()} is not a member"
+        )
+    if not eligibility.can(owner.pk, space_id, Role.EDITOR):
+        raise CommandError(
+            f"--space {space_id}: {owner.get_username()} is a {role} there; importing needs "
+            "editor or admin"
+        )
+    return space_id
 
 
 def report(command: BaseCommand, stats: ImportStats) -> None:
@@ -263,6 +296,7 @@ class Command(BaseCommand):
             raise CommandError(f"{root} is not a folder")
         source = source_option(options["source"])
         owner = ensure_user(str(options["user"]))
+        space = space_option(options["space"], owner)
         summary = f"{root.resolve()} for {owner.get_username()}"
         if source is not None:
             summary += f", source {source}"
@@ -273,5 +307,6 @@ class Command(BaseCommand):
                 progress=not options["no_progress"],
                 source_name=source,
                 on_progress=job.report,
+                space=space,
             )
         report(self, stats)

@@ -39,6 +39,7 @@ from notes.management.commands.lode_import_markdown import (
     ensure_user,
     report,
     source_option,
+    space_option,
 )
 
 KEY_PREFIX = "beir:"
@@ -88,9 +89,13 @@ def write_batch(
     records: list[services.NoteImport],
     stats: ImportStats,
     source_name: str = "",
+    space: int | None = None,
 ) -> None:
-    """Upsert one batch in one transaction (`services.notes_import`) and count the result."""
-    for imported in services.notes_import(owner=owner, notes=records, source_name=source_name):
+    """Upsert one batch in one transaction (`services.notes_import`) and count the result;
+    new notes go to the space with id `space` (None: the owner's personal space)."""
+    for imported in services.notes_import(
+        owner=owner, notes=records, source_name=source_name, space=space
+    ):
         stats.add(imported)
 
 
@@ -113,9 +118,11 @@ def load_beir(
     progress: bool = True,
     batch_size: int = BATCH_SIZE,
     source_name: str | None = None,
+    space: int | None = None,
 ) -> ImportStats:
-    """Load `corpus_dir/corpus.jsonl` (its first `limit` records) as notes of `owner`.
-    `source_name` defaults to the data set's folder name."""
+    """Load `corpus_dir/corpus.jsonl` (its first `limit` records) as notes of `owner`, new
+    ones in the space with id `space` (None: the owner's personal space). `source_name`
+    defaults to the data set's folder name."""
     started = time.perf_counter()
     if source_name is None:
         source_name = data_set_name(Path(corpus_dir))
@@ -139,7 +146,7 @@ def load_beir(
                 else:
                     seen.add(record.external_key)
                     unique.append(record)
-            write_batch(owner, unique, stats, source_name)
+            write_batch(owner, unique, stats, source_name, space)
             bar.update(len(batch))
     stats.seconds = time.perf_counter() - started
     return stats
@@ -162,9 +169,11 @@ class Command(BaseCommand):
             raise CommandError("--limit must not be negative")
         source = source_option(options["source"])
         owner = ensure_user(str(options["user"]))
+        space = space_option(options["space"], owner)
         stats = load_beir(
             corpus_dir,
             owner=owner,
+            space=space,
             limit=limit,
             progress=not options["no_progress"],
             source_name=source,
