@@ -157,3 +157,7 @@ api.add_router("/ask", ask_router)
 from externals.api import router as sources_router  # noqa: E402
 
 api.add_router("/sources", sources_router)
+
+from spaces.api import router as spaces_router  # noqa: E402
+
+api.add_router("/spaces", spaces_router)

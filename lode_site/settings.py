@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "ninja",
     "lode_site",
+    "spaces",
     "notes",
     "externals",
     "retrieval",
@@ -76,6 +77,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "spaces.context.spaces_context",
             ],
         },
     },
@@ -107,6 +109,12 @@ AUTHENTICATION_BACKENDS = [
 LODE_LOGIN_MAX_FAILURES = env.env_int("LODE_LOGIN_MAX_FAILURES", 5, minimum=1)
 LODE_LOGIN_MAX_FAILURES_PER_IP = env.env_int("LODE_LOGIN_MAX_FAILURES_PER_IP", 20, minimum=1)
 LODE_LOGIN_LOCKOUT_MINUTES = env.env_int("LODE_LOGIN_LOCKOUT_MINUTES", 15, minimum=1)
+# Public read-only links (issue 15): openings per client address in any 60 seconds, and in
+# all per clock minute (spaces/public.py `view_refusal`; over either is a 429).
+LODE_PUBLIC_LINK_VIEWS_PER_MINUTE = env.env_int("LODE_PUBLIC_LINK_VIEWS_PER_MINUTE", 60, minimum=1)
+LODE_PUBLIC_LINK_TOTAL_VIEWS_PER_MINUTE = env.env_int(
+    "LODE_PUBLIC_LINK_TOTAL_VIEWS_PER_MINUTE", 1200, minimum=1
+)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "notes:list"
 LOGOUT_REDIRECT_URL = "login"

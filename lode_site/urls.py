@@ -6,6 +6,7 @@ from lode_site.api import api
 from retrieval.web.ask_views import ask_page, ask_permalink
 from retrieval.web.evidence_views import evidence_page
 from retrieval.web.help_views import search_help
+from spaces import public_manage_views, public_views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -13,6 +14,21 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     path("notes/", include("notes.urls")),
+    # Public read-only links (issue 15, item 4): the token page needs no login; managing
+    # links is under share/ (spaces/public_manage_views.py).
+    path("p/<str:token>", public_views.public_link_page, name="public-link"),
+    path("share/links/new", public_manage_views.link_new, name="public-link-new"),
+    path(
+        "share/links/<id:link_id>/revoke",
+        public_manage_views.link_revoke,
+        name="public-link-revoke",
+    ),
+    path(
+        "share/spaces/<id:space_id>/links",
+        public_manage_views.space_links,
+        name="public-links",
+    ),
+    path("spaces/", include("spaces.urls")),
     path("", include("externals.urls")),
     path("ask", ask_page, name="ask"),
     path("ask/<id:trace_id>", ask_permalink, name="ask-permalink"),
