@@ -223,13 +223,14 @@ def notes_part(args: argparse.Namespace) -> dict[str, Any]:
     from django.core.management import call_command
 
     from notes.management.commands.lode_import_markdown import ensure_user
+    from retrieval.eligibility import member_space_ids
     from retrieval.index.vectors import pending_count
     from retrieval.search.pipeline import search
 
     call_command("migrate", verbosity=0)
     user = ensure_user("notes")
     docs = load_notes_corpus(user)
-    if pending_count(user.pk):
+    if pending_count(member_space_ids(user.pk)):
         call_command("lode_embed_pending", verbosity=0)
     answerable = read_jsonl(QUESTIONS / "notes_answerable.jsonl")
     unanswerable = read_jsonl(QUESTIONS / "notes_unanswerable.jsonl")
@@ -320,6 +321,7 @@ def scifact_part(args: argparse.Namespace) -> dict[str, Any]:
     setup_django(str(Path(args.scifact_data).resolve()))
     from notes.management.commands.lode_import_markdown import ensure_user
     from notes.models import Document
+    from retrieval.eligibility import member_space_ids
     from retrieval.index.vectors import pending_count
     from retrieval.models import AskTrace
     from retrieval.search import evaluation
@@ -375,7 +377,7 @@ def scifact_part(args: argparse.Namespace) -> dict[str, Any]:
             "part": "scifact",
             "mode": args.mode,
             "documents": len(key_of),
-            "passages_without_vectors": pending_count(user.pk),
+            "passages_without_vectors": pending_count(member_space_ids(user.pk)),
             "train": {
                 **rate(train_rows),
                 "answers_citing_a_relevant_abstract": sum(r["cites_relevant"] for r in answered),

@@ -145,6 +145,7 @@ def run(db: str, *, queries: int, mode: str, data_dir: str | None, pg_name: str)
 
         from notes.management.commands.lode_import_markdown import ensure_user
         from notes.models import Document
+        from retrieval.eligibility import member_space_ids
         from retrieval.index.vectors import pending_count
         from retrieval.models import AskTrace, Passage
         from retrieval.search import evaluation
@@ -184,7 +185,7 @@ def run(db: str, *, queries: int, mode: str, data_dir: str | None, pg_name: str)
             "entailment": _setting("LODE_ENTAILMENT"),
             "documents": len(key_of),
             "head_passages": Passage.objects.filter(is_head=True).count(),
-            "passages_without_vectors": pending_count(user.pk),
+            "passages_without_vectors": pending_count(member_space_ids(user.pk)),
             "load_seconds": loaded_s,
             "traces_stored": AskTrace.objects.filter(user=user).count(),
             "train": summarise(train_rows, qrels),

@@ -52,6 +52,7 @@ def run(db: str, limit_queries: int | None) -> dict:
 
         from notes.management.commands.lode_import_markdown import ensure_user
         from notes.models import Document
+        from retrieval.eligibility import audience_for
         from retrieval.index import lexical
         from retrieval.models import Passage
         from retrieval.query import parse
@@ -70,6 +71,7 @@ def run(db: str, limit_queries: int | None) -> dict:
                 cursor.execute("ANALYZE")
 
         user = ensure_user("eval")
+        audience = audience_for(user.pk)
         backend = lexical.backend()
         qrels = evaluation.load_qrels(qrels_file)
         queries = {q: t for q, t in evaluation.load_queries(queries_file).items() if q in qrels}
@@ -96,7 +98,7 @@ def run(db: str, limit_queries: int | None) -> dict:
         for qid, query in parsed.items():
             if query.is_empty:
                 continue
-            _, ms = _timed(backend.search, query, owner_id=user.pk, limit=lexical.LEXICAL_LIMIT)
+            _, ms = _timed(backend.search, query, audience=audience, limit=lexical.LEXICAL_LIMIT)
             leg_ms.append(ms)
             rows, ms = _timed(backend.floor_search, query, limit=lexical.LEXICAL_LIMIT)
             floor_ms.append(ms)

@@ -80,6 +80,7 @@ def main() -> None:
     from django.contrib.auth.models import User
     from django.db import connection
 
+    from retrieval.eligibility import audience_for
     from retrieval.index.lexical import postgresql, sqlite
     from retrieval.query import ParsedQuery, parse
     from retrieval.search import evaluation
@@ -89,6 +90,9 @@ def main() -> None:
     texts = evaluation.load_queries(SCIFACT / "queries.jsonl")
     queries = [parse(t) for q, t in texts.items() if q in qrels]
     owner = User.objects.get(username="eval").pk
+    # The raw comparison legs filter on the owner: the eval user's documents all live in
+    # their personal space, so that is the same set the space-scoped leg searches.
+    audience = audience_for(owner)
     lite = sqlite3.connect(Path(args.sqlite_dir) / "lode.sqlite3")
     lite_owner = lite.execute("SELECT id FROM auth_user WHERE username = 'eval'").fetchone()[0]
     fts = sqlite.FTS_TABLE
@@ -111,7 +115,7 @@ def main() -> None:
             return cursor.fetchall()
 
     def bm25_leg(q: ParsedQuery) -> list[tuple[int, float]]:
-        return [(h.passage_id, h.score) for h in postgresql.search(q, owner_id=owner)]
+        return [(h.passage_id, h.score) for h in postgresql.search(q, audience=audience)]
 
     legs = {
         "SQLite FTS5 bm25": sqlite_leg,

@@ -7,7 +7,7 @@
     .venv/bin/python bench/scale_latency.py lexical --db postgres [--pg-name h4_scale] [--keep]
     # 2. the dense leg on a Chroma server (`chroma run --path DIR --port 8765`)
     .venv/bin/python bench/scale_latency.py vectors --chroma-url http://127.0.0.1:8765 \
-        [--vectors 500000] [--owners 4] [--queries 200]
+        [--vectors 500000] [--spaces 4] [--queries 200]
     # 3. where hybrid+learned spends its time (cProfile), on a migrated copy of the data folder
     .venv/bin/python bench/scale_latency.py profile --data-dir /tmp/h4-scifact [--queries 100]
 
@@ -21,21 +21,22 @@ SQLite; the tsvector column and GIN index on PostgreSQL, whose BM25 statistics t
 disabled during the copy and the statistics refilled after by lode's `rebuild()`: the same
 rows, minutes faster). Vectors are not needed.
 Per SciFact train query, interleaved so all see the same load, it times:
-* `leg`: `lexical.backend().search(parsed, owner_id=…)`, the lexical leg search runs;
+* `leg`: `lexical.backend().search(parsed, audience=…)`, the lexical leg search runs;
 * `service`: `retrieval.search.pipeline.search()` in lexical mode, rerank off;
 * `service+learned`: the same with the learned reranker;
 * `floor`: `lexical.backend().floor_search(parsed)`, the same query with no joins/eligibility;
-and `live_ids`: `vectors.live_passage_ids` of 288 ids (the dense leg's owner/head check on the
+and `live_ids`: `vectors.live_passage_ids` of 288 ids (the dense leg's space/head check on the
 database, which the vectors phase cannot time: its synthetic vectors have no passages).
 
 Vectors. `--vectors` random unit vectors (384-d, float32) are added in batches of 5,000 to a
 collection on the Chroma server, with the metadata lode writes (`vector_metadata`: document,
-version, owner, kind, trust, created, text_sha256, manifest), owners spread round-robin over
-`--owners` users. Queries are stored vectors plus Gaussian noise (σ 0.05, renormalised), so
-each has true near neighbours. Per query:
+version, space, kind, trust, created, text_sha256, manifest), spaces spread round-robin over
+`--spaces` spaces (`--owners` is the old name). Queries are stored vectors plus Gaussian
+noise (σ 0.05, renormalised), so each has true near neighbours. Per query:
 * `dense`: what `VectorStore.query` sends to Chroma for a multi-user install —
-  `collection.query(n_results=256+32, where=eligibility_where(owner))` (`VectorStore._nearest`);
-* `dense_sole_owner`: the same for a single-user install, where search drops the owner clause;
+  `collection.query(n_results=256+32, where=eligibility_where([space]))` (`VectorStore._nearest`);
+* `dense_sees_every_document`: the same for an audience that sees every document (a
+  single-user install), where search drops the space clause (`vectors.sees_every_document`);
 * `floor`: a raw `collection.query` of 256 with no filter.
 A collection that already holds `--vectors` vectors is reused (`--reuse`).
 
@@ -150,6 +151,7 @@ def replicate_bulk(target: int, seed: int = 7) -> int:
             docs = [
                 Document(
                     owner_id=d.owner_id,
+                    space_id=d.space_id,
                     kind=d.kind,
                     title=d.title,
                     trust_tier=d.trust_tier,
@@ -220,6 +222,7 @@ def measure_lexical(query_count: int) -> dict[str, object]:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
+    from retrieval.eligibility import audience_for
     from retrieval.index import lexical
     from retrieval.index.vectors import live_passage_ids
     from retrieval.models import Passage
@@ -228,6 +231,7 @@ def measure_lexical(query_count: int) -> dict[str, object]:
     from retrieval.search.pipeline import search
 
     user = get_user_model().objects.get(username="eval")
+    audience = audience_for(user.pk)
     queries = list(load_queries(SCIFACT / "queries.jsonl").values())[:query_count]
     backend = lexical.backend()
     ids = list(
@@ -249,7 +253,7 @@ def measure_lexical(query_count: int) -> dict[str, object]:
     for n, text in enumerate(queries):
         parsed = parse(text)
         started = time.perf_counter()
-        hits = backend.search(parsed, owner_id=user.pk)
+        hits = backend.search(parsed, audience=audience)
         timings["leg"].append((time.perf_counter() - started) * 1000)
         score_name = score_name or (hits[0].score_name if hits else "")
         started = time.perf_counter()
@@ -260,7 +264,7 @@ def measure_lexical(query_count: int) -> dict[str, object]:
         timings["service+learned"].append((time.perf_counter() - started) * 1000)
         sample = rng.sample(ids, 288)
         started = time.perf_counter()
-        live_passage_ids(sample, user.pk)
+        live_passage_ids(sample, audience.space_ids)
         timings["live_ids"].append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
         backend.floor_search(parsed)
@@ -463,7 +467,7 @@ def _run_vectors(args: argparse.Namespace) -> int:
                 {
                     "document": i // 2 + 1,
                     "version": i // 2 + 1,
-                    "owner": i % args.owners + 1,
+                    "space": i % args.spaces + 1,
                     "kind": "note",
                     "trust": "note",
                     "created": created + i,
@@ -502,7 +506,7 @@ def _run_vectors(args: argparse.Namespace) -> int:
     first_unfiltered = round(time.perf_counter() - started, 2)
     started = time.perf_counter()
     raw.query(
-        query_embeddings=[probe], n_results=288, where=eligibility_where(1), include=["distances"]
+        query_embeddings=[probe], n_results=288, where=eligibility_where([1]), include=["distances"]
     )
     first_filtered = round(time.perf_counter() - started, 2)
     with store._use("count", write=False, create=False) as collection:
@@ -514,9 +518,9 @@ def _run_vectors(args: argparse.Namespace) -> int:
     queries = np.asarray(sample["embeddings"], dtype=np.float32)
     queries += rng.normal(0, 0.05, queries.shape).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-    clause = eligibility_where(1)
+    clause = eligibility_where([1])
     wanted = DEFAULT_LIMIT + QUERY_MARGIN
-    timings: dict[str, list[float]] = {"dense": [], "dense_sole_owner": [], "floor": []}
+    timings: dict[str, list[float]] = {"dense": [], "dense_sees_every_document": [], "floor": []}
     loads = []
     for n, query in enumerate(queries):
         started = time.perf_counter()
@@ -532,14 +536,14 @@ def _run_vectors(args: argparse.Namespace) -> int:
         if n < WARMUP:
             continue
         timings["dense"].append(dense)
-        timings["dense_sole_owner"].append(sole)
+        timings["dense_sees_every_document"].append(sole)
         timings["floor"].append(floor)
         if n % 20 == 0:
             loads.append(os.getloadavg()[0])
     figures: dict[str, object] = {
         "vectors": count,
-        "owners": args.owners,
-        "eligible_share": round(1 / args.owners, 3),
+        "spaces": args.spaces,
+        "eligible_share": round(1 / args.spaces, 3),
         "queries": len(timings["floor"]),
         "load_seconds": load_seconds,
         "first_query_seconds": {"unfiltered": first_unfiltered, "filtered": first_filtered},
@@ -568,7 +572,14 @@ def main() -> int:
     vec = sub.add_parser("vectors", help="dense leg on a Chroma server at >= --vectors")
     vec.add_argument("--chroma-url", required=True)
     vec.add_argument("--vectors", type=int, default=500_000)
-    vec.add_argument("--owners", type=int, default=4)
+    vec.add_argument(
+        "--spaces",
+        "--owners",
+        dest="spaces",
+        type=int,
+        default=4,
+        help="spaces the vectors spread over",
+    )
     vec.add_argument("--queries", type=int, default=200)
     vec.add_argument("--reuse", action="store_true", help="top up an existing collection")
     prof = sub.add_parser("profile", help="cProfile of hybrid search with a reranker")
@@ -581,8 +592,8 @@ def main() -> int:
     if args.phase == "profile":
         return run_profile(args)
     if args.phase == "vectors":
-        if args.owners < 1 or args.vectors < 1:
-            parser.error("--owners and --vectors must be positive")
+        if args.spaces < 1 or args.vectors < 1:
+            parser.error("--spaces and --vectors must be positive")
         return run_vectors(args)
     if args.child:
         return lexical_child(args)

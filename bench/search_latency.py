@@ -129,6 +129,7 @@ def replicate(replicas: int, seed: int = 7) -> None:
 def measure(query_count: int) -> dict[str, object]:
     from django.contrib.auth import get_user_model
 
+    from retrieval.eligibility import member_space_ids
     from retrieval.index import lexical
     from retrieval.index.embeddings import get_embedder
     from retrieval.index.vectors import get_vector_store, pending_count
@@ -163,7 +164,7 @@ def measure(query_count: int) -> dict[str, object]:
         # (model loaded, Chroma open, SQLite/FTS5): ru_maxrss is in KiB on Linux.
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "head_passages": Passage.objects.filter(is_head=True).count(),
-        "pending_vectors": pending_count(user.pk),
+        "pending_vectors": pending_count(member_space_ids(user.pk)),
         "queries": len(queries),
     }
     for name, values in timings.items():

@@ -149,6 +149,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from django.core.management import call_command
 
     from notes.management.commands.lode_import_markdown import ensure_user
+    from retrieval.eligibility import member_space_ids
     from retrieval.index.vectors import pending_count
     from retrieval.search import pipeline
 
@@ -157,7 +158,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     call_command("migrate", verbosity=0)
     user = ensure_user("notes")
     docs = load_notes_corpus(user)
-    if pending_count(user.pk):
+    if pending_count(member_space_ids(user.pk)):
         call_command("lode_embed_pending", verbosity=0)
     print(f"notes corpus: {len(docs)} files from {NOTES_CORPUS}", flush=True)
 

@@ -32,6 +32,7 @@ from retrieval.answer.types import (
     EvidencePack,
     Support,
 )
+from retrieval.eligibility import audience_for
 from retrieval.models import AskTrace, EgressLog, Passage
 from tests.factories import make_external
 
@@ -361,11 +362,12 @@ def test_the_form_and_ask_pin_by_one_rule(alice, bob, runbook):
     gone = services.note_create(owner=alice, title="Gone", body="Deleted note.")
     services.note_delete(document=gone, user=alice)
     bobs = services.note_create(owner=bob, title="Bob", body="Bob's note.")
-    assert list(pinnable_documents(alice)) == [runbook]
+    audience = audience_for(alice.pk)
+    assert list(pinnable_documents(audience)) == [runbook]
     for document in (runbook, headless, gone, bobs):
         form = AskForm({"question": "certs", "pinned_document_id": document.pk}, user=alice)
         assert form.is_valid() == (document == runbook)
-        assert (pinnable(alice, document.pk) is not None) == (document == runbook)
+        assert (pinnable(audience, document.pk) is not None) == (document == runbook)
 
 
 # --- permalinks ----------------------------------------------------------------------------------

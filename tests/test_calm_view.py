@@ -181,7 +181,7 @@ def test_advanced_details_are_hidden_by_default_and_shown_with_adv_1(alice_clien
     for detail in ADVANCED_ONLY:
         assert detail not in calm, detail
     assert '<a class="hit-title"' in calm and "Database runbook" in calm
-    toggle = "/search?q=failover&amp;mode=lexical&amp;rerank=off&amp;adv=1"
+    toggle = "/search?q=failover&amp;mode=lexical&amp;rerank=off&amp;space=all&amp;adv=1"
     assert f'class="advanced-toggle" href="{toggle}"' in calm
 
     advanced = get(alice_client, "/search", {**params, "adv": "1"})
@@ -189,8 +189,8 @@ def test_advanced_details_are_hidden_by_default_and_shown_with_adv_1(alice_clien
         assert detail in advanced, detail
     # The shared link reproduces the Advanced view, and the form keeps it on the next search.
     assert (
-        'value="http://testserver/search?q=failover&amp;mode=lexical&amp;rerank=off&amp;adv=1"'
-        in advanced
+        'value="http://testserver/search?q=failover&amp;mode=lexical&amp;rerank=off&amp;space=all'
+        '&amp;adv=1"' in advanced
     )
     assert '<input type="hidden" name="adv" value="1">' in advanced
     assert "Hide advanced" in advanced

@@ -36,6 +36,7 @@ from retrieval.index.sync import sync_vectors
 from retrieval.models import Passage
 from retrieval.search import rerank
 from retrieval.search.pipeline import SearchResult, search
+from spaces.models import personal_space_id
 from tests.factories import free_port
 
 pytestmark = pytest.mark.django_db
@@ -344,7 +345,7 @@ def test_lagging_vectors_are_counted_per_owner_until_synced(
 
 def test_deleted_and_replaced_passages_are_not_counted_as_lagging(alice, notes) -> None:
     sync_vectors()
-    assert vectors.pending_count(alice.pk) == 0
+    assert vectors.pending_count([personal_space_id(alice.pk)]) == 0
     runbook = notes["runbook"]
     services.note_update(
         document=runbook,

@@ -18,6 +18,7 @@ import pytest
 from django.db import connection, transaction
 
 from notes import services
+from retrieval.eligibility import audience_for
 from retrieval.index import lexical
 from retrieval.index.health import index_health, repair_indexes
 from retrieval.index.lexical.base import TEXT_WEIGHT, TITLE_WEIGHT
@@ -67,7 +68,7 @@ def expected_bm25(docs: Sequence[tuple[str, str]], query: Sequence[str]) -> list
 
 def scores(user, query: str) -> dict[int, float]:
     """document id -> the lexical leg's score for `query`."""
-    hits = lexical.backend().search(parse(query), owner_id=user.pk)
+    hits = lexical.backend().search(parse(query), audience=audience_for(user.pk))
     assert all(h.score_name == "bm25" for h in hits)
     document_of = dict(
         Passage.objects.filter(pk__in=[h.passage_id for h in hits]).values_list("pk", "document_id")
@@ -84,7 +85,7 @@ def assert_scores(user, documents, docs, query: str) -> None:
     assert set(got) == set(want)
     for pk, score in want.items():
         assert got[pk] == pytest.approx(score, rel=1e-9), (query, pk)
-    hits = lexical.backend().search(parse(query), owner_id=user.pk)
+    hits = lexical.backend().search(parse(query), audience=audience_for(user.pk))
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
@@ -109,7 +110,7 @@ def test_a_title_hit_outranks_a_body_hit(alice, animals) -> None:
     # The same words, "ibis" once in the title of one and once in the body of the other.
     extra = [("Ibis", "crane lion"), ("Crane", "ibis lion")]
     titled, bodied = (note(alice, title, body) for title, body in extra)
-    hits = lexical.backend().search(parse("ibis"), owner_id=alice.pk)
+    hits = lexical.backend().search(parse("ibis"), audience=audience_for(alice.pk))
     document_of = dict(Passage.objects.values_list("pk", "document_id"))
     assert [document_of[h.passage_id] for h in hits] == [titled.pk, bodied.pk]
     assert_scores(alice, [*animals, titled, bodied], [*CORPUS, *extra], "ibis crane")

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from notes import services
 from notes.models import Document, TrustTier, Version
-from retrieval.eligibility import eligible_documents
+from retrieval.eligibility import audience_for, eligible_documents
 from retrieval.index import lexical
 from retrieval.index.sync import sync_vectors
 from retrieval.models import Passage
@@ -473,7 +473,7 @@ def test_300_ineligible_passages_never_hide_an_eligible_one(
         assert passage.pk not in {hit.passage.pk for hit in result.hits}, mode
     backend = lexical.backend()
     assert passage.pk not in {
-        h.passage_id for h in backend.search(parse(CROWD_QUERY), owner_id=alice.pk)
+        h.passage_id for h in backend.search(parse(CROWD_QUERY), audience=audience_for(alice.pk))
     }
 
     for filters in (
@@ -491,7 +491,7 @@ def test_300_ineligible_passages_never_hide_an_eligible_one(
     ):
         query = f"{CROWD_QUERY} {filters}"
         # The backend itself, with the tightest limit: one place, and the target gets it.
-        (only,) = backend.search(parse(query), owner_id=alice.pk, limit=1)
+        (only,) = backend.search(parse(query), audience=audience_for(alice.pk), limit=1)
         assert only.passage_id == passage.pk, filters
         for mode in MODES:
             for rerank in ("off", "learned"):
@@ -690,9 +690,9 @@ def test_fuzzed_queries_compile_on_the_real_engine(fuzz_corpus, alice, text) -> 
         return
     run_engine_query(parsed)
     # The whole lexical leg, filter subquery included, and the eligible set on its own.
-    for hit in lexical.backend().search(parsed, owner_id=alice.pk):
+    for hit in lexical.backend().search(parsed, audience=audience_for(alice.pk)):
         assert Passage.objects.get(pk=hit.passage_id).document.owner_id == alice.pk
-    documents = eligible_documents(parsed, owner_id=alice.pk)
+    documents = eligible_documents(parsed, audience_for(alice.pk))
     if documents is not None:
         assert set(documents.values_list("owner_id", flat=True)) <= {alice.pk}
 

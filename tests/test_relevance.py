@@ -45,6 +45,7 @@ from retrieval.answer.relevance import (
     score_pairs,
 )
 from retrieval.answer.types import Claim, ClaimVerdict, EvidencePack, Support
+from retrieval.eligibility import audience_for
 from retrieval.models import EgressLog
 from tests.factories import pack_of
 
@@ -440,7 +441,7 @@ def run_gate_step(alice, document: Document, question: str, notes: list[str]):
         egress=None,
         question=question,
         pack=pack,
-        owner_id=alice.pk,
+        audience=audience_for(alice.pk),
         notes=notes,
     )
 
@@ -785,7 +786,7 @@ def test_item_relevance_scores_every_item_even_behind_a_long_pinned_note(alice):
     )
     pack = pack_of(pinned, answer)
     scores = relevance.item_relevance(
-        "When do the nightly backups run?", pack.items, owner_id=alice.pk
+        "When do the nightly backups run?", pack.items, audience=audience_for(alice.pk)
     )
     answering = pack.items[-1].passage_id
     assert answering in scores and all(math.isfinite(v) for v in scores.values())

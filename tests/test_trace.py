@@ -15,6 +15,7 @@ from notes.models import Document, Version
 from retrieval.answer.ask import ask
 from retrieval.answer.replay import RecordedScorer, replay
 from retrieval.answer.types import Claim, Decision
+from retrieval.eligibility import audience_for
 from retrieval.models import AskTrace, EgressLog
 from tests.test_ask import RUNBOOK, Scripted, claim
 
@@ -156,7 +157,7 @@ def relevance_of(question: str, made: Claim, document: Document) -> float:
     """The relevance step's score for `made` quoted from `document` (rank 1, no heading)."""
     from retrieval.answer.relevance import Candidate, passage_idf, question_profile, score_pairs
 
-    idf = passage_idf(document.owner_id, question_profile(question))
+    idf = passage_idf(audience_for(document.owner_id), question_profile(question))
     candidate = Candidate(text=made.text, title=document.title, rank=1)
     return score_pairs(question, [candidate], idf=idf).scores[0]
 

@@ -27,7 +27,8 @@ from django.contrib.auth.models import User
 from notes import services
 from notes.models import Document
 from retrieval.index import vectors
-from retrieval.index.embeddings import DIMENSION
+from retrieval.index.embeddings import DIMENSION, Manifest, current_manifest
+from retrieval.index.sync import restamp_spaces, sync_vectors
 from retrieval.index.vectors import (
     VectorHit,
     VectorStoreUnavailable,
@@ -35,7 +36,8 @@ from retrieval.index.vectors import (
     get_vector_store,
     hits_from_result,
 )
-from retrieval.models import Passage, VectorIndexState
+from retrieval.models import Passage, PassageVector, VectorIndexState
+from spaces.models import Membership, Role, Space, personal_space_id
 from tests.factories import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,13 +131,19 @@ def store():
     return get_vector_store()
 
 
+def personal(user: User) -> list[int]:
+    """The user's personal space, as a `space_ids` argument: where their notes live."""
+    return [personal_space_id(user.pk)]
+
+
 # --- pure helpers ------------------------------------------------------------------------
 
 
-def test_eligibility_where_ands_the_owner_with_every_filter() -> None:
-    assert eligibility_where(7) == {"owner": {"$eq": 7}}
-    assert eligibility_where(7, {"kind": "note", "created": {"$gte": 10}}) == {
-        "$and": [{"owner": {"$eq": 7}}, {"kind": "note"}, {"created": {"$gte": 10}}]
+def test_eligibility_where_ands_the_spaces_with_every_filter() -> None:
+    assert eligibility_where([7]) == {"space": {"$eq": 7}}
+    assert eligibility_where([9, 7, 9]) == {"space": {"$in": [7, 9]}}
+    assert eligibility_where([7], {"kind": "note", "created": {"$gte": 10}}) == {
+        "$and": [{"space": {"$eq": 7}}, {"kind": "note"}, {"created": {"$gte": 10}}]
     }
 
 
@@ -160,7 +168,7 @@ def test_upsert_query_get_delete_round_trip(store_mode, alice) -> None:
     target.upsert(passages, matrix)
     assert target.count() == 3
 
-    hits = target.query(matrix[1], owner_id=alice.pk, limit=3)
+    hits = target.query(matrix[1], space_ids=personal(alice), limit=3)
     assert hits[0] == VectorHit(passage_id=passages[1].pk, cosine=pytest.approx(1.0, abs=1e-5))
     assert [h.cosine for h in hits] == sorted((h.cosine for h in hits), reverse=True)
 
@@ -174,7 +182,9 @@ def test_upsert_query_get_delete_round_trip(store_mode, alice) -> None:
 
     target.delete([passages[0].pk, 10**9])
     assert target.count() == 2
-    assert passages[0].pk not in {h.passage_id for h in target.query(matrix[0], owner_id=alice.pk)}
+    assert passages[0].pk not in {
+        h.passage_id for h in target.query(matrix[0], space_ids=personal(alice))
+    }
 
 
 @pytest.mark.django_db
@@ -189,7 +199,8 @@ def test_vectors_carry_their_metadata(store_mode, alice) -> None:
         got = collection.get(ids=[str(passage.pk)], include=["metadatas"])
         collection_meta = collection.metadata
     meta = got["metadatas"][0]
-    assert meta["owner"] == alice.pk
+    assert meta["space"] == personal_space_id(alice.pk)
+    assert "owner" not in meta
     assert meta["document"] == document.pk
     assert meta["version"] == passage.version_id
     assert meta["kind"] == "note" and meta["trust"] == "note"
@@ -209,11 +220,14 @@ def test_bob_never_gets_alices_vectors(store_mode, alice, bob) -> None:
     target.upsert(alices, np.stack([query] * 3))  # identical to the query
     target.upsert(bobs, np.stack([toward(query, unit(i + 10), 0.1) for i in range(2)]))
 
-    bob_hits = target.query(query, owner_id=bob.pk, limit=10)
+    bob_hits = target.query(query, space_ids=personal(bob), limit=10)
     assert {h.passage_id for h in bob_hits} == {p.pk for p in bobs}
-    alice_hits = target.query(query, owner_id=alice.pk, limit=10)
+    alice_hits = target.query(query, space_ids=personal(alice), limit=10)
     assert {h.passage_id for h in alice_hits} == {p.pk for p in alices}
-    assert target.query(query, owner_id=10**6) == []
+    assert target.query(query, space_ids=[10**6]) == []
+    # A member of several spaces (Chroma's `$in`) gets the vectors of each of them.
+    both = target.query(query, space_ids=personal(alice) + personal(bob), limit=10)
+    assert {h.passage_id for h in both} == {p.pk for p in alices + bobs}
 
 
 @pytest.mark.django_db
@@ -228,17 +242,19 @@ def test_ineligible_close_vectors_never_displace_an_eligible_far_one(
     # Bob's one passage is much farther from the query than all 300 of Alice's.
     (far,) = head(note_with_sections(bob, "Far away", 1))
     target.upsert([far], toward(query, unit(7), 0.05)[None, :])
-    hits = target.query(query, owner_id=bob.pk, limit=10)
+    hits = target.query(query, space_ids=personal(bob), limit=10)
     assert [h.passage_id for h in hits] == [far.pk]
     assert hits[0].cosine == pytest.approx(0.05, abs=1e-4)
 
-    # The same holds for a metadata filter within one owner's passages.
+    # The same holds for a metadata filter within one space's passages.
     (other,) = head(note_with_sections(alice, "Other note", 1))
     target.upsert([other], toward(query, unit(8), 0.05)[None, :])
-    hits = target.query(query, owner_id=alice.pk, limit=5, where={"document": other.document_id})
+    hits = target.query(
+        query, space_ids=personal(alice), limit=5, where={"document": other.document_id}
+    )
     assert [h.passage_id for h in hits] == [other.pk]
-    assert len(target.query(query, owner_id=alice.pk, limit=5, where={"kind": "note"})) == 5
-    assert target.query(query, owner_id=alice.pk, where={"kind": "external"}) == []
+    assert len(target.query(query, space_ids=personal(alice), limit=5, where={"kind": "note"})) == 5
+    assert target.query(query, space_ids=personal(alice), where={"kind": "external"}) == []
 
 
 @pytest.mark.django_db
@@ -261,7 +277,7 @@ def test_vectors_of_replaced_passages_take_no_slot_before_the_sync_prunes_them(
     (new,) = head(document)
     target.upsert([new], toward(query, unit(30), 0.2)[None, :])
     assert target.count() == replaced + 1  # the old vectors are still there...
-    hits = target.query(query, owner_id=alice.pk, limit=1)
+    hits = target.query(query, space_ids=personal(alice), limit=1)
     assert [h.passage_id for h in hits] == [new.pk]  # ...but none takes the slot
 
 
@@ -269,11 +285,112 @@ def test_vectors_of_replaced_passages_take_no_slot_before_the_sync_prunes_them(
 def test_a_missing_collection_reads_as_empty(store_mode, alice) -> None:
     target = store()
     assert target.count() == 0
-    assert target.query(unit(0), owner_id=alice.pk) == []
+    assert target.query(unit(0), space_ids=personal(alice)) == []
     assert target.get_embeddings([1, 2]) == {}
     assert target.ids() == []
     target.delete([1])
     target.drop()
+
+
+# --- space metadata follows the document ---------------------------------------------------
+
+
+class FixedEmbedder:
+    """Embeds every passage as one synthetic vector under this code's manifest: the sync's
+    bookkeeping is under test here, not the model (test_worker.py runs the real one)."""
+
+    def __init__(self, vector: np.ndarray) -> None:
+        self.vector = vector
+        self.manifest: Manifest = current_manifest()
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.vector
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        return np.tile(self.vector, (len(texts), 1))
+
+
+def stored_metadata(passage_ids: list[int]) -> dict[int, dict]:
+    """Chroma's metadata of these passages' vectors, read raw from the active collection."""
+    connection = vectors._connection()
+    with connection.session(write=False):
+        collection = connection.collection(store().name, create=False, metadata={})
+        got = collection.get(ids=[str(pk) for pk in passage_ids], include=["metadatas"])
+    return {int(raw): meta for raw, meta in zip(got["ids"], got["metadatas"], strict=True)}
+
+
+def found(query: np.ndarray, space_id: int) -> set[int]:
+    return {hit.passage_id for hit in store().query(query, space_ids=[space_id], limit=50)}
+
+
+@pytest.mark.django_db
+def test_a_moved_documents_vectors_are_restamped_to_its_new_space(store_mode, alice, bob) -> None:
+    """Moving a document re-stamps its vectors' `space`: the new space's dense leg finds
+    them after the sync, and the old space never does once the document has left it."""
+    query = unit(0)
+    document = note_with_sections(alice, "Runbook", 2)
+    # Bob's note keeps the space clause in Chroma's `where` (an audience that sees every
+    # document skips it), so the stamped metadata is what decides.
+    note_with_sections(bob, "Bob notes", 1)
+    embedder = FixedEmbedder(query)
+    sync_vectors(embedder=embedder)
+    ids = sorted(p.pk for p in head(document))
+    alices = personal_space_id(alice.pk)
+    team = Space.objects.create(name="Team")
+    Membership.objects.create(space=team, user=bob, role=Role.VIEWER)
+    assert found(query, alices) == set(ids)
+    assert found(query, team.pk) == set()
+
+    Document.objects.filter(pk=document.pk).update(space=team)
+    assert {m["space"] for m in stored_metadata(ids).values()} == {alices}  # not yet
+    assert found(query, alices) == set()  # the canonical re-check: it has left the space
+    assert found(query, team.pk) == set()  # the stale stamp keeps it out of the new one
+
+    report = sync_vectors(ids, embedder=embedder)
+    assert report.restamped == len(ids)
+    assert {m["space"] for m in stored_metadata(ids).values()} == {team.pk}
+    assert set(
+        PassageVector.objects.filter(passage_id__in=ids).values_list("space_id", flat=True)
+    ) == {team.pk}
+    assert found(query, team.pk) == set(ids)
+    assert found(query, alices) == set()
+    assert sync_vectors(ids, embedder=embedder).restamped == 0  # nothing left to do
+
+
+@pytest.mark.django_db
+def test_a_vector_written_without_a_space_is_invisible_until_restamped(
+    store_mode, alice, bob
+) -> None:
+    """A vector from before spaces (metadata `owner`, no `space`) matches no space filter;
+    `restamp_spaces` stamps it from its record, after which its space finds it."""
+    query = unit(0)
+    (passage,) = head(note_with_sections(alice, "Legacy", 1))
+    note_with_sections(bob, "Bob notes", 1)  # keeps the space clause in Chroma's `where`
+    sync_vectors(embedder=FixedEmbedder(query))
+    connection = vectors._connection()
+    with connection.session(write=True):  # rewrite it as the pre-spaces code did
+        collection = connection.collection(store().name, create=False, metadata={})
+        collection.delete(ids=[str(passage.pk)])
+        collection.add(
+            ids=[str(passage.pk)],
+            embeddings=query[None, :],
+            metadatas=[{"owner": alice.pk, "document": passage.document_id, "kind": "note"}],
+        )
+    PassageVector.objects.filter(passage=passage).update(space_id=None)
+    assert "space" not in stored_metadata([passage.pk])[passage.pk]
+    alices = personal_space_id(alice.pk)
+    assert found(query, alices) == set()
+
+    assert restamp_spaces() == 1
+    meta = stored_metadata([passage.pk])[passage.pk]
+    assert meta["space"] == alices
+    assert meta["document"] == passage.document_id  # merged, not replaced
+    assert PassageVector.objects.get(passage=passage).space_id == alices
+    assert found(query, alices) == {passage.pk}
+    assert found(query, personal_space_id(bob.pk)) == {
+        p.pk for p in Passage.objects.filter(document__owner=bob, is_head=True)
+    }
+    assert restamp_spaces() == 0
 
 
 # --- failure modes -----------------------------------------------------------------------
@@ -286,7 +403,7 @@ def test_a_dead_server_raises_promptly(settings, alice) -> None:
         started = time.perf_counter()
         for _ in range(3):
             with pytest.raises(VectorStoreUnavailable, match=r"^vector server unreachable$"):
-                store().query(unit(0), owner_id=alice.pk)
+                store().query(unit(0), space_ids=personal(alice))
         assert time.perf_counter() - started < 3
     finally:
         vectors.reset_vector_stores()
@@ -347,7 +464,7 @@ SCRIPT = textwrap.dedent(
         if action == "write":
             ids = [str(i) for i in range(int(sys.argv[4]), int(sys.argv[5]))]
             vectors = np.tile(query, (len(ids), 1))
-            collection.upsert(ids=ids, embeddings=vectors, metadatas=[{"owner": 1}] * len(ids))
+            collection.upsert(ids=ids, embeddings=vectors, metadatas=[{"space": 1}] * len(ids))
         else:
             found = collection.query(query_embeddings=[query], n_results=10000)
             print(len(found["ids"][0]))
@@ -400,7 +517,7 @@ def test_embedded_mode_stays_consistent_across_processes(settings, tmp_path) -> 
             collection.upsert(
                 ids=[str(i) for i in range(70, 75)],
                 embeddings=np.tile(query, (5, 1)),
-                metadatas=[{"owner": 1}] * 5,
+                metadatas=[{"space": 1}] * 5,
             )
         assert target.count() == 75  # nothing lost
         # A fresh process finds all 75 in the HNSW. Read again (at most 3 processes) when one

@@ -36,6 +36,7 @@ from retrieval.index.embeddings import EmbeddingUnavailable, Manifest, get_embed
 from retrieval.index.sync import reindex_vectors, sync_vectors
 from retrieval.index.vectors import get_vector_store, open_vector_store, pending_count
 from retrieval.models import Passage, PassageVector, VectorIndexState
+from spaces.models import personal_space_id
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -119,7 +120,8 @@ def test_sync_embeds_every_head_passage_once(vector_dir, counting, alice, bob) -
     services.note_create(owner=alice, title="Ops", body=sections("Rotate certs.", "Tune Redis."))
     services.note_create(owner=bob, title="Food", body="Bake bread at 220 degrees.")
     assert pending_count() == 3
-    assert pending_count(owner_id=bob.pk) == 1
+    assert pending_count([personal_space_id(bob.pk)]) == 1
+    assert pending_count([personal_space_id(alice.pk)]) == 2
 
     report = sync_vectors(embedder=counting)
     assert (report.pending, report.embedded, report.reused, report.deleted) == (3, 3, 0, 0)
@@ -165,7 +167,7 @@ def test_vectors_match_the_model_and_answer_queries(vector_dir, counting, alice)
         expected = counting.inner.embed_passages([embeddings.passage_input(passage)])[0]
         assert float(np.dot(stored[pk], expected)) > 0.999
     query = counting.embed_query("renew TLS certificates")
-    best = store.query(query, owner_id=alice.pk, limit=2)[0]
+    best = store.query(query, space_ids=[personal_space_id(alice.pk)], limit=2)[0]
     assert "certbot" in passages[best.passage_id].text
 
 
@@ -440,11 +442,12 @@ CHECK = textwrap.dedent(
     import numpy as np
     from retrieval.models import PassageVector
     from retrieval.index.vectors import get_vector_store, head_passages
+    from spaces.models import personal_space_id
 
     store = get_vector_store()
     ids = store.ids()
     query = np.ones(384, dtype=np.float32) / np.sqrt(384)
-    hits = store.query(query, owner_id=1, limit=1000)
+    hits = store.query(query, space_ids=[personal_space_id(1)], limit=1000)
     print(json.dumps({
         "head": sorted(head_passages().values_list("pk", flat=True)),
         "recorded": sorted(PassageVector.objects.values_list("passage_id", flat=True)),
