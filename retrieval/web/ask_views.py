@@ -178,7 +178,7 @@ def answer_context(
         "differences": differences,
         "pinned_document": trace.pinned_document,
         "conflicts": shown_conflicts(outcome.conflicts),
-        "search_instead_url": search_instead_url(outcome.question),
+        "search_instead_url": search_instead_url(outcome.question, trace.space_id),
     }
 
 
@@ -215,10 +215,12 @@ def recent_words(trace: AskTrace) -> str:
     return decision_words(outcome.decision, error=outcome.error)
 
 
-def search_instead_url(question: str) -> str:
+def search_instead_url(question: str, space_id: int | None = None) -> str:
     """The search page for the question as typed: what an abstention or a clarification
-    offers instead of an answer (the search shows every hit, ranked, without judging)."""
-    return f"{reverse('retrieval:search')}?{urlencode({'q': question}, quote_via=quote)}"
+    offers instead of an answer (the search shows every hit, ranked, without judging), over
+    the space the question was asked in (all the viewer's spaces when it was asked in all)."""
+    params = {"q": question, "space": str(space_id) if space_id else "all"}
+    return f"{reverse('retrieval:search')}?{urlencode(params, quote_via=quote)}"
 
 
 def shown_conflicts(conflicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
