@@ -22,6 +22,15 @@ PG_SERVER = os.environ.get("LODE_BENCH_PG", "postgres://postgres@127.0.0.1:5432"
 BACKENDS = ("sqlite", "postgres")
 
 
+def percentile(values: list[float], q: float) -> float:
+    """The `q`-th percentile of `values`, linearly interpolated between the closest ranks."""
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
 def recreate_pg_database(name: str) -> str:
     """Drop and create the scratch database `name`; returns its DATABASE_URL."""
     import psycopg

@@ -47,19 +47,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import BACKENDS, ROOT, SCIFACT, fresh_environment
+from _common import BACKENDS, ROOT, SCIFACT, fresh_environment, percentile
 
 OUT = ROOT / "bench" / "out"
 PG_NAME = "lode_bench_highlight"
 WARMUP_QUERIES = 10
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 class _Count(logging.Handler):

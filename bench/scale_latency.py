@@ -57,6 +57,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import percentile
+
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 ROOT = Path(__file__).resolve().parent.parent
 SCIFACT = Path(os.environ.get("LODE_BENCH_SCIFACT", ROOT.parent / "shared" / "data" / "scifact"))
@@ -65,14 +67,6 @@ PG_SERVER = os.environ.get("LODE_BENCH_PG", "postgres://postgres@127.0.0.1:5432"
 DIM = 384
 BATCH = 5000
 WARMUP = 10
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def summary(timings: dict[str, list[float]], floor: str = "floor") -> dict[str, object]:

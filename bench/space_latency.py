@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import percentile
+
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -40,14 +42,6 @@ SCIFACT = Path(os.environ.get("LODE_BENCH_SCIFACT", ROOT.parent / "shared" / "da
 OUT = ROOT / "bench" / "out"
 LAYOUTS = ("single", "one_space", "twenty_spaces")
 SHARED_SPACES = 19
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def setup_django() -> None:

@@ -34,18 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import BACKENDS, ROOT, SCIFACT, fresh_environment
+from _common import BACKENDS, ROOT, SCIFACT, fresh_environment, percentile
 
 OUT = ROOT / "bench" / "out"
 USER = "eval"
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def timed_ms(fn, items, warmup: int = 10) -> list[float]:
