@@ -19,7 +19,7 @@ from django.db import models
 from django.utils import timezone
 
 from notes.models import TrustTier
-from spaces.models import personal_space_id
+from spaces.models import hand_over_or_cascade, personal_space_id
 
 DEFAULT_STALE_AFTER_DAYS = 30
 # Separates an annotation's own text from the quoted span in its note body
@@ -67,8 +67,9 @@ class Source(models.Model):
         UPLOAD = "upload", "Uploaded file"
         URL = "url", "Web page (URL)"
 
+    # A shared space's sources outlive their owner's account (`hand_over_or_cascade`).
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sources"
+        settings.AUTH_USER_MODEL, on_delete=hand_over_or_cascade, related_name="sources"
     )
     # Its externals (and their snapshots and annotations) belong to the same space.
     space = models.ForeignKey("spaces.Space", on_delete=models.RESTRICT, related_name="sources")
@@ -239,7 +240,7 @@ class Annotation(models.Model):
         ORPHANED = "orphaned", "Orphaned (quote not found in the current snapshot)"
 
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="annotations"
+        settings.AUTH_USER_MODEL, on_delete=hand_over_or_cascade, related_name="annotations"
     )
     # The annotated external (a notes.Document of kind "external").
     document = models.ForeignKey(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from spaces.models import personal_space_id
+from spaces.models import hand_over_or_cascade, personal_space_id
 
 
 class TrustTier(models.TextChoices):
@@ -28,8 +28,10 @@ class Document(models.Model):
         NOTE = "note", "Note"
         EXTERNAL = "external", "External"
 
+    # Deleting the account deletes the user's documents, except those in a shared space,
+    # which another member of it inherits (`spaces.models.hand_over_or_cascade`).
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="documents"
+        settings.AUTH_USER_MODEL, on_delete=hand_over_or_cascade, related_name="documents"
     )
     # Who may see it (issue 15): the members of this space. The owner is who created it.
     # RESTRICT: a space holding documents cannot be deleted out from under them, except

@@ -11,6 +11,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from spaces.models import hand_over_or_cascade
+
 
 class Passage(models.Model):
     version = models.ForeignKey("notes.Version", on_delete=models.CASCADE, related_name="passages")
@@ -138,8 +140,10 @@ class AskTrace(models.Model):
     """A stored answer and its replayable trace (the "flight recorder"): everything needed
     to re-run the deterministic stages and compare. `trace` is redacted JSON."""
 
+    # An answer asked in a shared space outlives its asker's account (another member of
+    # the space inherits it: `spaces.models.hand_over_or_cascade`).
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ask_traces"
+        settings.AUTH_USER_MODEL, on_delete=hand_over_or_cascade, related_name="ask_traces"
     )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     # The space it was asked in: its members may open it, and only that space's documents

@@ -19,6 +19,8 @@ holding the token, only when the space's admin has turned them on.
 from __future__ import annotations
 
 import secrets
+from collections import defaultdict
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -123,6 +125,68 @@ def personal_space_id(user_id: int) -> int:
     if found is not None:
         return found
     return personal_space(get_user_model()(pk=user_id)).pk
+
+
+def heir_of(space_id: int, user_id: int) -> int | None:
+    """Who inherits `user_id`'s content in `space_id` when their account is deleted: another
+    member, an admin first, then an editor, then a viewer, the longest-standing first. None
+    for a personal space or a shared one nobody else is in (nobody is left to read it)."""
+    rank = models.Case(
+        models.When(role=Role.ADMIN, then=models.Value(0)),
+        models.When(role=Role.EDITOR, then=models.Value(1)),
+        default=models.Value(2),
+        output_field=models.IntegerField(),
+    )
+    return (
+        Membership.objects.filter(space_id=space_id)
+        .exclude(user_id=user_id)
+        .order_by(rank, "added_at", "pk")
+        .values_list("user_id", flat=True)
+        .first()
+    )
+
+
+def hand_over_or_cascade(collector: Any, field: Any, sub_objs: Any, using: str) -> None:
+    """`on_delete` for what a user owns (documents, sources, annotations, stored answers):
+    deleting the account takes what was only theirs, but what they wrote in a shared space
+    stays with the space, handed to `heir_of` that space (issue 15: deleting an account
+    must not delete a team's notes). A row whose unique key the heir already holds (a source
+    name, an import key) cannot be handed over and goes with the account."""
+    heirs: dict[tuple[int, int], int | None] = {}
+    handed: dict[int, list[Any]] = defaultdict(list)
+    doomed: list[Any] = []
+    for obj in sub_objs:
+        space_id = _space_of(obj)
+        owner_id = getattr(obj, field.attname)
+        key = (space_id, owner_id)
+        if key not in heirs:
+            heirs[key] = heir_of(space_id, owner_id) if space_id is not None else None
+        heir = heirs[key]
+        if heir is None or _heir_holds_key(obj, heir):
+            doomed.append(obj)
+        else:
+            handed[heir].append(obj)
+    for heir, objs in handed.items():
+        collector.add_field_update(field, heir, objs)
+    if doomed:
+        models.CASCADE(collector, field, doomed, using)
+
+
+def _space_of(obj: Any) -> int | None:
+    if hasattr(obj, "space_id"):
+        return obj.space_id
+    document = getattr(obj, "document", None)  # an annotation: its external's space
+    return document.space_id if document is not None else None
+
+
+def _heir_holds_key(obj: Any, heir_id: int) -> bool:
+    """Whether handing `obj` to `heir_id` would break a per-owner unique key."""
+    model = type(obj)
+    if model._meta.label == "externals.Source":
+        return model.objects.filter(owner_id=heir_id, name=obj.name).exists()
+    if model._meta.label == "notes.Document" and obj.external_key:
+        return model.objects.filter(owner_id=heir_id, external_key=obj.external_key).exists()
+    return False
 
 
 class DocumentMove(models.Model):

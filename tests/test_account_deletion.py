@@ -8,9 +8,11 @@ import pytest
 from django.contrib.auth.models import User
 from django.db.models import RestrictedError
 
+from externals.models import Source
 from notes import services
 from notes.models import Document, Version
 from retrieval.models import AskTrace, Passage
+from tests.factories import make_source
 
 pytestmark = pytest.mark.django_db
 
@@ -63,3 +65,43 @@ def test_deleting_a_user_removes_what_they_own_and_nothing_else(alice, bob, tmp_
 def test_a_head_version_cannot_be_deleted_alone(alice_note) -> None:
     with pytest.raises(RestrictedError):
         alice_note.head.delete()
+
+
+def test_deleting_an_account_hands_its_shared_content_to_another_member(alice, bob) -> None:
+    """Issue 15: what a user wrote in a shared space stays with the space when their account
+    goes (an admin of the space inherits it), tags included; their personal space, and a
+    shared space nobody else is in, go with the account."""
+    from django.contrib.auth import get_user_model
+
+    from spaces.models import Membership, Role, Space
+
+    carol = get_user_model().objects.create_user("carol", "c@example.com", "pw-carol-123")
+    team = Space.objects.create(name="Team", created_by=alice)
+    Membership.objects.create(space=team, user=alice, role=Role.ADMIN)
+    Membership.objects.create(space=team, user=bob, role=Role.VIEWER)
+    Membership.objects.create(space=team, user=carol, role=Role.EDITOR)
+    lonely = Space.objects.create(name="Carol alone", created_by=carol)
+    Membership.objects.create(space=lonely, user=carol, role=Role.ADMIN)
+    runbook = services.note_create(
+        owner=carol, title="Team runbook", body="Rotate certs on Monday.", tags="ops", space=team
+    )
+    AskTrace.objects.create(
+        user=carol, space=team, question="When?", decision="ANSWER", answerer="x"
+    )
+    kept = make_source(carol, name="Team wiki", space=team)
+    clash = make_source(carol, name="Feeds", space=team)
+    make_source(alice, name="Feeds")  # alice already has a source of that name
+    private = services.note_create(owner=carol, title="Carol's diary", body="Mine only.")
+    alone = services.note_create(owner=carol, title="Nobody else", body="x", space=lonely)
+
+    carol.delete()
+
+    runbook.refresh_from_db()
+    assert runbook.owner_id == alice.pk  # the admin inherits, not bob the viewer
+    assert runbook.space_id == team.pk and runbook.head.passages.exists()
+    assert AskTrace.objects.filter(space=team, user=alice).count() == 1
+    kept.refresh_from_db()
+    assert kept.owner_id == alice.pk and kept.space_id == team.pk
+    # A source whose name the heir already uses cannot be handed over: it goes.
+    assert not Source.objects.filter(pk=clash.pk).exists()
+    assert not Document.objects.filter(pk__in=[private.pk, alone.pk]).exists()
