@@ -35,6 +35,7 @@ from externals.models import QUOTE_SEPARATOR, Annotation
 from notes.models import Document, TrustTier, Version
 from notes.services import document_discard, validate_content, version_create
 from retrieval.eligibility import can, member_space_ids
+from retrieval.index.edges import refresh_edges
 from spaces.models import Role
 
 # Characters of context kept either side of the quote: enough to tell repeats apart, small
@@ -260,6 +261,7 @@ def annotation_create(
                 _move(annotation, head, *found)
         annotation.full_clean()
         annotation.save()
+        refresh_edges([note.pk], reverse=False)  # the annotation's `annotates` edge
     return annotation
 
 
@@ -272,6 +274,7 @@ def migrate_annotations(document: Document, new_version: Version) -> MigrationRe
     snapshot and quote. Nothing is deleted. Idempotent: a second call moves nothing more.
     """
     moved = orphaned = 0
+    touched: list[int] = []
     with transaction.atomic():
         rows = (
             Annotation.objects.select_for_update()
@@ -305,6 +308,8 @@ def migrate_annotations(document: Document, new_version: Version) -> MigrationRe
                         "orphaned_at",
                     ]
                 )
+            touched.append(annotation.note_document_id)
+        refresh_edges(touched, reverse=False, changed=False)  # `annotates` follows them
     return MigrationResult(moved, orphaned)
 
 

@@ -55,6 +55,9 @@ _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 PAGE_SEPARATOR = "\n\n"
 
 TEXT_EXTRACTOR = "utf8-text"
+# What lode asks trafilatura for beyond its defaults, part of the recorded extractor version:
+# the same library with other options gives other text, so it is another extractor.
+HTML_OPTIONS = "markdown-links"
 TEXT_EXTRACTOR_VERSION = "1"
 
 
@@ -204,7 +207,13 @@ def extract_html(data: bytes) -> Extracted:
 
     try:
         text = trafilatura.extract(
-            data, output_format="markdown", include_comments=False, favor_recall=True
+            data,
+            output_format="markdown",
+            include_comments=False,
+            favor_recall=True,
+            # Links stay in the text as Markdown links, so the graph (issue 16) can follow a
+            # mirrored page's links to the other pages a source mirrors.
+            include_links=True,
         )
         metadata = trafilatura.extract_metadata(data)
     except Exception as exc:  # the library's own failure modes are many and undocumented
@@ -217,7 +226,9 @@ def extract_html(data: bytes) -> Extracted:
     text = without_nul(text)
     if not text.strip():
         raise ExtractionError("trafilatura found no main text in this page")
-    return Extracted(text, "trafilatura", _library_version("trafilatura"), None, title)
+    return Extracted(
+        text, "trafilatura", f"{_library_version('trafilatura')}+{HTML_OPTIONS}", None, title
+    )
 
 
 def extract_pdf(data: bytes) -> Extracted:

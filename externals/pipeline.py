@@ -56,10 +56,11 @@ from django.utils import timezone
 from externals import extract as extractors
 from externals.annotations import migrate_annotations
 from externals.fetch import FetchError, fetch_url
-from externals.models import ScanRecord, Source, SourceItem, stale_cutoff
+from externals.models import Annotation, ScanRecord, Source, SourceItem, stale_cutoff
 from notes.models import Document, TrustTier, Version
 from notes.services import version_create
 from notes.sources import SourceRefused, SourceTooLarge, read_source_file
+from retrieval.index.edges import refresh_edges
 from retrieval.index.passages import logical_id, unindex_document
 from retrieval.models import Passage
 from spaces.models import Space
@@ -501,6 +502,16 @@ class _Scan:
                     "last_error": "",
                     "verified_at": timezone.now(),
                 },
+            )
+            # Now that the item names its document: the source contains it, links between
+            # the source's files resolve, and annotations point at the new snapshot.
+            refresh_edges(
+                [
+                    document.pk,
+                    *Annotation.objects.filter(document=document).values_list(
+                        "note_document_id", flat=True
+                    ),
+                ]
             )
         self.items[raw.path] = item
 

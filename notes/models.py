@@ -7,10 +7,24 @@ migration, not retrieval: only head versions are chunked into searchable passage
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from django.db import models
 
 from spaces.models import hand_over_or_cascade, personal_space_id
+
+# A word of a title: letters and digits, with inner hyphens, apostrophes and dots ("on-call",
+# "v1.2"). The same pattern splits text into words where mentions are looked for.
+TITLE_WORD = re.compile(r"\w+(?:[-'’.]\w+)*")
+
+
+def title_key(title: str) -> str:
+    """How a title is matched by links and mentions: its words, case-folded, one space
+    apart; punctuation between words does not count. "Backup  Policy", "backup policy" and
+    "Backup policy:" name the same note. A title with no word keeps its folded text."""
+    words = TITLE_WORD.findall(title.casefold())
+    return (" ".join(words) if words else " ".join(title.casefold().split()))[:500]
 
 
 class TrustTier(models.TextChoices):
@@ -39,6 +53,10 @@ class Document(models.Model):
     space = models.ForeignKey("spaces.Space", on_delete=models.RESTRICT, related_name="documents")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.NOTE)
     title = models.CharField(max_length=500)
+    # The title as links name it (`title_key()`: case-folded, spaces collapsed), indexed so a
+    # `[[Title]]` link and an unlinked mention of a title resolve with one lookup (issue 16).
+    # Kept in step with `title` by `save()`; bulk writers set it themselves.
+    title_key = models.CharField(max_length=500, blank=True, default="", db_index=True)
     # RESTRICT, not PROTECT: a version can never be deleted out from under its document,
     # but deleting the document (or its owner) takes the head version with it.
     head = models.OneToOneField(
@@ -88,6 +106,10 @@ class Document(models.Model):
         # A document created without a space goes to its owner's personal space.
         if self.space_id is None and self.owner_id is not None:
             self.space_id = personal_space_id(self.owner_id)
+        self.title_key = title_key(self.title)
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and "title" in update_fields:
+            kwargs["update_fields"] = {*update_fields, "title_key"}
         super().save(*args, **kwargs)
 
     @property

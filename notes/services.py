@@ -24,8 +24,9 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from notes.models import Document, DocumentTag, Tag, TrustTier, Version
+from notes.models import Document, DocumentTag, Tag, TrustTier, Version, title_key
 from retrieval.eligibility import can, role_in
+from retrieval.index.edges import refresh_edges
 from retrieval.index.passages import (
     index_new_head,
     index_new_heads,
@@ -446,6 +447,7 @@ def _reindex_head(document: Document) -> None:
         enqueue_document_sync_on_commit(document.pk)  # the worker embeds them again
     else:
         rechunk_head(document.pk)
+    refresh_edges([document.pk])  # back in the graph, and links to it resolve again
 
 
 # --- comparing versions -------------------------------------------------------------------
@@ -777,6 +779,7 @@ def _notes_create_bulk(
                 space_id=space_id,
                 kind=Document.Kind.NOTE,
                 title=note.title,
+                title_key=title_key(note.title),
                 trust_tier=TrustTier.NOTE,
                 external_key=note.external_key,
                 source_name=source_name,

@@ -214,3 +214,112 @@ class WorkerHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"worker {self.worker_id} (seen {self.seen_at:%H:%M:%S})"
+
+
+class Edge(models.Model):
+    """One directed, labelled edge of the graph (issue 16): `from` —kind→ `to`, derived from
+    the head version it was read from, with its basis (the rule, its version and, for a
+    declared link, the exact span).
+
+    Edges are a derived index like passages: regenerated from head versions
+    (`retrieval/index/edges.py`), never edited, removed with the version's passages when it
+    stops being head, checked and rebuilt by `lode_index health` / `repair`. Whoever reads
+    one applies eligibility to both ends (a hidden or deleted end hides the edge).
+
+    The `from` end is a document version, except for `contains`, whose `from` is a source
+    (its folder, upload or URL) and whose `to_version` pins the external's head snapshot.
+    An unresolved edge has no `to_document`: `target` keeps what the link said (a title, a
+    path or a URL) and `resolution` why it did not resolve.
+    """
+
+    class Kind(models.TextChoices):
+        LINKS_TO = "links_to", "links to"
+        CONTAINS = "contains", "contains"
+        ANNOTATES = "annotates", "annotates"
+        MENTIONS = "mentions", "mentions (inferred)"
+        RELATED = "related", "related (inferred)"
+
+    class Resolution(models.TextChoices):
+        RESOLVED = "resolved", "Resolved"
+        MISSING = "missing", "No such document"
+        AMBIGUOUS = "ambiguous", "More than one document has this title"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    # The document whose head the edge was derived from (the linking note; for `contains`
+    # the external; for `related` the document whose vectors were compared): re-deriving a
+    # document replaces exactly the edges whose origin it is.
+    origin = models.ForeignKey(
+        "notes.Document", on_delete=models.CASCADE, related_name="edges_derived"
+    )
+    from_document = models.ForeignKey(
+        "notes.Document", on_delete=models.CASCADE, null=True, blank=True, related_name="edges_out"
+    )
+    from_version = models.ForeignKey(
+        "notes.Version", on_delete=models.CASCADE, null=True, blank=True, related_name="edges_out"
+    )
+    from_source = models.ForeignKey(
+        "externals.Source", on_delete=models.CASCADE, null=True, blank=True, related_name="edges"
+    )
+    to_document = models.ForeignKey(
+        "notes.Document", on_delete=models.CASCADE, null=True, blank=True, related_name="edges_in"
+    )
+    # A link that names one version (a version page or an evidence link) pins it here; a link
+    # to a document's page follows its head, so this stays null.
+    to_version = models.ForeignKey(
+        "notes.Version", on_delete=models.CASCADE, null=True, blank=True, related_name="edges_in"
+    )
+    to_passage = models.ForeignKey(
+        Passage, on_delete=models.CASCADE, null=True, blank=True, related_name="edges_in"
+    )
+    resolution = models.CharField(
+        max_length=16, choices=Resolution.choices, default=Resolution.RESOLVED
+    )
+    # What the link said: the wiki title, the path or URL; `target_key` the title as
+    # `notes.models.title_key` matches it, so saving a note of that title re-resolves the link.
+    target = models.CharField(max_length=1000, blank=True, default="")
+    target_key = models.CharField(max_length=500, blank=True, default="", db_index=True)
+    label = models.CharField(max_length=500, blank=True, default="")  # the link's text / alias
+    # The basis: which rule established the edge, and where in the `from` version.
+    rule = models.CharField(max_length=64)
+    rule_version = models.CharField(max_length=16)
+    passage = models.ForeignKey(
+        Passage, on_delete=models.CASCADE, null=True, blank=True, related_name="edges_out"
+    )
+    start = models.PositiveIntegerField(null=True, blank=True, help_text="Code points.")
+    end = models.PositiveIntegerField(null=True, blank=True, help_text="Code points.")
+    score = models.FloatField(null=True, blank=True)  # `related`: the similarity
+    basis = models.JSONField(default=dict, blank=True)  # rule-specific details (model, path…)
+
+    class Meta:
+        ordering = ["from_document_id", "start", "id"]
+        indexes = [
+            models.Index(fields=["origin", "kind"]),
+            models.Index(fields=["from_document", "kind"]),
+            models.Index(fields=["to_document", "kind"]),
+            models.Index(fields=["from_source", "kind"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.from_document_id or self.from_source_id} {self.kind} {self.to_document_id}"
+
+    @property
+    def inferred(self) -> bool:
+        return self.kind in INFERRED_EDGE_KINDS
+
+
+INFERRED_EDGE_KINDS = frozenset({Edge.Kind.MENTIONS, Edge.Kind.RELATED})
+
+
+class GraphGeneration(models.Model):
+    """One row per change of the edge set, appended in the transaction that made it.
+
+    The graph's generation is the largest id a reader's snapshot sees: a graph query reads it
+    and the edges inside one transaction, so its answer names the generation it ran on and
+    never mixes two. Append-only rather than one counter row, so concurrent saves never wait
+    on each other for it."""
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    documents = models.PositiveIntegerField(default=0)  # how many documents' edges changed
+
+    def __str__(self) -> str:
+        return f"graph generation {self.pk}"

@@ -26,6 +26,7 @@ from django.db.models.functions import Coalesce
 from externals.models import Annotation, Source, SourceItem
 from notes.models import Document
 from retrieval.eligibility import member_spaces, role_in
+from retrieval.index.edges import refresh_edges
 from retrieval.index.sync import enqueue_document_sync_on_commit
 from spaces.models import DocumentMove, Membership, Role, Space, role_at_least
 
@@ -254,6 +255,9 @@ def _record_move(document: Document, *, by: AbstractBaseUser, from_space: Space,
         to_space_name=to.name,
         moved_by_id=by.pk,
     )
+    # Same text, new space: a `[[Title]]` shared by notes of two spaces may now resolve
+    # differently (the linking note's own space wins), here and in the notes that link to it.
+    refresh_edges([document.pk], changed=False)
     enqueue_document_sync_on_commit(document.pk)
 
 

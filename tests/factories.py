@@ -21,6 +21,7 @@ from notes import services
 from notes.models import Document, TrustTier
 from retrieval.answer.pack import pack_item
 from retrieval.answer.types import EvidencePack, PackItem
+from retrieval.index.edges import refresh_edges
 from retrieval.models import Passage
 
 # --- ports and clients -------------------------------------------------------------------------
@@ -191,6 +192,7 @@ def make_source_external(
         sha256=document.head.sha256,
         byte_size=document.head.byte_size,
     )
+    refresh_edges([document.pk])  # as the pipeline does once the item names its document
     return document
 
 

@@ -24,8 +24,9 @@ from django.db import transaction
 from django.db.models import F, Max
 from django.db.models.functions import Length
 
-from notes.models import Document, Version
+from notes.models import Document, Version, title_key
 from retrieval.index.chunking import chunk_markdown
+from retrieval.index.edges import refresh_edges
 from retrieval.index.sync import enqueue_document_sync_on_commit, enqueue_pending_sweep
 from retrieval.models import Passage
 
@@ -80,6 +81,10 @@ def index_new_head(document: Document, version: Version) -> int:
     (upsert-before-prune), all within the caller's transaction.
     """
     [written] = _write_heads([version])
+    # The graph's edges follow the head in the same transaction; links elsewhere that named
+    # the old title are re-resolved too.
+    parent = Version.objects.filter(pk=version.parent_id).values_list("title", flat=True).first()
+    refresh_edges([document.pk], old_keys=[title_key(parent)] if parent else [])
     # Vectors are derived asynchronously: the worker embeds the new head after commit.
     enqueue_document_sync_on_commit(document.pk)
     return written
@@ -94,6 +99,10 @@ def index_new_heads(versions: Sequence[Version]) -> list[int]:
     task per document (`enqueue_pending_sweep` queues at most one).
     """
     written = _write_heads(versions)
+    # Edges for all of them at once; other documents' text is not scanned for their titles
+    # here (one scan per document would dominate an import): health reports such mentions
+    # and `lode_index repair` adds them.
+    refresh_edges([version.document_id for version in versions], scan_mentions=False)
     transaction.on_commit(enqueue_pending_sweep)
     return written
 
@@ -112,6 +121,7 @@ def _write_heads(versions: Sequence[Version]) -> list[int]:
 def unindex_document(document: Document) -> None:
     """Remove every passage of `document` from the head set (soft delete)."""
     Passage.objects.filter(document=document, is_head=True).update(is_head=False)
+    refresh_edges([document.pk])  # its edges leave the graph; links to it become missing
     enqueue_document_sync_on_commit(document.pk)  # the worker deletes its vectors
 
 
@@ -192,6 +202,8 @@ def rechunk_head(document_id: int) -> tuple[int, int]:
         if document.kind == Document.Kind.EXTERNAL:
             _carry_external_labels(document, old, new)
         Passage.objects.bulk_create(new, batch_size=500)
+        # Edges name the passage holding their span: re-derive them over the new passages.
+        refresh_edges([document.pk], reverse=False, changed=False)
         enqueue_document_sync_on_commit(document.pk)  # vectors follow the new head passages
     return len(old), len(new)
 
