@@ -204,6 +204,7 @@ def prepare(env: dict[str, str], url: str) -> None:
     """Migrate, collect the static files (hashed, compressed: lode_site/staticfiles.py),
     assemble the model folder and create the first account, printing its credentials once."""
     manage("migrate", "--noinput", env=env)
+    manage("lode_graph", "build", "--if-never-built", env=env)  # an install from before the graph
     manage("collectstatic", "--noinput", "-v", "0", env=env)
     manage("shell", "--no-imports", "-c", ASSEMBLE_MODEL, env=env)
     manage("lode_first_user", "--url", url, env=env)

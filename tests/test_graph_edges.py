@@ -214,3 +214,16 @@ def test_html_extraction_keeps_links_for_the_graph():
     extracted = extract_html(page)
     assert "[setup page](/docs/setup.html)" in extracted.text
     assert extracted.extractor_version.endswith("+markdown-links")
+
+
+def test_build_command_derives_edges_once(alice):
+    from django.core.management import call_command
+
+    from retrieval.index.edges import build_all_edges
+
+    factories.note(alice, "Target Note", "t")
+    source = factories.note(alice, "Linker", "[[Target Note]]")
+    Edge.objects.all().delete()
+    assert build_all_edges(only_if_never_built=True) is None  # saves built generations already
+    call_command("lode_graph", "build")
+    assert [e.target for e in edges_of(source)] == ["Target Note"]

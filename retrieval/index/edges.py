@@ -599,3 +599,22 @@ def current_generation() -> int:
     """The graph generation this transaction sees (0 before any edge was written)."""
     last = GraphGeneration.objects.order_by("-pk").values_list("pk", flat=True).first()
     return last or 0
+
+
+def build_all_edges(*, batch: int = 200, only_if_never_built: bool = False) -> int | None:
+    """Derive the edges of every live document, `batch` documents per transaction (an
+    install upgraded to a lode with the graph, or after a rule changed). Returns the edges
+    written, or None when `only_if_never_built` and a graph generation already exists."""
+    if only_if_never_built and GraphGeneration.objects.exists():
+        return None
+    ids = list(
+        Document.objects.filter(deleted_at__isnull=True, head__isnull=False)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    written = 0
+    for i in range(0, len(ids), batch):
+        written += refresh_edges(ids[i : i + batch], reverse=False, changed=False)
+    if not ids:
+        GraphGeneration.objects.create(documents=0)
+    return written
