@@ -227,3 +227,23 @@ def test_build_command_derives_edges_once(alice):
     assert build_all_edges(only_if_never_built=True) is None  # saves built generations already
     call_command("lode_graph", "build")
     assert [e.target for e in edges_of(source)] == ["Target Note"]
+
+
+def test_an_edge_from_a_version_that_is_no_longer_head_is_not_visible(alice):
+    factories.note(alice, "Target Note", "t")
+    source = factories.note(alice, "Linker", "[[Target Note]]")
+    old_head = source.head_id
+    services.note_update(
+        document=source, user=alice, base_version_id=old_head, title="Linker", body="none"
+    )
+    # Drift: an edge of the old version left behind (health would report it).
+    Edge.objects.create(
+        origin=source,
+        kind=Edge.Kind.LINKS_TO,
+        from_document=source,
+        from_version_id=old_head,
+        target="Target Note",
+        rule="wiki-link",
+        rule_version="1",
+    )
+    assert not visible_edges(audience_for(alice.pk)).filter(origin=source).exists()

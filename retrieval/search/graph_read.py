@@ -14,7 +14,7 @@ An edge's trust tier (the trust gradient, DESIGN.md): a declared edge (`links_to
 
 from __future__ import annotations
 
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 
 from notes.models import TrustTier
 from retrieval.eligibility import Audience
@@ -27,12 +27,16 @@ ALL_KINDS = tuple(Edge.Kind.values)
 
 def visible_edges(audience: Audience) -> QuerySet[Edge]:
     """The edges both of whose ends the audience may see (unresolved ones: whose `from`
-    end it may see). Deleted documents hide their edges both ways."""
+    end it may see). Deleted documents hide their edges both ways, and so does a `from`
+    version that is no longer its document's head."""
     spaces = audience.sorted_space_ids
+    # An edge is read from its document's head; one whose version is no longer head (the
+    # derivation removes those in the same transaction; this guards against drift) is not shown.
     from_document = Q(
         from_document__isnull=False,
         from_document__space_id__in=spaces,
         from_document__deleted_at__isnull=True,
+        from_version_id=F("from_document__head_id"),
     )
     from_source = Q(from_document__isnull=True, from_source__space_id__in=spaces)
     to_end = Q(to_document__isnull=True) | Q(
