@@ -247,3 +247,30 @@ def test_an_edge_from_a_version_that_is_no_longer_head_is_not_visible(alice):
         rule_version="1",
     )
     assert not visible_edges(audience_for(alice.pk)).filter(origin=source).exists()
+
+
+def test_bulk_import_derives_the_same_edges_as_one_by_one(alice):
+    """30 notes in one `notes_import` take the batch path (one title index for all); their
+    edges equal what deriving each alone gives."""
+    notes = [
+        services.NoteImport(
+            external_key=f"kb/n{i}.md",
+            title=f"Service Number {i}",
+            body=(
+                f"Depends on [[Service Number {(i + 1) % 30}]] and the service number {(i + 2) % 30}."
+                f" Owned by [team](../people/t{i}.md) and Kubernetes."
+            ),
+        )
+        for i in range(30)
+    ]
+    notes.append(services.NoteImport(external_key="kb/k.md", title="Kubernetes", body="k8s"))
+    services.notes_import(owner=alice, notes=notes, source_name="kb")
+    documents = list(Document.objects.filter(source_name="kb"))
+    stored = sorted(map(repr, map(edge_signature, Edge.objects.filter(origin__in=documents))))
+    derived = sorted(repr(edge_signature(e)) for d in documents for e in derive_edges(d))
+    # Each: its wiki link, its missing Markdown link, mentions of the next-but-one and Kubernetes.
+    assert len(stored) == 30 * 4
+    assert stored == derived
+    kinds = Edge.objects.filter(origin__in=documents).values_list("kind", flat=True)
+    assert {*kinds} == {Edge.Kind.LINKS_TO, Edge.Kind.MENTIONS}
+    assert Edge.objects.filter(kind=Edge.Kind.MENTIONS, target_key="kubernetes").count() == 30

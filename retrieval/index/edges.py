@@ -34,6 +34,7 @@ import posixpath
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 from django.conf import settings
@@ -41,7 +42,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.urls import Resolver404, resolve
 
-from notes.models import Document, Version, title_key
+from notes.models import Document, TrustTier, Version, title_key
 from retrieval.index.link_parsing import (
     MARKDOWN_RULE,
     MENTION_RULE,
@@ -63,6 +64,8 @@ ANNOTATION_RULE = "annotation"
 # How many other documents one save may re-derive because they link to or mention it; past
 # this the rest are left to `lode_index repair` (health reports them as drift).
 MAX_REVERSE_DOCUMENTS = 500
+# Deriving at least this many documents at once loads every title of their spaces once.
+TITLE_INDEX_FROM = 20
 
 # The lode pages a Markdown link may name, and which of their URL parameters say what.
 _PAGE_VIEWS = {
@@ -84,6 +87,27 @@ class _Context:
     version: Version
     space_ids: frozenset[int]  # what the version's author may see
     passages: list[tuple[int, int, int]]  # (start, end, id) of the head passages
+    # Deriving many documents at once: every live title of the spaces involved, loaded once
+    # (key → [(id, space id)]), instead of one lookup per document.
+    titles: TitleIndex | None = None
+
+
+@dataclass(frozen=True)
+class TitleIndex:
+    """Every live document title of `space_ids`, by key → [(id, space id)]."""
+
+    space_ids: frozenset[int]
+    keys: dict[str, list[tuple[int, int]]]
+
+
+def title_index(space_ids: Iterable[int]) -> TitleIndex:
+    """Every live document title of these spaces by key, for deriving many documents."""
+    spaces = frozenset(space_ids)
+    keys: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    rows = _live(spaces).order_by("pk").values_list("title_key", "pk", "space_id")
+    for key, pk, space_id in rows.iterator(chunk_size=5000):
+        keys[key].append((pk, space_id))
+    return TitleIndex(spaces, dict(keys))
 
 
 def _author_spaces(document: Document, version: Version) -> frozenset[int]:
@@ -133,15 +157,27 @@ def _resolve_titles(context: _Context, keys: set[str]) -> dict[str, list[tuple[i
     """For each title key, the (id, space id) of the live documents the author may see."""
     found: dict[str, list[tuple[int, int]]] = defaultdict(list)
     keys = {key for key in keys if key}
-    for batch in _batches(sorted(keys)):
-        rows = (
-            _live(context.space_ids)
-            .filter(title_key__in=batch)
-            .values_list("title_key", "pk", "space_id")
-            .order_by("pk")
-        )
-        for key, pk, space_id in rows:
-            found[key].append((pk, space_id))
+    if context.titles is not None and context.space_ids <= context.titles.space_ids:
+        for key in keys:
+            for pk, space_id in context.titles.keys.get(key, ()):
+                if space_id in context.space_ids:
+                    found[key].append((pk, space_id))
+        return found
+    # Plain SQL: the ORM takes longer to build an IN of a few thousand keys than the
+    # database takes to answer it through the title_key index.
+    table = Document._meta.db_table
+    spaces = sorted(context.space_ids)
+    with connection.cursor() as cursor:
+        for batch in _batches(sorted(keys), limit=len(spaces)):
+            sql = (
+                f"SELECT title_key, id, space_id FROM {table} "
+                f"WHERE title_key IN ({', '.join(['%s'] * len(batch))}) "
+                f"AND space_id IN ({', '.join(['%s'] * len(spaces))}) "
+                "AND deleted_at IS NULL AND head_id IS NOT NULL ORDER BY id"
+            )
+            cursor.execute(sql, [*batch, *spaces])
+            for key, pk, space_id in cursor.fetchall():
+                found[key].append((pk, space_id))
     return found
 
 
@@ -259,7 +295,9 @@ def _relative(context: _Context, target: str) -> _Target | None:
 
     path = unquote(target)
     document = context.document
-    item = SourceItem.objects.filter(document=document).select_related("source").first()
+    item = None
+    if document.kind == Document.Kind.EXTERNAL:
+        item = SourceItem.objects.filter(document=document).select_related("source").first()
     if item is not None:
         if item.source.kind == item.source.Kind.URL:
             return _mirrored(context, urldefrag(urljoin(item.path, target))[0])
@@ -353,16 +391,20 @@ def _markdown_edges(context: _Context, links: list[Link]) -> list[Edge]:
 # --- mentions, containment, annotations -----------------------------------------------------
 
 
-def _batches(items: Sequence[str], size: int | None = None) -> Iterable[Sequence[str]]:
-    size = size or max(100, min(connection.features.max_query_params or 5000, 5000) - 50)
+def _batches(items: Sequence[str], *, limit: int = 0) -> Iterable[Sequence[str]]:
+    """`items` in slices that fit one statement's parameters beside `limit` others."""
+    size = max(100, min(connection.features.max_query_params or 5000, 5000) - 50 - limit)
     for i in range(0, len(items), size):
         yield items[i : i + size]
 
 
 def _mention_edges(context: _Context, links: list[Link], linked: set[int]) -> list[Edge]:
     body = context.version.body
-    candidates = mention_candidates(body, skip=[(link.start, link.end) for link in links])
-    keys = {key for key in candidates if mentionable(key)}
+    known = context.titles.keys if context.titles is not None else None
+    candidates = mention_candidates(
+        body, skip=[(link.start, link.end) for link in links], known=known
+    )
+    keys = set(candidates)
     keys.discard(context.document.title_key)
     titles = _resolve_titles(context, keys)
     edges = []
@@ -391,6 +433,8 @@ def _mention_edges(context: _Context, links: list[Link], linked: set[int]) -> li
 def _contains_edges(context: _Context) -> list[Edge]:
     from externals.models import SourceItem
 
+    if context.document.kind != Document.Kind.EXTERNAL:
+        return []
     edges = []
     for item in SourceItem.objects.filter(document=context.document).select_related("source"):
         edges.append(
@@ -413,6 +457,8 @@ def _contains_edges(context: _Context) -> list[Edge]:
 def _annotation_edges(context: _Context) -> list[Edge]:
     from externals.models import Annotation
 
+    if context.document.trust_tier != TrustTier.ANNOTATION:
+        return []  # an annotation's note always has the annotation tier
     annotation = Annotation.objects.filter(note_document=context.document).first()
     if annotation is None:
         return []
@@ -440,9 +486,10 @@ def _annotation_edges(context: _Context) -> list[Edge]:
 # --- deriving and writing -------------------------------------------------------------------
 
 
-def derive_edges(document: Document) -> list[Edge]:
+def derive_edges(document: Document, *, titles: TitleIndex | None = None) -> list[Edge]:
     """The edges `document`'s head version gives now, unsaved; none for a deleted document.
-    `related` edges are not derived here (they need the vectors; `related.py`)."""
+    `related` edges are not derived here (they need the vectors; `related.py`). `titles`:
+    a `title_index` covering the author's spaces, when deriving many documents."""
     if document.deleted_at is not None or document.head_id is None:
         return []
     version = Version.objects.get(pk=document.head_id)
@@ -455,6 +502,7 @@ def derive_edges(document: Document) -> list[Edge]:
             .order_by("start", "pk")
             .values_list("start", "end", "pk")
         ),
+        titles=titles,
     )
     links = find_links(version.body)
     edges = _wiki_edges(context, links) + _markdown_edges(context, links)
@@ -487,7 +535,10 @@ EDGE_FIELDS = (
 
 
 def edge_signature(edge: Edge) -> tuple:
-    return tuple(getattr(edge, name) for name in EDGE_FIELDS)
+    """What makes an edge this edge, comparable between a stored row and a derived one
+    (choices as their plain values: a derived edge holds the enum, a loaded one the str)."""
+    values = (getattr(edge, name) for name in EDGE_FIELDS)
+    return tuple(value.value if isinstance(value, Enum) else value for value in values)
 
 
 def _write(documents: Sequence[Document], *, changed: bool) -> int:
@@ -500,7 +551,14 @@ def _write(documents: Sequence[Document], *, changed: bool) -> int:
         Edge.objects.filter(kind=Edge.Kind.RELATED).filter(
             Q(from_document_id__in=ids) | Q(to_document_id__in=ids)
         ).delete()
-    edges = [edge for document in documents for edge in derive_edges(document)]
+    titles = None
+    if len(documents) >= TITLE_INDEX_FROM:
+        authors = {d.owner_id for d in documents}
+        spaces = set(
+            Membership.objects.filter(user_id__in=authors).values_list("space_id", flat=True)
+        )
+        titles = title_index(spaces | {d.space_id for d in documents})
+    edges = [edge for document in documents for edge in derive_edges(document, titles=titles)]
     Edge.objects.bulk_create(edges, batch_size=500)
     return len(edges)
 

@@ -10,7 +10,7 @@ example inside code is not a link, and blanking keeps every offset unchanged.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from dataclasses import dataclass
 
 from notes.models import TITLE_WORD
@@ -29,6 +29,7 @@ MAX_SCAN_CHARS = 200_000
 MAX_LINKS = 500
 MAX_TITLE_WORDS = 8
 MAX_MENTION_KEYS = 60_000
+MIN_ONE_WORD_TITLE = 8  # letters a one-word title needs before its appearance is a mention
 
 _FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})[^\n]*\n.*?(?:^\1\2[`~]*[ \t]*$|\Z)", re.M | re.S)
 _INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
@@ -98,26 +99,35 @@ def _words(text: str) -> list[tuple[int, int, str]]:
     return [(m.start(), m.end(), m.group(0).casefold()) for m in TITLE_WORD.finditer(text)]
 
 
-def mention_candidates(body: str, *, skip: list[tuple[int, int]]) -> dict[str, tuple[int, int]]:
+def mention_candidates(
+    body: str, *, skip: list[tuple[int, int]], known: Container[str] | None = None
+) -> dict[str, tuple[int, int]]:
     """Every run of 1..`MAX_TITLE_WORDS` words of `body` outside code and outside the `skip`
-    spans (the links), as a `title_key` (its words, case-folded), with the span of its first
-    occurrence. The caller looks the keys up among document titles; a match is an unlinked
-    mention."""
+    spans (the links) that could be a mention (`mentionable`), as a `title_key` (its words,
+    case-folded), with the span of its first occurrence. With `known` (the title keys the
+    caller has loaded) only runs among them. The caller looks the keys up among document
+    titles; a match is an unlinked mention."""
     text = blank_code(body[:MAX_SCAN_CHARS])
     for start, end in skip:
         text = text[:start] + " " * (end - start) + text[end:]
     words = _words(text)
     found: dict[str, tuple[int, int]] = {}
-    for i in range(len(words)):
+    for i, (start, _, first) in enumerate(words):
+        key = first
         for n in range(1, MAX_TITLE_WORDS + 1):
-            if i + n > len(words):
-                break
-            start, end = words[i][0], words[i + n - 1][1]
-            key = " ".join(word for _, _, word in words[i : i + n])
-            if key not in found:
-                found[key] = (start, end)
-                if len(found) >= MAX_MENTION_KEYS:
-                    return found
+            if n > 1:
+                if i + n > len(words):
+                    break
+                key = f"{key} {words[i + n - 1][2]}"
+            if n == 1 and (len(key) < MIN_ONE_WORD_TITLE or key.isdigit()):
+                continue
+            if key in found or (known is not None and key not in known):
+                continue
+            if n > 1 and key.replace(" ", "").isdigit():
+                continue
+            found[key] = (start, words[i + n - 1][1])
+            if len(found) >= MAX_MENTION_KEYS:
+                return found
     return found
 
 
@@ -128,7 +138,7 @@ def mentionable(key: str) -> bool:
     words = key.split()
     if not words or all(w.isdigit() for w in words):
         return False
-    return len(words) >= 2 or len(words[0]) >= 8
+    return len(words) >= 2 or len(words[0]) >= MIN_ONE_WORD_TITLE
 
 
 def iter_spans(text: str, key: str) -> Iterator[tuple[int, int]]:
