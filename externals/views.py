@@ -50,7 +50,7 @@ from lode_site.htmx import HtmxHttpRequest
 from notes import selectors as note_selectors
 from notes.models import Document, Version
 from notes.rendering import NoSuchPart, RenderedPart, rendered_part
-from notes.views import NotVisible, check_target_space, shows_no_access
+from notes.views import NotVisible, check_target_space, graph_context, shows_no_access
 from spaces.current import current_space_id, space_for_new_documents
 from spaces.models import Role, Space
 
@@ -472,15 +472,19 @@ def _snapshot_page(request: HttpRequest, document: Document, version: Version) -
     renderable = _renders_as_markdown(version, item)
     rendered = _rendered(request, version) if renderable and _wants_rendered(request) else None
     annotations = list(annotations_for(request.user, version))
+    is_head = version.pk == document.head_id
+    # The graph sections (issue 16): about the document as it is now, so on its head only.
+    graph = graph_context(request, document) if is_head and document.deleted_at is None else {}
     return render(
         request,
         "externals/external_detail.html",
         {
+            **graph,
             "renderable": renderable,
             "rendered": rendered,
             "document": document,
             "version": version,
-            "is_head": version.pk == document.head_id,
+            "is_head": is_head,
             "source": source,
             "item": item,
             "original": services.external_original(source, item),

@@ -15,6 +15,7 @@ from ninja import NinjaAPI
 from ninja.openapi.schema import OpenAPISchema
 from ninja.security import HttpBearer, django_auth
 
+from lode_site.budget import ASK_PATHS
 from lode_site.models import ApiToken, token_digest
 
 
@@ -117,7 +118,7 @@ def _declare_common_responses(path: str, method: str, operation: dict) -> None:
         declare("422", _VALIDATION_SCHEMA)
     if "{" in path:
         declare("404", _DETAIL_SCHEMA)
-    if method == "get" or path.rstrip("/") == "/api/ask":
+    if method == "get" or path.rstrip("/") in ASK_PATHS:
         # Reads and asks run under a time budget (lode_site/budget.py, budget_seconds_for).
         declare("503", _DETAIL_SCHEMA)
 
@@ -161,3 +162,5 @@ api.add_router("/sources", sources_router)
 from spaces.api import router as spaces_router  # noqa: E402
 
 api.add_router("/spaces", spaces_router)
+api.add_router("/graph", "retrieval.web.graph_api.router")  # issue 16: graph query
+api.add_router("/graph/ask", "retrieval.web.graph_words_api.router")  # issue 16: questions

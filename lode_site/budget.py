@@ -54,7 +54,9 @@ logger = logging.getLogger("lode.budget")
 
 # Requests whose path starts with one of these are never budgeted (see the module docstring).
 UNBUDGETED_PREFIXES = ("/admin/",)
-ASK_PATHS = ("/ask", "/api/ask")
+# POSTs that search and may call a model: the ask budget (the graph query's discovery runs
+# searches; a graph question in words may ask a model twice).
+ASK_PATHS = ("/ask", "/api/ask", "/api/graph/query", "/api/graph/ask")
 # Transaction control always runs, even after the deadline: `atomic()` rolls back to its
 # savepoint on the way out of a stopped request, and refusing that would leave the
 # transaction half-undone.

@@ -22,6 +22,7 @@ from django.db.models.functions import Lower
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -41,6 +42,8 @@ from notes.rendering import (
     wiki_titles,
 )
 from retrieval import eligibility, links
+from retrieval.search import backlinks
+from retrieval.web.graph_picture import NARROW, neighbourhood_svg
 from spaces.current import current_space_id, space_for_new_documents
 from spaces.models import Role, Space
 
@@ -184,13 +187,99 @@ def _rendered_page(
 @shows_no_access
 def note_detail(request: HtmxHttpRequest, note_id: int) -> HttpResponse:
     note = _note_or_404(request, note_id)
-    return _rendered_page(
-        request,
-        "notes/detail.html",
-        note.head,
-        _note_url(note),
-        {"note": note, "tags": selectors.note_tags(note), **_note_context(request, note)},
-    )
+    context = {"note": note, "tags": selectors.note_tags(note), **_note_context(request, note)}
+    if not (request.htmx and "part" in request.GET):  # "Show more" needs only the text
+        context.update(graph_context(request, note))
+    return _rendered_page(request, "notes/detail.html", note.head, _note_url(note), context)
+
+
+def graph_context(request: HttpRequest, document: Document) -> dict[str, object]:
+    """The graph sections of a document's page (issue 16, item 2; templates/graph/_links.html):
+    its backlinks, links, unresolved links and unlinked mentions as this reader may see them,
+    and the picture of its neighbourhood, one hop by default, two with `?hops=2`."""
+    audience = eligibility.audience_for(request.user.pk)
+    hops = 2 if request.GET.get("hops") == "2" else 1
+    hood = backlinks.neighbourhood(audience, document, hops=hops)
+    return {
+        "graph_links": backlinks.document_links(audience, document, user=request.user),
+        "graph_hood": hood,
+        # Built by graph_picture with every user string escaped, so the template may
+        # include it with |safe (see retrieval/web/graph_picture.py).
+        "graph_picture": neighbourhood_svg(hood),
+        "graph_picture_narrow": neighbourhood_svg(hood, **NARROW),  # shown under 40rem
+        "graph_hops": hops,
+        "graph_page_url": request.path,
+    }
+
+
+def _int_field(raw: str | None) -> int | None:
+    if raw is None or not (raw.isascii() and raw.isdigit()) or len(raw) > 12:
+        return None
+    return int(raw)
+
+
+@require_POST
+@shows_no_access
+def link_mention(request: HttpRequest, note_id: int) -> HttpResponse:
+    """The "Link it" button of an unlinked mention (issue 16, item 2): a new version of the
+    mentioning note `note_id` in which the mention becomes a `[[wiki link]]` to `target`.
+
+    The form carries the head the mention was read from (`base_version`) and its span
+    (`start`, `end`, code points): when the note changed since, nothing is saved and the
+    page says so (the edit conflict's message); when the span no longer holds the title,
+    likewise. Editors and admins of the note's space only (403 for a viewer).
+    """
+    note = _writable(request, _note_or_404(request, note_id))
+    fields = {
+        name: _int_field(request.POST.get(name))
+        for name in ("base_version", "start", "end", "target")
+    }
+    if None in fields.values():
+        return _text_response(
+            "“base_version”, “start”, “end” and “target” must be whole numbers.", 400
+        )
+    try:
+        target = (
+            eligibility.visible_documents(request.user.pk)
+            .filter(deleted_at__isnull=True)
+            .get(pk=fields["target"])
+        )
+    except Document.DoesNotExist:
+        raise NotVisible(fields["target"]) from None
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(
+        back, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        back = links.document_url(kind=target.kind, document_id=target.pk)
+    try:
+        version = backlinks.link_mention(
+            user=request.user,
+            note=note,
+            base_version_id=fields["base_version"],
+            start=fields["start"],
+            end=fields["end"],
+            target=target,
+        )
+    except services.EditConflict as exc:
+        messages.error(request, f"Nothing was linked: {exc}")
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(
+            request, f"Linked “{target.title}” in “{note.title}” (now version {version.number})."
+        )
+    return redirect(back)
+
+
+@require_GET
+def wiki_complete(request: HttpRequest) -> HttpResponse:
+    """`[[` completion in the note editor (htmx, static/wiki_complete.js): at most 10
+    titles of live documents the user may see whose title starts with `q` (then contain
+    it), as buttons that insert `[[Title]]`."""
+    prefix = request.GET.get("q", "")[:200]
+    audience = eligibility.audience_for(request.user.pk)
+    titles = backlinks.completions(audience, prefix) if prefix.strip() else []
+    return render(request, "graph/_complete.html", {"titles": titles, "prefix": prefix})
 
 
 def _note_context(request: HttpRequest, note: Document) -> dict[str, object]:

@@ -305,6 +305,27 @@ def annotation_form(world: World, role: str) -> dict[str, Any]:
     }
 
 
+def link_mention_form(target: str) -> Callable[[World, str], dict[str, Any]]:
+    def body(world: World, role: str) -> dict[str, Any]:
+        document = world.objects[target]
+        return {"base_version": document.head_id, "start": 0, "end": 1, "target": document.pk}
+
+    return body
+
+
+def graph_page_in_team(world: World, role: str) -> dict[str, Any]:
+    return {"lookup": COMMON_WORD, "op": "neighbours", "space": world.team.pk}
+
+
+def graph_query_in_team(world: World, role: str) -> dict[str, Any]:
+    note = world.objects["team_note"]
+    return {
+        "lookups": [note.title],
+        "query": {"op": "neighbours", "seed": note.pk, "direction": "out", "kind": "links_to"},
+        "space": world.team.pk,
+    }
+
+
 def share_link_form(target: str) -> Callable[[World, str], dict[str, Any]]:
     """A superset of the field names a "publish this" form may use."""
 
@@ -395,6 +416,37 @@ RULES: dict[str, dict[str, tuple[Case, ...]]] = {
         "POST": (Case("team", LOGIN_ONLY, body=note_form),),
     },
     "/notes/preview": {"POST": (Case("team", LOGIN_ONLY, body={"body": "# Preview"}),)},
+    # Issue 16: `[[` title completion (only visible titles) and "Link it" on a mention.
+    "/notes/complete": {"GET": (Case("team", LOGIN_ONLY, query={"q": "no"}),)},
+    "/graph/query": {
+        "GET": (
+            Case("team", LOGIN_ONLY, query={"lookup": COMMON_WORD, "op": "neighbours"}),
+            Case("team", MEMBER_READ, query=graph_page_in_team, scope="team"),
+        )
+    },
+    "/api/graph/query": {
+        "POST": (Case("team", MEMBER_READ, body=graph_query_in_team, scope="team"),),
+    },
+    "/api/graph/ask": {
+        "POST": (
+            Case("team", LOGIN_ONLY, body={"question": f"what links to {COMMON_WORD}"}),
+            Case(
+                "team",
+                MEMBER_READ,
+                body=lambda world, role: {
+                    "question": f"what links to {COMMON_WORD}",
+                    "space": world.team.pk,
+                },
+                scope="team",
+            ),
+        ),
+    },
+    "/notes/<note_id>/link-mention": {
+        "POST": (
+            Case("team_note", EDITOR_WRITE, body=link_mention_form("team_note")),
+            Case("alice_note", OWN, body=link_mention_form("alice_note")),
+        ),
+    },
     "/notes/trash": {"GET": (Case("team", LOGIN_ONLY),)},
     "/notes/trash/<note_id>/restore": {
         "POST": (Case("team_trash", EDITOR_WRITE), Case("alice_trash", OWN)),

@@ -257,7 +257,8 @@ def test_bulk_import_derives_the_same_edges_as_one_by_one(alice):
             external_key=f"kb/n{i}.md",
             title=f"Service Number {i}",
             body=(
-                f"Depends on [[Service Number {(i + 1) % 30}]] and the service number {(i + 2) % 30}."
+                f"Depends on [[Service Number {(i + 1) % 30}]] and the service number"
+                f" {(i + 2) % 30}."
                 f" Owned by [team](../people/t{i}.md) and Kubernetes."
             ),
         )

@@ -95,7 +95,7 @@ def find_links(body: str) -> list[Link]:
     return found[:MAX_LINKS]
 
 
-def _words(text: str) -> list[tuple[int, int, str]]:
+def _title_word_runs(text: str) -> list[tuple[int, int, str]]:
     return [(m.start(), m.end(), m.group(0).casefold()) for m in TITLE_WORD.finditer(text)]
 
 
@@ -110,7 +110,7 @@ def mention_candidates(
     text = blank_code(body[:MAX_SCAN_CHARS])
     for start, end in skip:
         text = text[:start] + " " * (end - start) + text[end:]
-    words = _words(text)
+    words = _title_word_runs(text)
     found: dict[str, tuple[int, int]] = {}
     for i, (start, _, first) in enumerate(words):
         key = first

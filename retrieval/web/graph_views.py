@@ -1,0 +1,216 @@
+"""The graph query page, `/graph/query` (issue 16, item 4): the restricted graph query of
+`retrieval.search.graph_query` as a form, a result table, the evidence excerpts with their
+verified links and a picture of the result.
+
+**Shareable URL.** Everything that decides the result is in the query string:
+`lookup` (repeated, up to three), `op` (neighbours | path), `direction`, `kind`, `max_hops`,
+`kinds` (repeated, for a path), `seed` and `to` (document ids) and `space`. The page always
+offers the canonical URL with every parameter spelled out — the seeds it actually used
+included — so a shared link re-runs the same query (for someone who may see the same
+documents; the seeds are re-discovered and re-validated on every opening, never trusted).
+
+**Seeds.** As in the API, a seed must be a document the lookups discovered. Without `seed`
+the page takes the first candidate of the first lookup; without `to` (a path) the first of
+the second lookup. Each candidate is offered as a link that re-runs the query from it.
+Anything the validator refuses is shown in an error box with its message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from lode_site.errors import no_access
+from lode_site.ids import parse_id
+from retrieval.eligibility import NoAccess, audience_for, member_spaces
+from retrieval.search import graph_query
+from retrieval.search.graph_query import (
+    ALL_KINDS,
+    DECLARED_KINDS,
+    MAX_HOPS,
+    MAX_LOOKUP_CHARS,
+    MAX_LOOKUPS,
+    Candidate,
+    GraphQueryError,
+    GraphResult,
+)
+from retrieval.web.graph_picture import PictureEdge, PictureNode, graph_svg
+
+KINDS = [str(kind) for kind in ALL_KINDS]
+DEFAULT_KINDS = [str(kind) for kind in DECLARED_KINDS]
+
+
+def _number(value: str | None) -> int | str | None:
+    """A URL parameter as the validator should see it: an int when it is one, else the
+    text itself (so "abc" is refused as "not a valid integer", not silently dropped)."""
+    if value is None or value == "":
+        return None
+    parsed = parse_id(value)
+    if parsed is not None:
+        return parsed
+    stripped = value.strip()
+    if stripped.lstrip("-").isdigit() and len(stripped) <= 20:
+        return int(stripped)  # 0 or negative: refused by the validator with its message
+    return value
+
+
+def _first_of(candidates: list[Candidate], lookup_index: int) -> int | None:
+    for c in candidates:
+        if c.lookup_index == lookup_index:
+            return c.document_id
+    return None
+
+
+def query_path(params: dict[str, Any]) -> str:
+    """The page's URL for these parameters (lists become repeated parameters)."""
+    items: list[tuple[str, str]] = []
+    for key in ("lookup", "op", "direction", "kind", "max_hops", "kinds", "seed", "to", "space"):
+        value = params.get(key)
+        if value is None or value == "":
+            continue
+        for one in value if isinstance(value, list) else [value]:
+            items.append((key, str(one)))
+    path = reverse("graph-query")
+    return f"{path}?{urlencode(items)}" if items else path
+
+
+def picture(result: GraphResult, focus: int | None) -> str:
+    """The result graph as SVG (helper A's `graph_svg`, which escapes every string). A
+    source (the `from` end of `contains`) is drawn under a negative id, so it never
+    collides with a document's."""
+
+    def node_id(node) -> int:
+        return node.id if node.type == "document" else -node.id
+
+    nodes = [
+        PictureNode(
+            id=node_id(n),
+            label=n.title,
+            url=n.url,
+            kind=n.kind if n.type == "document" else "source",
+            tier=n.tier,
+        )
+        for n in result.nodes
+    ]
+    edges = [
+        PictureEdge(
+            source=node_id(r.source), target=node_id(r.target), kind=r.kind, inferred=r.inferred
+        )
+        for r in result.rows
+    ]
+    return graph_svg(nodes, edges, focus=focus) if nodes else ""
+
+
+@require_GET
+def graph_query_page(request: HttpRequest) -> HttpResponse:
+    get = request.GET
+    lookups = [v.strip() for v in get.getlist("lookup") if v.strip()]
+    op = get.get("op") or "neighbours"
+    direction = get.get("direction") or "out"
+    kind = get.get("kind") or "links_to"
+    kinds = get.getlist("kinds") or DEFAULT_KINDS
+    max_hops = _number(get.get("max_hops"))
+    max_hops = MAX_HOPS if max_hops is None else max_hops
+    raw_space = get.get("space", "").strip()
+    space_id = parse_id(raw_space) if raw_space and raw_space != "all" else None
+    try:
+        if raw_space and raw_space != "all" and space_id is None:
+            raise NoAccess(raw_space)
+        audience = audience_for(request.user.pk, space_id=space_id)
+    except NoAccess:
+        return no_access(request)
+
+    error = ""
+    result: GraphResult | None = None
+    candidates: list[Candidate] = []
+    seed = _number(get.get("seed"))
+    to = _number(get.get("to"))
+    if lookups:
+        if len(lookups) <= MAX_LOOKUPS and all(len(v) <= MAX_LOOKUP_CHARS for v in lookups):
+            candidates = graph_query.discover(audience, lookups)
+        if seed is None:
+            seed = _first_of(candidates, 0)
+        if op == "path" and to is None:
+            to = _first_of(candidates, 1)
+        if op == "path":
+            query: dict[str, Any] = {
+                "op": op,
+                "from": seed,
+                "to": to,
+                "max_hops": max_hops,
+                "kinds": kinds,
+            }
+        else:
+            query = {"op": op, "seed": seed, "direction": direction, "kind": kind}
+        raw: dict[str, Any] = {"lookups": lookups, "query": query}
+        if space_id is not None:
+            raw["space"] = space_id
+        try:
+            if seed is None:
+                raise GraphQueryError("The first lookup found no document you can see.")
+            if op == "path" and to is None:
+                raise GraphQueryError(
+                    "A path needs a second lookup that finds a document: it is the end."
+                )
+            valid = graph_query.validate(raw, candidates)
+            result = graph_query.run(audience, valid, candidates)
+        except GraphQueryError as exc:
+            error = exc.message
+
+    params = {
+        "lookup": lookups,
+        "op": op,
+        "direction": direction if op == "neighbours" else "",
+        "kind": kind if op == "neighbours" else "",
+        "max_hops": max_hops if op == "path" else "",
+        "kinds": kinds if op == "path" else [],
+        "seed": seed,
+        "to": to if op == "path" else "",
+        "space": raw_space,
+    }
+    # Each candidate with the URLs that re-run this query starting (or ending) at it.
+    by_lookup = [
+        (
+            lookup,
+            [
+                (
+                    c,
+                    query_path({**params, "seed": c.document_id}),
+                    query_path({**params, "to": c.document_id}),
+                )
+                for c in candidates
+                if c.lookup_index == index
+            ],
+        )
+        for index, lookup in enumerate(lookups)
+    ]
+    return render(
+        request,
+        "graph/query.html",
+        {
+            "lookups": [*lookups, "", "", ""][:MAX_LOOKUPS],
+            "op": op,
+            "direction": direction,
+            "kind": kind,
+            "kinds_chosen": kinds,
+            "max_hops": max_hops,
+            "hop_choices": range(1, MAX_HOPS + 1),
+            "kind_choices": KINDS,
+            "space": raw_space,
+            "spaces": list(member_spaces(request.user.pk)),
+            "seed": seed,
+            "to": to,
+            "by_lookup": by_lookup,
+            "error": error,
+            "result": result,
+            # A neighbourhood around its seed; a path on one ring in path order (a focus
+            # would put its far end on the seed's other side, its last edge drawn across it).
+            "picture": picture(result, seed if op == "neighbours" else None) if result else "",
+            "share_url": request.build_absolute_uri(query_path(params)) if lookups else "",
+        },
+    )
