@@ -39,7 +39,7 @@ from retrieval.search.graph_query import (
     GraphQueryError,
     GraphResult,
 )
-from retrieval.web.graph_picture import PictureEdge, PictureNode, graph_svg
+from retrieval.web.graph_picture import NARROW, PictureEdge, PictureNode, graph_svg
 
 KINDS = [str(kind) for kind in ALL_KINDS]
 DEFAULT_KINDS = [str(kind) for kind in DECLARED_KINDS]
@@ -79,7 +79,7 @@ def query_path(params: dict[str, Any]) -> str:
     return f"{path}?{urlencode(items)}" if items else path
 
 
-def picture(result: GraphResult, focus: int | None) -> str:
+def picture(result: GraphResult, focus: int | None, *, width: int = 640, height: int = 420) -> str:
     """The result graph as SVG (helper A's `graph_svg`, which escapes every string). A
     source (the `from` end of `contains`) is drawn under a negative id, so it never
     collides with a document's."""
@@ -103,7 +103,7 @@ def picture(result: GraphResult, focus: int | None) -> str:
         )
         for r in result.rows
     ]
-    return graph_svg(nodes, edges, focus=focus) if nodes else ""
+    return graph_svg(nodes, edges, focus=focus, width=width, height=height) if nodes else ""
 
 
 @require_GET
@@ -189,6 +189,9 @@ def graph_query_page(request: HttpRequest) -> HttpResponse:
         )
         for index, lookup in enumerate(lookups)
     ]
+    # A neighbourhood around its seed; a path on one ring in path order (a focus would put
+    # its far end on the seed's other side, its last edge drawn across it).
+    focus = seed if op == "neighbours" else None
     return render(
         request,
         "graph/query.html",
@@ -208,9 +211,10 @@ def graph_query_page(request: HttpRequest) -> HttpResponse:
             "by_lookup": by_lookup,
             "error": error,
             "result": result,
-            # A neighbourhood around its seed; a path on one ring in path order (a focus
-            # would put its far end on the seed's other side, its last edge drawn across it).
-            "picture": picture(result, seed if op == "neighbours" else None) if result else "",
+            "picture": picture(result, focus) if result else "",
+            # A phone gets its own layout (lode.css shows one of the two): the wide one
+            # scaled to 360 px leaves its labels unreadable.
+            "picture_narrow": picture(result, focus, **NARROW) if result else "",
             "share_url": request.build_absolute_uri(query_path(params)) if lookups else "",
         },
     )
