@@ -65,7 +65,7 @@ class RowOut(Schema):
     hop: int
 
 
-class EvidenceOut(Schema):
+class GraphEvidenceOut(Schema):
     row: int = Field(description="The index of the row this excerpt supports.")
     document_id: int
     version_id: int
@@ -89,7 +89,7 @@ class GraphOut(Schema):
     rows: list[RowOut]
     truncated: bool
     message: str
-    evidence: list[EvidenceOut]
+    evidence: list[GraphEvidenceOut]
     evidence_chars: int
     elapsed_ms: float
 
