@@ -173,12 +173,23 @@ def front(
     rerank: str,
     max_items: int,
     max_chars: int,
+    follow_links: bool | None = None,
 ) -> Front:
     """Parse and search `question`, pack the evidence (the pinned note's passages first) and
-    decide whether to answer at all: the deterministic stages, run again by replay."""
+    decide whether to answer at all: the deterministic stages, run again by replay.
+
+    `follow_links` is search's (None: the graph discipline rule decides): passages graph
+    expansion adds are hits like the others, so they enter the pack in their trust-ranked
+    place and the answerer may quote them; the gate verifies those quotes like any other."""
     limit = search_limit(max_items)
     result = search(
-        user=user, audience=audience, query=question, mode=mode, rerank=rerank, limit=limit
+        user=user,
+        audience=audience,
+        query=question,
+        mode=mode,
+        rerank=rerank,
+        limit=limit,
+        follow_links=follow_links,
     )
     passages = pinned_passages(pinned) if pinned is not None else []
     pack = build_pack(result.hits, pinned=passages, max_items=max_items, max_chars=max_chars)
@@ -411,6 +422,7 @@ def ask(
     answerer: Answerer | None = None,
     mode: str = "hybrid",
     space_id: int | None = None,
+    follow_links: bool | None = None,
 ) -> AskOutcome:
     """Answer `question` from the documents of the user's spaces, verified; always stores a
     trace. With `space_id` only that space's documents are evidence (a shared answer never
@@ -419,6 +431,10 @@ def ask(
 
     `answerer` defaults to `retrieval.answer.answerers.get_answerer()` (a chat model when
     `LODE_LLM_BASE_URL` is set, else the offline extractive answerer).
+
+    `follow_links` (issue 16): None lets the graph discipline rule decide whether search
+    follows links from the top hits; True always, False never. The trace records the
+    choice and what expansion added (`Trace.expansion`).
     """
     started = time.perf_counter()
     audience = audience_for(user.pk, space_id=space_id)
@@ -434,6 +450,7 @@ def ask(
             max_items=max_items,
             max_chars=max_chars,
             llm_model=settings.LODE_LLM_MODEL,
+            follow_links=follow_links,
         ),
     )
     outcome = AskOutcome(question=question, decision=Decision.ABSTAIN_NO_EVIDENCE, answerer="")
@@ -462,6 +479,7 @@ def ask(
         rerank=rerank,
         max_items=max_items,
         max_chars=max_chars,
+        follow_links=follow_links,
     )
     outcome.notes.extend(stage.result.degraded)
     store.pack, store.words = stage.pack, list(stage.pre.content_words)
@@ -560,6 +578,8 @@ def _record_front(trace: Trace, stage: Front, mode: str) -> TraceManifests:
     """Record the front half in `trace`; the manifests are returned for the gate to finish."""
     trace.settings.search_limit = stage.search_limit
     trace.search = TraceSearch.from_result(stage.result)
+    if stage.result.expansion is not None:
+        trace.expansion = stage.result.expansion.as_dict()
     # A snapshot, not the live pack: the answerer is handed `stage.pack` and may change it,
     # and the trace must keep the pack as built (replay compares it, the permalink reads
     # the withheld items from it).

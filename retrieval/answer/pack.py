@@ -9,7 +9,12 @@ Order (stable, so the same hits always make the same pack and a trace can be rep
    counted against the budget — capping them would silently drop parts of the very note the
    user chose to ask about (seed decision lode-ol2v).
 2. **Search hits**, in search rank order (ties by passage id). Search rank already folds in the
-   trust gradient (`retrieval.trust`).
+   trust gradient (`retrieval.trust`). Passages graph expansion added (issue 16,
+   `retrieval.search.graph_expand`: reached by a link from a top hit's document) are hits
+   like the others, in the place the trust rule gave them — right after the hit they were
+   reached from, lower for an inferred edge — so they share the same budget and dedup, and
+   the answerer may quote them; the gate checks those quotes like any other. Which items
+   came by a link is recorded in the trace (`Trace.expansion`), not on the item.
 
 Near-duplicates (a hit is dropped, the earlier — better-ranked or pinned — item kept):
 

@@ -142,6 +142,8 @@ def _front_again(row: AskTrace, trace: Trace, pinned: Document | None) -> Front:
         rerank=used.rerank if used.rerank is not None else settings.LODE_RERANK,
         max_items=used.max_items if used.max_items is not None else settings.LODE_ASK_MAX_ITEMS,
         max_chars=used.max_chars if used.max_chars is not None else settings.LODE_ASK_MAX_CHARS,
+        # The user's Follow links choice, when they made one (None: the rule decides again).
+        follow_links=used.follow_links,
     )
 
 

@@ -17,7 +17,16 @@ read back unchanged:
     manifests?   {embedding, reranker, entailment}
     withheld_passage_ids?, model? {remote, request, response, error},
     draft?       {claims, sent_versions}, gate? [ClaimVerdict.as_dict()],
-    decision?    {decision, reason}, code_version, elapsed_ms
+    decision?    {decision, reason},
+    expansion?   {ran, rule, reason, follow_links, follow_inferred, seed_document_ids,
+                  linked_document_ids, edges_followed, added [{passage_id, document_id,
+                  via {seed_document_id, seed_title, seed_rank, edge_id, kind, direction,
+                  inferred, tier, basis}}], elapsed_ms, notes}   (issue 16)
+    code_version, elapsed_ms
+
+Graph expansion (issue 16) added `expansion` (written whenever search ran) and
+`settings.follow_links` (written only when the user chose): a trace without them reads as
+"expansion not recorded" (`Trace.expansion` None) and still replays.
 
 Two keys inside sections are written only when they hold something, so traces stored before
 them write back unchanged: a pack item's `heading_path` (its section headings) and the
@@ -99,6 +108,9 @@ class TraceSettings:
     search_limit: int | None = None
     answerer: str | None = None
     answerer_remote: bool | None = None
+    # Graph expansion (issue 16): the user's *Follow links* (True/False); None — the
+    # discipline rule decided — is not stored, so older traces round-trip unchanged.
+    follow_links: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         values = {
@@ -111,6 +123,7 @@ class TraceSettings:
             "search_limit": self.search_limit,
             "answerer": self.answerer,
             "answerer_remote": self.answerer_remote,
+            "follow_links": self.follow_links,
         }
         return {key: value for key, value in values.items() if value is not None}
 
@@ -126,6 +139,7 @@ class TraceSettings:
             search_limit=data.get("search_limit"),
             answerer=data.get("answerer"),
             answerer_remote=data.get("answerer_remote"),
+            follow_links=data.get("follow_links"),
         )
 
 
@@ -353,6 +367,10 @@ class Trace:
     draft: TraceDraft | None = None
     gate: list[ClaimVerdict] | None = None
     decision: TraceDecision | None = None
+    # Graph expansion (issue 16): whether links were followed, the rule that decided, and
+    # each passage added with its edge (`graph_expand.Expansion.as_dict`). Absent from
+    # traces stored before it (and from an ask that stopped before search).
+    expansion: dict[str, Any] | None = None
     code_version: str = ""
     elapsed_ms: float = 0.0
     schema_version: int | None = TRACE_SCHEMA
@@ -374,6 +392,16 @@ class Trace:
         """Whether the stored run got past the answerer (a draft without an answerer error):
         only then are there gate verdicts to compare."""
         return self.draft is not None and not (self.model is not None and self.model.error)
+
+    def expansion_via(self) -> dict[int, dict[str, Any]]:
+        """{passage id: its `via` (the edge that led to it)} for each passage graph
+        expansion added; empty for a trace without expansion."""
+        added = (self.expansion or {}).get("added") or []
+        return {
+            int(row["passage_id"]): dict(row.get("via") or {})
+            for row in added
+            if isinstance(row, Mapping) and "passage_id" in row
+        }
 
     def recorded_scores(self) -> dict[str, float]:
         """{claim text: entailment score} for every gate verdict that has one."""
@@ -403,6 +431,7 @@ class Trace:
             "draft": self.draft.to_dict() if self.draft else None,
             "gate": [v.as_dict() for v in self.gate] if self.gate is not None else None,
             "decision": self.decision.to_dict() if self.decision else None,
+            "expansion": dict(self.expansion) if self.expansion is not None else None,
         }
         data.update({key: value for key, value in sections.items() if value is not None})
         data["code_version"] = self.code_version
@@ -420,6 +449,7 @@ class Trace:
         search, pack, pre = section("search"), section("pack"), section("pre_decision")
         manifests, model, draft = section("manifests"), section("model"), section("draft")
         decision, gate = section("decision"), data.get("gate")
+        expansion = section("expansion")
         withheld = data.get("withheld_passage_ids")
         return cls(
             schema_version=data.get("schema_version"),
@@ -435,6 +465,7 @@ class Trace:
             draft=TraceDraft.from_dict(draft) if draft is not None else None,
             gate=[ClaimVerdict.from_dict(v) for v in gate] if gate is not None else None,
             decision=TraceDecision.from_dict(decision) if decision is not None else None,
+            expansion=dict(expansion) if expansion is not None else None,
             code_version=data.get("code_version", ""),
             elapsed_ms=data.get("elapsed_ms", 0.0),
         )

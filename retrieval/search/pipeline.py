@@ -57,6 +57,7 @@ from retrieval.index import lexical
 from retrieval.models import Passage
 from retrieval.query import SHORT_QUERY_TERMS, ParsedQuery, QueryError, parse
 from retrieval.search.fusion import FusedHit, LegHit, exact_matches, fuse, word_tier, word_tiers
+from retrieval.search.graph_expand import Added, Expansion, Via, expand, merge
 from retrieval.search.rerank import (
     RERANK_CHOICES,
     RERANK_TOP_N,
@@ -140,6 +141,9 @@ class Hit:
     # An annotation whose quote is no longer in the current snapshot of its external: kept
     # in results (never dropped) but labelled and ranked after every live hit.
     orphaned: bool = False
+    # Graph expansion (issue 16, graph_expand.py): this passage was not found by the query
+    # but reached by a link from (or to) the document of a top hit; `via` names the edge.
+    via: Via | None = None
 
     @property
     def context_truncated(self) -> bool:
@@ -231,6 +235,9 @@ class SearchResult:
     # Set by the legs: the lexical leg ran and returned fewer than its limit, so it found
     # every eligible passage holding a query word (a candidate it did not return holds none).
     lexical_complete: bool = field(default=False, repr=False)
+    # Graph expansion (issue 16): whether links were followed, the rule that decided, and
+    # what was added (the added hits are also in `hits`, with `via` set). None: not reached.
+    expansion: Expansion | None = None
 
     @property
     def is_empty_query(self) -> bool:
@@ -379,7 +386,12 @@ CANDIDATE_FIELDS = (
 
 
 def fused_candidates(
-    parsed: ParsedQuery, *, audience: Audience, mode: str, result: SearchResult
+    parsed: ParsedQuery,
+    *,
+    audience: Audience,
+    mode: str,
+    result: SearchResult,
+    restrict: QuerySet[Document] | None = None,
 ) -> tuple[list[FusedHit], dict[int, CandidateRow]]:
     """Both legs, canonical eligibility, exact matches and fusion: everything before rerank.
 
@@ -390,15 +402,23 @@ def fused_candidates(
     filters become one space set and one eligible-document queryset
     (`retrieval.eligibility`), applied inside each leg before its limit and again to every
     candidate here.
+
+    `restrict` (graph expansion: the linked documents) narrows the eligible documents
+    further; eligibility still comes from the audience and the filters.
     """
     audience, notes = narrow_audience(parsed, audience)
     result.notes.extend(notes)
     documents = eligible_documents(parsed, audience)
+    if restrict is not None:
+        documents = restrict if documents is None else documents.filter(pk__in=restrict)
     lexical_hits, dense_hits = _run_legs(parsed, audience, mode, documents, result)
     result.lexical_candidates, result.dense_candidates = len(lexical_hits), len(dense_hits)
 
     ids = {h.passage_id for h in lexical_hits} | {h.passage_id for h in dense_hits}
     rows = _canonical_rows(ids, audience)
+    if restrict is not None and rows:
+        allowed = set(restrict.values_list("pk", flat=True))
+        rows = {pid: row for pid, row in rows.items() if row.document_id in allowed}
     if document_filters(parsed) and rows:
         rows = _rows_passing_filters(rows, parsed)
     if parsed.phrases or parsed.excluded:
@@ -698,6 +718,8 @@ def search(
     show_weaker: bool = True,
     space_id: int | None = None,
     audience: Audience | None = None,
+    follow_links: bool | None = None,
+    follow_inferred: bool = False,
 ) -> SearchResult:
     """Search the passages `user` may see: those of every space they are a member of, or
     of `space_id` only (raises `eligibility.NoAccess` when they are not a member of it).
@@ -707,7 +729,13 @@ def search(
 
     `show_weaker=False` (what the page and the API do unless asked) leaves out meaning-only
     hits below MEANING_ONLY_FLOOR and counts them in `weaker_hidden`; with True (the default
-    for internal callers: evaluation, ask) they stay, marked `weak`."""
+    for internal callers: evaluation, ask) they stay, marked `weak`.
+
+    Graph expansion (issue 16, graph_expand.py): `follow_links` None lets the graph
+    discipline rule decide (graph_discipline.py), True always follows links from the top
+    hits' documents, False never does; `follow_inferred` also follows inferred edges
+    (`mentions`, `related`). Added passages join `hits` with `via` set (after the page-size
+    cut: at most `graph_expand.MAX_ADDED` more); `result.expansion` says what ran and why."""
     started = time.perf_counter()
     if audience is None:
         audience = audience_for(user.pk, space_id=space_id)
@@ -802,6 +830,19 @@ def search(
         for i, r in enumerate(ranked, start=1)
         if r.row.passage_id in passages  # deleted between the two reads: drop, never guess
     ]
+    budget.check()
+    result.expansion = expand(
+        parsed,
+        result.hits,
+        audience,
+        follow_links=follow_links,
+        follow_inferred=follow_inferred,
+        score=scored_in_documents,
+        build=expansion_hits,
+        mode=mode,
+    )
+    if result.expansion.added:
+        result.hits = merge(result.hits, result.expansion.added)
     if highlight:
         highlight_hits(parsed, result.hits)
         result.trimmed_hits = bound_hits(
@@ -809,6 +850,54 @@ def search(
         )
     result.elapsed_ms = (time.perf_counter() - started) * 1000
     return result
+
+
+def scored_in_documents(
+    parsed: ParsedQuery, audience: Audience, *, mode: str, restrict: QuerySet[Document]
+) -> list[tuple[FusedHit, int]]:
+    """The head passages of `restrict` (graph expansion's linked documents) ranked by the
+    same legs and fusion as search, with each one's document id: (fused hit, document id),
+    best first. Degradation (no dense leg) only narrows what is scored."""
+    scratch = SearchResult(query=parsed.raw, mode=mode)
+    fused, rows = fused_candidates(
+        parsed, audience=audience, mode=mode, result=scratch, restrict=restrict
+    )
+    return [(hit, rows[hit.passage_id].document_id) for hit in fused]
+
+
+def expansion_hits(added: list[Added]) -> list[Hit]:
+    """Hits for the passages graph expansion added (loaded like search's own; one that
+    vanished between the two reads is dropped, never guessed)."""
+    passages = load_passages([a.passage_id for a in added])
+    hits = []
+    for a in added:
+        passage = passages.get(a.passage_id)
+        if passage is None:
+            continue
+        hits.append(
+            Hit(
+                rank=0,
+                passage=passage,
+                fused=a.fused,
+                reasons=list(a.reasons),
+                context_text=passage.context_text,
+                context_start=passage.context_start,
+                context_end=passage.context_end,
+                via=a.via,
+            )
+        )
+    return hits
+
+
+def load_passages(ids: list[int]) -> dict[int, Passage]:
+    """Passages by id, loaded as `search()` loads its hits (document, version without the
+    body, the bounded context window)."""
+    if not ids:
+        return {}
+    return with_context_window(
+        Passage.objects.select_related("document", "version").defer("version__body"),
+        settings.LODE_SEARCH_CONTEXT_CHARS,
+    ).in_bulk(ids)
 
 
 def with_context_window(passages: QuerySet[Passage], context_chars: int) -> QuerySet[Passage]:

@@ -3,7 +3,8 @@ calls (retrieval/web/ask_views.py explains the permalink), with the same input c
 (`AskForm`) and the same authentication as every endpoint (session with CSRF, or a bearer
 token; see lode_site/api.py).
 
-    POST /api/ask             {question, pinned_document_id?, mode?} → the answer + permalink
+    POST /api/ask             {question, pinned_document_id?, mode?, space?, follow_links?}
+                              → the answer + permalink
     GET  /api/ask/{trace_id}  a stored answer; someone else's is a 404, like a missing one
 """
 
@@ -13,14 +14,18 @@ from typing import Any
 
 from django.http import HttpRequest
 from ninja import Field, Router, Schema, Status
+from pydantic import StrictBool
 
 from lode_site.errors import NO_ACCESS
 from lode_site.ids import DbId
 from retrieval.answer.ask import ask
 from retrieval.answer.display import outcome_from_trace
+from retrieval.answer.trace import Trace
 from retrieval.eligibility import visible_answers
 from retrieval.links import permalink_path
+from retrieval.models import AskTrace
 from retrieval.web.forms import AskForm
+from retrieval.web.search_api import ExpansionOut, expansion_out
 
 router = Router(tags=["ask"])
 
@@ -40,6 +45,13 @@ class AskIn(Schema):
         description="Ask in this space (an id from GET /api/spaces): only its documents are "
         "evidence and its members may open the stored answer. Default: across all your "
         "spaces, the answer private to you. A space you are not a member of is a 404.",
+    )
+    follow_links: StrictBool | None = Field(
+        None,
+        description="Graph expansion: true follows links from the top hits' documents one "
+        "hop and adds the linked passages that best match the question to the evidence; "
+        "false never does; absent or null, the graph discipline rule decides. A value that "
+        "is not a JSON boolean is a 422.",
     )
 
 
@@ -141,6 +153,11 @@ class AskOut(Schema):
         "it (only the asker, when asked across all their spaces)."
     )
     space: int | None = Field(None, description="The space asked in (null: all of yours).")
+    expansion: ExpansionOut | None = Field(
+        None,
+        description="Graph expansion: whether links were followed, the rule that decided and "
+        "the linked passages added to the evidence (null for answers stored before it).",
+    )
 
 
 class ErrorOut(Schema):
@@ -151,7 +168,16 @@ def _out(request: HttpRequest, data: dict[str, Any]) -> dict[str, Any]:
     data["permalink"] = (
         request.build_absolute_uri(permalink_path(data["trace_id"])) if data["trace_id"] else ""
     )
+    data["expansion"] = _expansion(data["trace_id"])
     return data
+
+
+def _expansion(trace_id: int | None) -> ExpansionOut | None:
+    """The stored trace's graph expansion (the caller already may see the trace)."""
+    if not trace_id:
+        return None
+    row = AskTrace.objects.filter(pk=trace_id).first()
+    return expansion_out(Trace.from_row(row).expansion) if row is not None else None
 
 
 @router.post("", response={200: AskOut, 400: ErrorOut, 404: ErrorOut, 503: ErrorOut})
@@ -179,6 +205,7 @@ def ask_endpoint(request: HttpRequest, payload: AskIn):
         pinned_document_id=data["pinned_document_id"],
         mode=data["mode"],
         space_id=data["space"],
+        follow_links=payload.follow_links,
     )
     return Status(200, _out(request, {**outcome.as_dict(), "space": data["space"]}))
 

@@ -17,6 +17,11 @@ with htmx it swaps the answer in and pushes the permalink into the address bar. 
 the viewer may not open (`eligibility.visible_answers`) is the no-access page, exactly like a
 missing one.
 
+Graph expansion (issue 16): the *Follow links* box posts `follow_links=1` (always follow
+links from the top hits); unticked, the graph discipline rule decides. The answer shows
+whether links were followed, why, and which linked passages were added; a quote from one is
+labelled "via link from X". Re-run keeps the choice.
+
 "Re-run" posts the same question and pinned note again with `previous=<id>`; the new
 answer's page links back to the previous permalink and lists what changed, so a stored
 answer can be compared with a fresh one.
@@ -117,6 +122,7 @@ def _ask_submit(request: HtmxHttpRequest) -> HttpResponse:
         pinned_document_id=data["pinned_document_id"],
         mode=data["mode"],
         space_id=data["space"],
+        follow_links=follow_choice(request.POST.get("follow_links", "")),
     )
     previous = data["previous"]
     url = permalink_path(outcome.trace_id, previous=previous)
@@ -179,7 +185,34 @@ def answer_context(
         "pinned_document": trace.pinned_document,
         "conflicts": shown_conflicts(outcome.conflicts),
         "search_instead_url": search_instead_url(outcome.question, trace.space_id),
+        **expansion_context(trace),
     }
+
+
+def expansion_context(trace: AskTrace) -> dict[str, Any]:
+    """Graph expansion as the answer page shows it (issue 16), from the stored trace: the
+    decision and what was added (`expansion`), the documents added (a quote from one is
+    labelled "via link from X") and the user's *Follow links* choice, which Re-run keeps."""
+    stored = Trace.from_row(trace)
+    expansion = stored.expansion
+    added = (expansion or {}).get("added") or []
+    return {
+        "expansion": expansion,
+        "expansion_document_ids": [row.get("document_id") for row in added],
+        "follow_links": stored.settings.follow_links,
+    }
+
+
+def follow_choice(raw: str) -> bool | None:
+    """The *Follow links* box of the ask form: "1" (ticked) always follows links, "0"
+    never, absent lets the graph discipline rule decide (the same words as the search
+    page's `follow`)."""
+    value = raw.strip().lower()
+    if value in ("1", "true", "on", "yes"):
+        return True
+    if value in ("0", "false", "off", "no"):
+        return False
+    return None
 
 
 def answer_audience(trace: AskTrace) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest
@@ -89,6 +90,49 @@ class AnchorOut(Schema):
     note: str = Field(ANCHOR_NOTE, description="What the span does not promise.")
 
 
+class ViaOut(Schema):
+    """Graph expansion (issue 16): how a passage the query did not find was reached — by an
+    edge from (or to) the document of a top hit."""
+
+    seed_document_id: int = Field(description="The top hit's document the edge touches.")
+    seed_title: str
+    seed_rank: int = Field(description="Rank of the hit that document was found by.")
+    edge_id: int
+    kind: str = Field(description="links_to | contains | annotates | mentions | related.")
+    direction: str = Field(
+        description='"out": the seed links to this passage\'s document; "in": this '
+        "passage's document links to the seed."
+    )
+    inferred: bool = Field(description="An inferred edge (mentions, related): the bottom tier.")
+    tier: str = Field(description="The edge's trust tier.")
+    basis: dict[str, Any] = Field(
+        description="How the edge was established: rule, rule_version, inferred, the "
+        "version, passage and code-point span it was read from, a similarity score."
+    )
+
+
+class ExpansionOut(Schema):
+    """Whether links were followed, the rule that decided (graph discipline), and what was
+    added."""
+
+    ran: bool
+    rule: str = Field(
+        description="asked | not asked | relational words | two named things | ownership | "
+        "why over a link | named note links out | single hop."
+    )
+    reason: str
+    follow_links: bool | None
+    follow_inferred: bool
+    seed_document_ids: list[int]
+    linked_document_ids: list[int]
+    edges_followed: int
+    added: list[dict[str, Any]] = Field(
+        description="Each added passage: passage_id, document_id and its `via`."
+    )
+    elapsed_ms: float
+    notes: list[str]
+
+
 class HitOut(Schema):
     rank: int
     score: float
@@ -161,6 +205,11 @@ class HitOut(Schema):
         description="An annotation whose quoted text is no longer in its external's current "
         "snapshot. Orphaned annotations rank after every live hit.",
     )
+    via: ViaOut | None = Field(
+        None,
+        description="Set on a passage graph expansion added: not found by the query, reached "
+        "by a link from a top hit's document (`follow_links`).",
+    )
 
 
 class SearchOut(Schema):
@@ -200,7 +249,31 @@ class SearchOut(Schema):
         "64 per highlight) and context this response may carry. Hits are charged in rank "
         "order; ids, scores and offsets are not counted.",
     )
+    expansion: ExpansionOut | None = Field(
+        None,
+        description="Graph expansion: whether links were followed from the top hits, the "
+        "rule that decided and the passages added (null when nothing was searched).",
+    )
     hits: list[HitOut]
+
+
+def expansion_out(data: dict[str, Any] | None) -> ExpansionOut | None:
+    """The API's view of `Expansion.as_dict()` (also a stored trace's `expansion`)."""
+    if not data:
+        return None
+    return ExpansionOut(
+        ran=bool(data.get("ran")),
+        rule=str(data.get("rule", "")),
+        reason=str(data.get("reason", "")),
+        follow_links=data.get("follow_links"),
+        follow_inferred=bool(data.get("follow_inferred")),
+        seed_document_ids=list(data.get("seed_document_ids", [])),
+        linked_document_ids=list(data.get("linked_document_ids", [])),
+        edges_followed=int(data.get("edges_followed", 0)),
+        added=list(data.get("added", [])),
+        elapsed_ms=float(data.get("elapsed_ms", 0.0)),
+        notes=list(data.get("notes", [])),
+    )
 
 
 def _leg(leg) -> LegOut | None:
@@ -255,6 +328,7 @@ def hit_out(hit: Hit) -> HitOut:
         evidence_url=hit.evidence_url,
         weaker=hit.weak,
         orphaned=hit.orphaned,
+        via=ViaOut(**hit.via.as_dict()) if hit.via is not None else None,
     )
 
 
@@ -305,6 +379,19 @@ def search_endpoint(
         "space the caller is a member of. A space the caller is not in is a 404. The query "
         'language\'s `space:` filter (`space:"Team docs"`) narrows the same way.',
     ),
+    follow_links: bool | None = Query(
+        None,
+        description="Graph expansion: true follows links from the top hits' documents one "
+        "hop and adds the linked passages that best match the query (marked `via`); false "
+        "never does; absent, the graph discipline rule decides (relational or multi-hop "
+        "questions). At most 4 passages are added beyond `limit`, each placed after the "
+        "hit it was reached from. `expansion` says what ran and why.",
+    ),
+    follow_inferred: bool = Query(
+        False,
+        description="With expansion, also follow inferred edges (mentions, related), "
+        "ranked at the bottom of the trust gradient.",
+    ),
 ):
     """Hybrid search over the documents of the caller's spaces. `q` is the search page's
     query language (words, "phrases", -exclusions, filters such as `tag:ops` or `after:2024-03`; see
@@ -340,6 +427,8 @@ def search_endpoint(
         rerank=rerank or settings.LODE_RERANK,
         limit=max(1, min(limit, MAX_PAGE_SIZE)),
         show_weaker=weaker,
+        follow_links=follow_links,
+        follow_inferred=follow_inferred,
     )
     body = SearchOut(
         query=result.query,
@@ -357,6 +446,7 @@ def search_endpoint(
         weaker_hidden=result.weaker_hidden,
         similarity_floor=MEANING_ONLY_FLOOR,
         max_chars=settings.LODE_SEARCH_RESPONSE_MAX_CHARS,
+        expansion=expansion_out(result.expansion.as_dict() if result.expansion else None),
         hits=[hit_out(hit) for hit in result.hits],
     )
     return Status(400 if result.error else 200, body)

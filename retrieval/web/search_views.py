@@ -8,6 +8,11 @@ the same order. The page offers that URL with every parameter spelled out (defau
 explicit, so a later change of default does not change what a shared link shows), built
 server-side so it works without JavaScript, and htmx pushes the same URL into the address bar.
 
+Graph expansion (issue 16): `follow=1` (the *Follow links* box) follows links from the top
+results and adds the linked passages that best match, each marked "via link from X";
+`follow=0` never does; without it the graph discipline rule decides. The page says whether
+links were followed and which rule decided.
+
 Weaker matches (issue 13, item 4): meaning-only hits below the similarity floor are left out
 unless `weaker=1` is in the URL (the "Show weaker matches" link sets it; shared links keep it),
 and a search that matches nothing says so in words.
@@ -120,6 +125,7 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
     rerank = request.GET.get("rerank") or settings.LODE_RERANK
     weaker = _flag(request, "weaker")
     advanced = _flag(request, "adv")
+    follow_links = follow_choice(request.GET.get("follow", ""))
     try:
         space_id, space = chosen_space(request)
         audience = audience_for(request.user.pk, space_id=space_id)
@@ -134,12 +140,16 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
             mode=mode,
             rerank=rerank,
             show_weaker=weaker,
+            follow_links=follow_links,
         )
         if query.strip()
         else None
     )
-    share_path = search_path(
-        query=query, mode=mode, rerank=rerank, weaker=weaker, advanced=advanced, space=space
+    share_path = with_follow(
+        search_path(
+            query=query, mode=mode, rerank=rerank, weaker=weaker, advanced=advanced, space=space
+        ),
+        follow_links,
     )
     template = "search/search.html#results" if request.htmx else "search/search.html"
     response = render(
@@ -157,21 +167,34 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
             else [],
             "weaker": weaker,
             "advanced": advanced,
+            "follow_links": follow_links,
             # The same view with the Advanced details shown or hidden (the toggle).
-            "advanced_path": search_path(
-                query=query,
-                mode=mode,
-                rerank=rerank,
-                weaker=weaker,
-                advanced=not advanced,
-                space=space,
+            "advanced_path": with_follow(
+                search_path(
+                    query=query,
+                    mode=mode,
+                    rerank=rerank,
+                    weaker=weaker,
+                    advanced=not advanced,
+                    space=space,
+                ),
+                follow_links,
             ),
             # The same search with weaker matches shown, and without them.
-            "weaker_path": search_path(
-                query=query, mode=mode, rerank=rerank, weaker=True, advanced=advanced, space=space
+            "weaker_path": with_follow(
+                search_path(
+                    query=query,
+                    mode=mode,
+                    rerank=rerank,
+                    weaker=True,
+                    advanced=advanced,
+                    space=space,
+                ),
+                follow_links,
             ),
-            "stronger_path": search_path(
-                query=query, mode=mode, rerank=rerank, advanced=advanced, space=space
+            "stronger_path": with_follow(
+                search_path(query=query, mode=mode, rerank=rerank, advanced=advanced, space=space),
+                follow_links,
             ),
             "share_url": request.build_absolute_uri(share_path),
             "share_audience": share_audience(request.user.pk, space_id),
@@ -188,6 +211,26 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
         # form happened to submit, so the address bar always holds a shareable link.
         push_url(response, share_path)
     return response
+
+
+def follow_choice(raw: str) -> bool | None:
+    """The *Follow links* choice of a URL (issue 16): `follow=1` always follows links from
+    the top results, `follow=0` never does, anything else (the box unticked: no parameter)
+    lets the graph discipline rule decide."""
+    value = raw.strip().lower()
+    if value in TRUE_VALUES:
+        return True
+    if value in ("0", "false", "off", "no"):
+        return False
+    return None
+
+
+def with_follow(path: str, follow_links: bool | None) -> str:
+    """`path` with the *Follow links* choice spelled out when the user made one (absent: the
+    rule decides, so a shared link keeps deciding by the rule)."""
+    if follow_links is None:
+        return path
+    return f"{path}{'&' if '?' in path else '?'}follow={1 if follow_links else 0}"
 
 
 def library_is_empty(user: AbstractBaseUser) -> bool:
