@@ -56,7 +56,7 @@ logger = logging.getLogger("lode.budget")
 UNBUDGETED_PREFIXES = ("/admin/",)
 # POSTs that search and may call a model: the ask budget (the graph query's discovery runs
 # searches; a graph question in words may ask a model twice).
-ASK_PATHS = ("/ask", "/api/ask", "/api/graph/query", "/api/graph/ask")
+ASK_PATHS = ("/ask", "/api/ask", "/api/graph/query", "/api/graph/ask", "/graph/ask")
 # Transaction control always runs, even after the deadline: `atomic()` rolls back to its
 # savepoint on the way out of a stopped request, and refusing that would leave the
 # transaction half-undone.

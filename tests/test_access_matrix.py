@@ -424,6 +424,20 @@ RULES: dict[str, dict[str, tuple[Case, ...]]] = {
             Case("team", MEMBER_READ, query=graph_page_in_team, scope="team"),
         )
     },
+    "/graph/ask": {
+        "POST": (
+            Case("team", LOGIN_ONLY, body={"question": f"what links to {COMMON_WORD}"}),
+            Case(
+                "team",
+                MEMBER_READ,
+                body=lambda world, role: {
+                    "question": f"what links to {COMMON_WORD}",
+                    "space": world.team.pk,
+                },
+                scope="team",
+            ),
+        ),
+    },
     "/api/graph/query": {
         "POST": (Case("team", MEMBER_READ, body=graph_query_in_team, scope="team"),),
     },

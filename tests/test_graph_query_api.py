@@ -198,3 +198,36 @@ def test_page_escapes_titles(alice, alice_client):
     )
     html = response.content.decode()
     assert evil.title not in html and "&lt;script&gt;" in html
+
+
+# --- a question in words on the page (issue 16, item 5) --------------------------------------
+
+
+def test_question_in_words_redirects_to_the_query_it_became(alice, alice_client):
+    from tests import factories
+
+    target = factories.note(alice, "Backup Policy", "Keep 35 days.")
+    factories.note(alice, "Restore runbook", "Restore per [[Backup Policy]].")
+    response = alice_client.post("/graph/ask", {"question": "what links to Backup Policy?"})
+    assert response.status_code == 302
+    page = alice_client.get(response["Location"])
+    html = page.content.decode()
+    assert "Restore runbook" in html and f"seed={target.pk}" in response["Location"]
+    assert "Read by lode" in html  # the rules, not a model, made the query
+
+
+def test_question_in_words_refused_shows_why_and_runs_nothing(alice, alice_client):
+    response = alice_client.post("/graph/ask", {"question": "tell me a joke"})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "Not answered." in html and "gq-rows" not in html
+    assert "tell me a joke" in html  # kept in the box, escaped by the template
+
+
+def test_question_in_words_needs_csrf_and_login(alice):
+    from django.test import Client
+
+    assert Client().post("/graph/ask", {"question": "what links to X"}).status_code == 302
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(alice)
+    assert strict.post("/graph/ask", {"question": "what links to X"}).status_code == 403

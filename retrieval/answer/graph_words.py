@@ -116,8 +116,8 @@ SHAPES = (
 SHAPES_MESSAGE = (
     "I can answer questions of these shapes: "
     + ", ".join(SHAPES)
-    + '. Put a title in quotes or [[…]] to use it exactly ("path from \\"Build and test\\" '
-    'to \\"Deploy\\"").'
+    + ". Put a title in quotes or [[…]] to use it exactly: path from “Build and test” to "
+    "“Deploy”."
 )
 
 

@@ -21,12 +21,13 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
 from lode_site.errors import no_access
 from lode_site.ids import parse_id
+from retrieval.answer.graph_words import WordsError, ask_graph
 from retrieval.eligibility import NoAccess, audience_for, member_spaces
 from retrieval.search import graph_query
 from retrieval.search.graph_query import (
@@ -43,6 +44,9 @@ from retrieval.web.graph_picture import NARROW, PictureEdge, PictureNode, graph_
 
 KINDS = [str(kind) for kind in ALL_KINDS]
 DEFAULT_KINDS = [str(kind) for kind in DECLARED_KINDS]
+
+
+MAX_QUESTION_ECHO = 500  # characters of the asked question shown back on the page
 
 
 def _number(value: str | None) -> int | str | None:
@@ -216,5 +220,79 @@ def graph_query_page(request: HttpRequest) -> HttpResponse:
             # scaled to 360 px leaves its labels unreadable.
             "picture_narrow": picture(result, focus, **NARROW) if result else "",
             "share_url": request.build_absolute_uri(query_path(params)) if lookups else "",
+            # Arrived from a question in words (`graph_ask_page`): what was asked, and whether
+            # the rules or the model turned it into this query.
+            "question": get.get("asked", "")[:MAX_QUESTION_ECHO],
+            "asked_by": get.get("by", "") if get.get("by") in ("rules", "model") else "",
         },
+    )
+
+
+def _empty_page_context(request: HttpRequest) -> dict[str, Any]:
+    """The page's form with nothing filled in (for a refused question in words)."""
+    return {
+        "lookups": ["", "", ""][:MAX_LOOKUPS],
+        "op": "neighbours",
+        "direction": "out",
+        "kind": "links_to",
+        "kinds_chosen": DEFAULT_KINDS,
+        "max_hops": MAX_HOPS,
+        "hop_choices": range(1, MAX_HOPS + 1),
+        "kind_choices": KINDS,
+        "space": request.POST.get("space", ""),
+        "spaces": list(member_spaces(request.user.pk)),
+        "by_lookup": [],
+    }
+
+
+@require_POST
+def graph_ask_page(request: HttpRequest) -> HttpResponse:
+    """A graph question in words (`retrieval.answer.graph_words.ask_graph`: the offline rules,
+    or the two model stages when an LLM is configured). An answered question redirects to
+    the structured query it became — the page then shows it, with a URL to share, run on the
+    same candidates; a refusal shows the page with its reason and nothing executed. POST,
+    because the model path sends the question off the machine (egress log, time budget)."""
+    question = request.POST.get("question", "")
+    raw_space = request.POST.get("space", "").strip()
+    space_id = parse_id(raw_space) if raw_space and raw_space != "all" else None
+    try:
+        if raw_space and raw_space != "all" and space_id is None:
+            raise NoAccess(raw_space)
+        outcome = ask_graph(user=request.user, question=question, space_id=space_id)
+    except NoAccess:
+        return no_access(request)
+    except WordsError as exc:
+        return _words_refused(request, question, str(exc))
+    if not outcome.answered or outcome.query is None:
+        return _words_refused(request, question, outcome.message)
+    query = outcome.query
+    params: dict[str, Any] = {"lookup": outcome.lookups, "op": query.get("op"), "space": raw_space}
+    if query.get("op") == "path":
+        params |= {
+            "seed": query.get("from"),
+            "to": query.get("to"),
+            "max_hops": query.get("max_hops"),
+            "kinds": query.get("kinds") or [],
+        }
+    else:
+        params |= {
+            "seed": query.get("seed"),
+            "direction": query.get("direction"),
+            "kind": query.get("kind"),
+        }
+    path = query_path(params)
+    separator = "&" if "?" in path else "?"
+    return redirect(f"{path}{separator}{urlencode({'asked': question, 'by': outcome.path})}")
+
+
+def _words_refused(request: HttpRequest, question: str, message: str) -> HttpResponse:
+    return render(
+        request,
+        "graph/query.html",
+        {
+            **_empty_page_context(request),
+            "question": question,
+            "words_error": message or "That question could not be answered from the graph.",
+        },
+        status=200,
     )
