@@ -349,3 +349,12 @@ LODE_WEBHOOK_MAX_BODY_BYTES = env.env_int("LODE_WEBHOOK_MAX_BODY_BYTES", 1_000_0
 # Refused webhook deliveries allowed per remote address per five minutes (then 429 until
 # the window ends); counted in the cache, logged, never written to the database.
 LODE_WEBHOOK_MAX_FAILURES = env.env_int("LODE_WEBHOOK_MAX_FAILURES", 20, minimum=1)
+
+# --- graph (issue 16) -------------------------------------------------------------------
+# `related` edges (retrieval/index/related.py): documents of the same space whose mean
+# passage vectors have at least this cosine similarity, at most LODE_RELATED_MAX (≤ 5) per
+# document. The default is the threshold bench/related_threshold.py chose on the linked
+# corpus (best F0.5 on its tune split; bench/README.md, "Related edges"); a value in (0, 1)
+# overrides it.
+LODE_RELATED_THRESHOLD = env.env_probability("LODE_RELATED_THRESHOLD") or 0.4
+LODE_RELATED_MAX = env.env_int("LODE_RELATED_MAX", 5, minimum=0)

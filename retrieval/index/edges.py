@@ -593,6 +593,9 @@ def _reverse_candidates(
     from externals.models import Source, SourceItem
 
     ids = {d.pk for d in documents}
+    # One save re-derives at most MAX_REVERSE_DOCUMENTS others; a batch (an import) that many
+    # per document it writes, so notes linking forward to later batches resolve.
+    limit = MAX_REVERSE_DOCUMENTS * len(documents)
     keys = {d.title_key for d in documents} | set(old_keys)
     keys.discard("")
     path_keys = {
@@ -608,7 +611,8 @@ def _reverse_candidates(
     origins = set(
         Edge.objects.filter(Q(to_document_id__in=ids) | Q(target_key__in=sorted(keys | path_keys)))
         .exclude(kind__in=[Edge.Kind.CONTAINS, Edge.Kind.RELATED])
-        .values_list("origin_id", flat=True)[:MAX_REVERSE_DOCUMENTS]
+        .values_list("origin_id", flat=True)
+        .distinct()[:limit]
     )
     for document in documents if scan_mentions else ():
         if document.deleted_at is None and mentionable(document.title_key):
@@ -617,7 +621,7 @@ def _reverse_candidates(
                 Passage.objects.filter(is_head=True, text__icontains=phrase)
                 .exclude(document_id__in=ids)
                 .values_list("document_id", flat=True)
-                .distinct()[:MAX_REVERSE_DOCUMENTS]
+                .distinct()[:limit]
             )
     return origins - ids
 
@@ -652,7 +656,7 @@ def refresh_edges(
         count = len(documents)
         if reverse:
             others = _reverse_candidates(documents, old_keys, scan_mentions=scan_mentions)
-            others = sorted(others)[:MAX_REVERSE_DOCUMENTS]
+            others = sorted(others)[: MAX_REVERSE_DOCUMENTS * len(documents)]
             locked = list(
                 Document.objects.select_for_update(skip_locked=True)
                 .filter(pk__in=others)

@@ -14,6 +14,10 @@ Passages are canonical; the lexical index (FTS5, or tsvector + GIN) and the vect
   missing vectors and deletes orphans (the vector sync's own functions), checks health again,
   and raises `CanonicalChanged` if the canonical digest moved: repairing a derivative must
   never rewrite evidence.
+* The graph's edges (issue 16) are derived from head versions too: `edge_health.py`
+  re-derives every document's edges and compares them with the stored ones, checks the
+  `related` edges' ends and basis, and `repair` re-derives what drifted
+  (`edge_health.repair_edges`), after the vectors, so related edges can be recomputed.
 * One canonical finding *is* repaired: head passages longer than `LODE_CHUNK_MAX_CHARS`
   (chunked before the character bound existed). Passages are derived from a version's
   body by the chunker, so repair first re-chunks those head versions
@@ -36,6 +40,7 @@ from django.conf import settings
 from django.db import transaction
 
 from retrieval.index import lexical
+from retrieval.index.edge_health import EdgeHealth, EdgeRepair, edge_health, repair_edges
 from retrieval.index.embeddings import (
     EmbedderLike,
     EmbeddingUnavailable,
@@ -167,11 +172,17 @@ class HealthReport:
     canonical: CanonicalHealth
     lexical: LexicalHealth
     vectors: VectorHealth
+    edges: EdgeHealth = field(default_factory=lambda: EdgeHealth(checked=False))
     seconds: float = field(default=0.0, compare=False)
 
     @property
     def problems(self) -> list[str]:
-        return [*self.canonical.problems, *self.lexical.problems, *self.vectors.problems]
+        return [
+            *self.canonical.problems,
+            *self.lexical.problems,
+            *self.vectors.problems,
+            *self.edges.problems,
+        ]
 
     @property
     def healthy(self) -> bool:
@@ -297,16 +308,18 @@ def vector_health() -> VectorHealth:
     )
 
 
-def index_health(*, vectors: bool = True) -> HealthReport:
-    """Check every derived index against the canonical passages (read-only)."""
+def index_health(*, vectors: bool = True, edges: bool = True) -> HealthReport:
+    """Check every derived index against the canonical passages and versions (read-only)."""
     started = perf_counter()
     canonical = canonical_health()
     lexical_health = lexical.backend().index_health()
     vector_report = vector_health() if vectors else VectorHealth(checked=False)
+    edge_report = edge_health() if edges else EdgeHealth(checked=False)
     return HealthReport(
         canonical=canonical,
         lexical=lexical_health,
         vectors=vector_report,
+        edges=edge_report,
         seconds=perf_counter() - started,
     )
 
@@ -354,6 +367,7 @@ class RepairReport:
     # were, `baseline_digest` is the canonical digest right after that step.
     rechunked: RechunkReport = field(default_factory=RechunkReport)
     baseline_digest: str = ""
+    edges: EdgeRepair = field(default_factory=lambda: EdgeRepair(attempted=False))
 
     def __post_init__(self) -> None:
         if not self.baseline_digest:
@@ -373,6 +387,7 @@ class RepairReport:
             "after": self.after.as_dict(),
             "lexical_seconds": self.lexical_seconds,
             "vectors": asdict(self.vectors),
+            "edges": asdict(self.edges),
         }
 
 
@@ -426,28 +441,36 @@ def repair_vectors(*, embedder: EmbedderLike | None = None) -> VectorRepair:
     )
 
 
-def repair_indexes(*, vectors: bool = True, embedder: EmbedderLike | None = None) -> RepairReport:
+def repair_indexes(
+    *, vectors: bool = True, embedder: EmbedderLike | None = None, edges: bool = True
+) -> RepairReport:
     """Check, re-chunk over-long head passages, rebuild what is derived, check again; the
     canonical digest must not move after the re-chunking step.
+
+    Edges are repaired last: re-chunking makes new head passages (edges name passages) and
+    the vector repair may recompute related edges; `related` edges are recomputed from the
+    vector index only when `vectors` (no Chroma needed otherwise).
 
     The lexical rebuild runs every time (idempotent, one transaction), not only when the
     check found drift: no check sees everything. Raises `CanonicalChanged` when the
     canonical digest differs afterwards.
     """
-    before = index_health(vectors=vectors)
+    before = index_health(vectors=vectors, edges=edges)
     rechunked = rechunk_oversized() if before.canonical.oversized else RechunkReport()
     baseline = canonical_health().digest if rechunked.documents else before.canonical.digest
     started = perf_counter()
     repair_lexical_index()
     lexical_seconds = perf_counter() - started
     vector_repair = repair_vectors(embedder=embedder) if vectors else VectorRepair(attempted=False)
+    edge_repair = repair_edges(related=vectors) if edges else EdgeRepair(attempted=False)
     report = RepairReport(
         before=before,
-        after=index_health(vectors=vectors),
+        after=index_health(vectors=vectors, edges=edges),
         lexical_seconds=lexical_seconds,
         vectors=vector_repair,
         rechunked=rechunked,
         baseline_digest=baseline,
+        edges=edge_repair,
     )
     if not report.canonical_unchanged:
         raise CanonicalChanged(report)

@@ -103,6 +103,13 @@ class SyncReport:
     # that run records them (0 unless several workers overlap).
     left_to_others: int = 0
     seconds: float = 0.0
+    # Documents whose passages this run wrote a vector for (their `related` edges are
+    # recomputed afterwards, `retrieval/index/related.py`), and what that gave; derived
+    # data, so a failure there is only reported (`related_error`), never raised.
+    documents: list[int] = field(default_factory=list)
+    related_edges: int = 0
+    related_error: str = ""
+    related_seconds: float = 0.0
 
     @property
     def written(self) -> int:
@@ -113,7 +120,9 @@ class SyncReport:
         return self.written / self.seconds if self.seconds > 0 else 0.0
 
     def as_dict(self) -> dict[str, object]:
-        return {**asdict(self), "passages_per_second": round(self.passages_per_second, 2)}
+        data = asdict(self)
+        data["documents"] = len(self.documents)  # a count: task results stay small
+        return {**data, "passages_per_second": round(self.passages_per_second, 2)}
 
 
 @dataclass
@@ -254,6 +263,8 @@ def sync_window(
             progress(len(wanted))
     report.embedded += len(missing)
     report.reused += len(passages) - len(missing)
+    seen = set(report.documents)
+    report.documents.extend(sorted({p.document_id for p in passages} - seen))
 
 
 def prune_vectors(passage_ids: list[int] | None = None) -> int:
@@ -451,6 +462,7 @@ def sync_vectors(
     embedder: EmbedderLike | None = None,
     window: int | None = None,
     wait_for_others: bool = True,
+    related: bool = True,
 ) -> SyncReport:
     """Bring the current manifest's collection in step with the head passages.
 
@@ -466,6 +478,10 @@ def sync_vectors(
     `wait_for_others` (commands, which promise a complete index) the run then waits for
     them, up to `CLAIM_WAIT_SECONDS` without progress. The worker's tasks do not wait: the
     holder records them, and if it dies its task is recovered and run again (`db_worker`).
+
+    With `related`, the documents whose vectors this run wrote then get their `related`
+    edges recomputed (`related.refresh_related_quietly`: never raises; a dead Chroma means
+    no related edges, logged); `seconds` excludes that step (`related_seconds`).
     """
     started = perf_counter()
     manifest = embedder.manifest if embedder is not None else current_manifest()
@@ -505,7 +521,21 @@ def sync_vectors(
     report.deleted = prune_vectors(scope)
     report.restamped = restamp_spaces(scope)
     report.seconds = perf_counter() - started
+    if related and report.documents:
+        _refresh_related(report, manifest.key)
     return report
+
+
+def _refresh_related(report: SyncReport, manifest_key: str) -> None:
+    """Recompute the related edges of the documents this sync wrote vectors for; derived
+    data, so nothing here may fail the sync (`refresh_related_quietly` never raises)."""
+    from retrieval.index.related import refresh_related_quietly
+
+    started = perf_counter()
+    found = refresh_related_quietly(report.documents, manifest_key)
+    report.related_edges = found.edges
+    report.related_error = found.error
+    report.related_seconds = perf_counter() - started
 
 
 def reconcile_vectors(manifest_key: str) -> tuple[int, int]:

@@ -1,7 +1,7 @@
 """`manage.py lode_index health|repair`: check the derived indexes, and rebuild them.
 
-    lode_index health [--json] [--skip-vectors]
-    lode_index repair [--json] [--skip-vectors]
+    lode_index health [--json] [--skip-vectors] [--skip-edges]
+    lode_index repair [--json] [--skip-vectors] [--skip-edges]
 
 `health` compares the lexical and vector indexes with the canonical passages
 (`retrieval.index.health.index_health`) and exits 1 when anything is unhealthy, so schedulers and
@@ -11,6 +11,13 @@ one transaction, re-embeds wrong or missing vectors and deletes orphans, and pri
 before and after; it exits 1 when problems remain and 3 when the canonical digest changed
 after the re-chunking step (it never should). `--skip-vectors`
 leaves the vector index alone (no model or Chroma needed).
+
+Both also check the graph's edges (issue 16, `retrieval.index.edge_health`): every
+document's edges re-derived from its head version and compared with the stored ones
+(missing, extra, altered), and `related` edges checked for live ends and a current basis;
+`repair` re-derives the documents that drifted, deletes invalid related edges and (unless
+`--skip-vectors`) recomputes related edges from the vector index. `--skip-edges` leaves the
+graph out.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from retrieval.index.edge_health import EdgeHealth, EdgeRepair
 from retrieval.index.health import (
     CanonicalChanged,
     HealthReport,
@@ -64,10 +72,41 @@ def health_lines(report: HealthReport, title: str = "index health") -> list[str]
             f"retired records {vec.retired_records}",
         ]
         lines += [f"             {name}: e.g. {ids}" for name, ids in vec.examples.items()]
+    lines += edge_lines(report.edges)
     if report.problems:
         lines.append("  problems")
         lines += [f"    - {problem}" for problem in report.problems]
     return lines
+
+
+def edge_lines(edges: EdgeHealth) -> list[str]:
+    """The graph's figures in a health report."""
+    if not edges.checked:
+        return ["  edges      not checked (--skip-edges)"]
+    lines = [
+        f"  edges      {edges.stored} stored for {edges.documents} documents; re-derived from "
+        f"head versions: {edges.expected}",
+        f"             missing {edges.missing}, extra {edges.extra}, altered {edges.altered}, "
+        f"documents drifted {edges.drifted_documents}",
+        f"             related {edges.related}: invalid {edges.related_invalid}, "
+        f"stale {edges.related_stale}",
+    ]
+    lines += [f"             {name}: e.g. {values}" for name, values in edges.examples.items()]
+    return lines
+
+
+def edge_repair_lines(repair: EdgeRepair) -> list[str]:
+    if not repair.attempted:
+        return ["edges: not repaired (--skip-edges)"]
+    related = (
+        f"recomputed related edges of {repair.related_recomputed} documents"
+        if not repair.related_error
+        else f"related edges not recomputed: {repair.related_error}"
+    )
+    return [
+        f"edges: re-derived {repair.rederived} documents ({repair.written} edges), removed "
+        f"{repair.related_removed} invalid related edges; {related} ({repair.seconds:.2f} s)"
+    ]
 
 
 def repair_lines(repair: VectorRepair) -> list[str]:
@@ -84,7 +123,10 @@ def repair_lines(repair: VectorRepair) -> list[str]:
 
 
 class Command(BaseCommand):
-    help = "Check the lexical and vector indexes against the canonical passages, or rebuild them."
+    help = (
+        "Check the lexical and vector indexes and the graph's edges against the canonical "
+        "passages and versions, or rebuild them."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True)
@@ -97,17 +139,19 @@ class Command(BaseCommand):
             sub.add_argument(
                 "--skip-vectors", action="store_true", help="leave the vector index out"
             )
+            sub.add_argument("--skip-edges", action="store_true", help="leave the graph out")
 
     def handle(self, *args: Any, **options: Any) -> None:
         vectors = not options["skip_vectors"]
+        edges = not options["skip_edges"]
         if options["action"] == "health":
-            report = index_health(vectors=vectors)
+            report = index_health(vectors=vectors, edges=edges)
             self._print(report.as_dict(), health_lines(report), options["json"])
             if not report.healthy:
                 raise CommandError("the indexes are unhealthy", returncode=UNHEALTHY)
             return
         try:
-            repaired = repair_indexes(vectors=vectors)
+            repaired = repair_indexes(vectors=vectors, edges=edges)
         except CanonicalChanged as exc:
             self._print_repair(exc.report, options["json"])
             raise CommandError(str(exc), returncode=CANONICAL_CHANGED) from exc
@@ -122,6 +166,7 @@ class Command(BaseCommand):
             f"({report.rechunked.retired} passages retired, {report.rechunked.written} written)",
             f"lexical: rebuilt in one transaction in {report.lexical_seconds:.2f} s",
             *repair_lines(report.vectors),
+            *edge_repair_lines(report.edges),
             *health_lines(report.after, "after"),
             "canonical digest unchanged"
             if report.canonical_unchanged
