@@ -275,3 +275,19 @@ def test_bulk_import_derives_the_same_edges_as_one_by_one(alice):
     kinds = Edge.objects.filter(origin__in=documents).values_list("kind", flat=True)
     assert {*kinds} == {Edge.Kind.LINKS_TO, Edge.Kind.MENTIONS}
     assert Edge.objects.filter(kind=Edge.Kind.MENTIONS, target_key="kubernetes").count() == 30
+
+
+def test_an_import_resolves_links_written_by_earlier_batches(alice):
+    first = [
+        services.NoteImport(external_key=f"a{i}.md", title=f"Early {i}", body=f"[[Late {i}]]")
+        for i in range(25)
+    ]
+    services.notes_import(owner=alice, notes=first, source_name="kb")
+    assert Edge.objects.filter(resolution=Edge.Resolution.MISSING).count() == 25
+    later = [
+        services.NoteImport(external_key=f"b{i}.md", title=f"Late {i}", body="x")
+        for i in range(25)
+    ]
+    services.notes_import(owner=alice, notes=later, source_name="kb")
+    assert not Edge.objects.filter(resolution=Edge.Resolution.MISSING).exists()
+    assert Edge.objects.filter(kind=Edge.Kind.LINKS_TO).count() == 25
