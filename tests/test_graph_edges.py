@@ -285,8 +285,7 @@ def test_an_import_resolves_links_written_by_earlier_batches(alice):
     services.notes_import(owner=alice, notes=first, source_name="kb")
     assert Edge.objects.filter(resolution=Edge.Resolution.MISSING).count() == 25
     later = [
-        services.NoteImport(external_key=f"b{i}.md", title=f"Late {i}", body="x")
-        for i in range(25)
+        services.NoteImport(external_key=f"b{i}.md", title=f"Late {i}", body="x") for i in range(25)
     ]
     services.notes_import(owner=alice, notes=later, source_name="kb")
     assert not Edge.objects.filter(resolution=Edge.Resolution.MISSING).exists()
