@@ -17,6 +17,7 @@ default, so test runs never dirty the tree).
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,33 @@ def browser() -> Iterator[object]:
             os.environ.pop(ASYNC_UNSAFE, None)
         else:
             os.environ[ASYNC_UNSAFE] = previous
+
+
+# The live server shares the test's one SQLite connection (an in-memory database) with every
+# request thread. Two requests at once on it can deadlock: a request installing its time
+# budget's progress handler (`lode_site/budget.py`) waits for SQLite's connection mutex while
+# holding the GIL, and the other thread's running statement needs the GIL to call its own
+# handler. A page that posts an ask and is left for the next one made two requests overlap
+# and hung the suite. Production threads each have their own connection; here the server
+# handles one request at a time (connections are still accepted concurrently).
+_ONE_REQUEST = threading.RLock()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _live_server_serves_one_request_at_a_time() -> Iterator[None]:
+    from django.test.testcases import FSFilesHandler
+
+    original = FSFilesHandler.__call__
+
+    def serialised(self, environ, start_response):
+        with _ONE_REQUEST:
+            return original(self, environ, start_response)
+
+    FSFilesHandler.__call__ = serialised
+    try:
+        yield
+    finally:
+        FSFilesHandler.__call__ = original
 
 
 @dataclass
