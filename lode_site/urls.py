@@ -5,7 +5,7 @@ from lode_site import ids, views  # noqa: F401  (ids registers the `<id:...>` co
 from lode_site.api import api
 from retrieval.web.ask_views import ask_page, ask_permalink
 from retrieval.web.evidence_views import evidence_page
-from retrieval.web.graph_views import graph_ask_page, graph_query_page
+from retrieval.web.graph_views import graph_ask_page, graph_query_page, graph_results_page
 from retrieval.web.help_views import search_help
 from spaces import public_manage_views, public_views
 
@@ -36,6 +36,7 @@ urlpatterns = [
     path("search/help", search_help, name="search-help"),
     path("graph/query", graph_query_page, name="graph-query"),  # issue 16, item 4
     path("graph/ask", graph_ask_page, name="graph-ask"),  # issue 16, item 5
+    path("graph/results", graph_results_page, name="graph-results"),  # issue 16, item 2
     path("search", include("retrieval.web.urls")),
     path(
         "evidence/<id:document_id>/<id:version_id>/<id:passage_id>/<str:sha256>/",

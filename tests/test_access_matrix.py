@@ -424,6 +424,21 @@ RULES: dict[str, dict[str, tuple[Case, ...]]] = {
             Case("team", MEMBER_READ, query=graph_page_in_team, scope="team"),
         )
     },
+    "/graph/results": {
+        "GET": (
+            Case("team", LOGIN_ONLY, query={"q": COMMON_WORD, "mode": "lexical"}),
+            Case(
+                "team",
+                MEMBER_READ,
+                query=lambda world, role: {
+                    "q": COMMON_WORD,
+                    "mode": "lexical",
+                    "space": world.team.pk,
+                },
+                scope="team",
+            ),
+        )
+    },
     "/graph/ask": {
         "POST": (
             Case("team", LOGIN_ONLY, body={"question": f"what links to {COMMON_WORD}"}),

@@ -231,3 +231,38 @@ def test_question_in_words_needs_csrf_and_login(alice):
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(alice)
     assert strict.post("/graph/ask", {"question": "what links to X"}).status_code == 403
+
+
+# --- the graph of a search's results (issue 16, item 2) ----------------------------------------
+
+
+def test_results_graph_draws_the_hits_and_their_links(alice, alice_client):
+    from tests import factories
+
+    factories.note(alice, "Team Falcon", "Pager alias falcon-pager.")
+    factories.note(alice, "Billing API", "Zebracorn billing. On-call: [[Team Falcon]].")
+    page = alice_client.get("/graph/results", {"q": "zebracorn", "mode": "lexical"})
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "<svg" in html and "graph-picture" in html
+    results, _, linked = html.partition("One link away")
+    assert "Billing API" in results and "Team Falcon" in linked
+
+
+def test_results_graph_never_shows_what_the_user_cannot_see(alice, bob, bob_client):
+    from tests import factories
+
+    factories.note(alice, "Secret Falcon", "Hidden.")
+    factories.note(bob, "Bob zebracorn", "Zebracorn notes, see [[Secret Falcon]].")
+    factories.note(alice, "Alice zebracorn", "Zebracorn too, [[Secret Falcon]].")
+    html = bob_client.get("/graph/results", {"q": "zebracorn", "mode": "lexical"}).content
+    assert b"Bob zebracorn" in html
+    assert b"Secret Falcon" not in html and b"Alice zebracorn" not in html
+
+
+def test_search_page_links_to_its_graph(alice, alice_client):
+    from tests import factories
+
+    factories.note(alice, "Zebracorn", "zebracorn")
+    html = alice_client.get("/search", {"q": "zebracorn", "mode": "lexical"}).content.decode()
+    assert "/graph/results?q=zebracorn" in html

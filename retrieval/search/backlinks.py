@@ -547,10 +547,29 @@ def neighbourhood(
     """The documents within `hops` (1 or 2) resolved edges of `document`, either direction,
     every kind (inferred ones included, marked), at most `max_nodes` of them with the focus;
     nearer ones first, then by title and id, so the same graph gives the same picture."""
+    return seeds_neighbourhood(audience, [document.pk], hops=hops, max_nodes=max_nodes)
+
+
+def seeds_neighbourhood(
+    audience: Audience,
+    seeds: Sequence[int],
+    *,
+    hops: int = 1,
+    max_nodes: int = MAX_PICTURE_NODES,
+) -> Neighbourhood:
+    """`neighbourhood` around several documents at once (a search's results: the graph page
+    of a query), each at hop 0; the focus is the first seed. Seeds the audience cannot see
+    (or that are deleted) are left out."""
     hops = 1 if hops < 1 else min(hops, MAX_HOPS)
     resolved = resolved_edges(audience).filter(from_document__isnull=False)
-    seen: dict[int, int] = {document.pk: 0}  # document id → hop
-    frontier = [document.pk]
+    visible = set(
+        audience_documents(audience)
+        .filter(pk__in=list(seeds), deleted_at__isnull=True)
+        .values_list("pk", flat=True)
+    )
+    ordered = [pk for pk in dict.fromkeys(seeds) if pk in visible][:max_nodes]
+    seen: dict[int, int] = {pk: 0 for pk in ordered}  # document id → hop
+    frontier = list(ordered)
     kept_edges: set[tuple[int, int, str]] = set()
     truncated = False
     for hop in range(1, hops + 1):
@@ -603,7 +622,11 @@ def neighbourhood(
         for a, b, kind in sorted(kept_edges)
     )
     return Neighbourhood(
-        focus=document.pk, hops=hops, nodes=nodes, edges=edges, truncated=truncated
+        focus=ordered[0] if ordered else 0,
+        hops=hops,
+        nodes=nodes,
+        edges=edges,
+        truncated=truncated,
     )
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -29,7 +30,9 @@ from lode_site.errors import no_access
 from lode_site.ids import parse_id
 from retrieval.answer.graph_words import WordsError, ask_graph
 from retrieval.eligibility import NoAccess, audience_for, member_spaces
+from retrieval.links import search_path
 from retrieval.search import graph_query
+from retrieval.search.backlinks import seeds_neighbourhood
 from retrieval.search.graph_query import (
     ALL_KINDS,
     DECLARED_KINDS,
@@ -40,7 +43,9 @@ from retrieval.search.graph_query import (
     GraphQueryError,
     GraphResult,
 )
+from retrieval.search.pipeline import DEFAULT_MODE, MODES, search
 from retrieval.web.graph_picture import NARROW, PictureEdge, PictureNode, graph_svg
+from retrieval.web.search_views import chosen_space
 
 KINDS = [str(kind) for kind in ALL_KINDS]
 DEFAULT_KINDS = [str(kind) for kind in DECLARED_KINDS]
@@ -295,4 +300,68 @@ def _words_refused(request: HttpRequest, question: str, message: str) -> HttpRes
             "words_error": message or "That question could not be answered from the graph.",
         },
         status=200,
+    )
+
+
+MAX_RESULT_SEEDS = 15  # documents of a search drawn as the graph's starting points
+
+
+@require_GET
+def graph_results_page(request: HttpRequest) -> HttpResponse:
+    """The graph of a search's results: the documents of its top hits (at most
+    `MAX_RESULT_SEEDS`, in rank order) and the documents one link away, with every edge
+    between them the user may see (`backlinks.seeds_neighbourhood`). The search runs as the
+    search page runs it, without graph expansion: the picture shows the results themselves
+    and where their links lead."""
+    query = request.GET.get("q", "").strip()
+    mode = request.GET.get("mode") or DEFAULT_MODE
+    if mode not in MODES:
+        mode = DEFAULT_MODE
+    try:
+        space_id, space = chosen_space(request)
+        audience = audience_for(request.user.pk, space_id=space_id)
+    except NoAccess:
+        return no_access(request)
+    hood = None
+    error = ""
+    seeds: list[int] = []
+    if query:
+        result = search(
+            user=request.user, audience=audience, query=query, mode=mode, follow_links=False
+        )
+        error = result.error or ""
+        for hit in result.hits:
+            if hit.passage.document_id not in seeds:
+                seeds.append(hit.passage.document_id)
+        seeds = seeds[:MAX_RESULT_SEEDS]
+        hood = seeds_neighbourhood(audience, seeds) if seeds else None
+
+    def drawn(width: int, height: int) -> str:
+        if hood is None:
+            return ""
+        nodes = [PictureNode(n.id, n.title, n.url, n.kind, n.tier) for n in hood.nodes]
+        edges = [PictureEdge(e.source, e.target, e.kind, e.inferred) for e in hood.edges]
+        return graph_svg(nodes, edges, width=width, height=height)
+
+    hop_of = {node.id: node.hop for node in hood.nodes} if hood else {}
+    return render(
+        request,
+        "graph/results.html",
+        {
+            "q": query,
+            "mode": mode,
+            "modes": MODES,
+            "space": space,
+            "error": error,
+            "hood": hood,
+            "results": [n for n in hood.nodes if hop_of.get(n.id) == 0] if hood else [],
+            "linked": [n for n in hood.nodes if hop_of.get(n.id) == 1] if hood else [],
+            "picture": drawn(640, 460),
+            "picture_narrow": drawn(**NARROW),
+            "search_url": search_path(
+                query=query, mode=mode, rerank=settings.LODE_RERANK, space=space
+            )
+            if query
+            else "",
+        },
     )
