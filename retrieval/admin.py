@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET
 from notes.admin import ReadOnlyAdmin
 from retrieval.eligibility import member_space_ids, visible_answers
 from retrieval.index.health import index_health
-from retrieval.models import AskTrace, EgressLog, Passage
+from retrieval.models import AskTrace, EgressLog, GraphQuestionTrace, Passage
 
 
 @admin.register(Passage)
@@ -102,6 +102,38 @@ class AskTraceAdmin(ReadOnlyAdmin):
 
     @admin.display(description="trace")
     def trace_json(self, obj: AskTrace) -> str:
+        return _pretty_json(obj.trace)
+
+
+@admin.register(GraphQuestionTrace)
+class GraphQuestionTraceAdmin(ReadOnlyAdmin):
+    """Graph questions in words (issue 16) and what each became, read-only. Private to the
+    asker: staff who are not superusers see only their own."""
+
+    list_display = ["id", "user", "short_question", "path", "answered", "created_at"]
+    list_filter = ["path", "answered"]
+    list_select_related = ["user"]
+    search_fields = ["question"]
+    fields = ["user", "space", "created_at", "question", "path", "answered", "message"]
+    fields += ["generation", "query_json", "trace_json"]
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[GraphQuestionTrace]:
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser:
+            return queryset
+        return queryset.filter(user_id=request.user.pk)
+
+    @admin.display(description="question")
+    def short_question(self, obj: GraphQuestionTrace) -> str:
+        return obj.question if len(obj.question) <= 80 else obj.question[:79] + "…"
+
+    @admin.display(description="query")
+    def query_json(self, obj: GraphQuestionTrace) -> str:
+        return _pretty_json(obj.query)
+
+    @admin.display(description="trace")
+    def trace_json(self, obj: GraphQuestionTrace) -> str:
         return _pretty_json(obj.trace)
 
 

@@ -323,3 +323,32 @@ class GraphGeneration(models.Model):
 
     def __str__(self) -> str:
         return f"graph generation {self.pk}"
+
+
+class GraphQuestionTrace(models.Model):
+    """A graph question in words and what became of it (issue 16, item 5): which path (the
+    offline rules or the two model stages) made which query, on which candidates, and the
+    model stages' prompt version, request hashes (equal to their egress log rows) and raw
+    replies. Private to the asker (the admin shows it read-only); kept apart from stored
+    answers, which are cited answers and list on the ask page."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="graph_questions"
+    )
+    space = models.ForeignKey(
+        "spaces.Space", on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    question = models.TextField()
+    path = models.CharField(max_length=16)  # "rules" | "model"
+    answered = models.BooleanField(default=False)
+    message = models.TextField(blank=True, default="")
+    query = models.JSONField(null=True, blank=True)  # as executed (or as the model proposed)
+    generation = models.PositiveBigIntegerField(null=True, blank=True)
+    trace = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"graph question {self.pk} ({self.path}, answered={self.answered})"

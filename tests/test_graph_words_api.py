@@ -111,3 +111,38 @@ def test_model_direction_swap_is_refused_over_the_api(alice_client, linked, fake
     data = post(alice_client, {"question": "What links to Backup Policy?"}).json()
     assert data["answered"] is False and data["result"] is None
     assert data["query"] == swapped and 'direction "out"' in data["message"]
+
+
+def test_every_graph_question_is_stored_with_what_it_became(alice, alice_client):
+    from retrieval.models import GraphQuestionTrace
+    from tests import factories
+
+    factories.note(alice, "Backup Policy", "Keep 35 days.")
+    factories.note(alice, "Restore runbook", "Restore per [[Backup Policy]].")
+    for question in ("what links to Backup Policy?", "tell me a joke"):
+        response = alice_client.post(
+            "/api/graph/ask", {"question": question}, content_type="application/json"
+        )
+        assert response.status_code == 200
+        stored = GraphQuestionTrace.objects.get(pk=response.json()["trace_id"])
+        assert stored.user_id == alice.pk and stored.question == question
+        assert stored.path == "rules"
+    answered, refused = GraphQuestionTrace.objects.order_by("id")
+    assert answered.answered and answered.query["direction"] == "in"
+    assert answered.generation is not None and answered.trace["rule"]
+    assert not refused.answered and refused.query is None and refused.message
+
+
+def test_graph_question_traces_in_the_admin_are_the_askers_own(alice, bob):
+    from retrieval.models import GraphQuestionTrace
+    from tests.factories import staff_client
+
+    GraphQuestionTrace.objects.create(user=alice, question="alice's <b>q</b>", path="rules")
+    GraphQuestionTrace.objects.create(user=bob, question="bob's question", path="rules")
+    from django.contrib.auth.models import Permission
+
+    client = staff_client(bob, superuser=False)
+    bob.user_permissions.set(Permission.objects.filter(codename="view_graphquestiontrace"))
+    listing = client.get("/admin/retrieval/graphquestiontrace/").content.decode()
+    assert "bob&#x27;s question" in listing or "bob's question" in listing
+    assert "alice" not in listing.split("<tbody>")[-1]

@@ -68,7 +68,7 @@ import json
 import logging
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
@@ -79,6 +79,7 @@ from retrieval.answer.egress import WITHHELD_LABEL, no_egress_document_ids
 from retrieval.answer.llm import ChatClient, LLMError, quote_tag
 from retrieval.answer.redaction import redact
 from retrieval.eligibility import Audience, audience_for
+from retrieval.models import GraphQuestionTrace
 from retrieval.search.graph_query import (
     MAX_HOPS,
     MAX_LOOKUP_CHARS,
@@ -145,6 +146,7 @@ class GraphWords:
     query: dict[str, Any] | None = None
     result: dict[str, Any] | None = None
     trace: dict[str, Any] = field(default_factory=dict)
+    trace_id: int | None = None  # the stored `GraphQuestionTrace`
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -845,4 +847,24 @@ def ask_graph(
         outcome.answered,
         [s.get("request_sha256", "") for s in outcome.trace.get("stages", [])],
     )
-    return outcome
+    return replace(outcome, trace_id=_store(outcome, user, space_id))
+
+
+def _store(outcome: GraphWords, user: AbstractBaseUser, space_id: int | None) -> int:
+    """Keep what the question became (`GraphQuestionTrace`); returns its id. The trace holds
+    the rule or the model stages (prompt version, request hashes, replies), never the full
+    prompts (those come back only on request, with `inputs`)."""
+    trace = {key: value for key, value in outcome.trace.items() if key != "inputs"}
+    trace |= {"rule": outcome.rule, "lookups": outcome.lookups, "candidates": outcome.candidates}
+    row = GraphQuestionTrace.objects.create(
+        user_id=user.pk,
+        space_id=space_id,
+        question=outcome.question,
+        path=outcome.path,
+        answered=outcome.answered,
+        message=outcome.message,
+        query=outcome.query,
+        generation=(outcome.result or {}).get("generation"),
+        trace=trace,
+    )
+    return row.pk

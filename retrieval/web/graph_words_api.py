@@ -62,6 +62,9 @@ class GraphAskOut(Schema):
     query: dict[str, Any] | None
     result: dict[str, Any] | None
     trace: dict[str, Any]
+    trace_id: int | None = Field(
+        default=None, description="The stored trace of this question (the admin shows it)."
+    )
 
 
 class ErrorOut(Schema):
