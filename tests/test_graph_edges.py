@@ -290,3 +290,27 @@ def test_an_import_resolves_links_written_by_earlier_batches(alice):
     services.notes_import(owner=alice, notes=later, source_name="kb")
     assert not Edge.objects.filter(resolution=Edge.Resolution.MISSING).exists()
     assert Edge.objects.filter(kind=Edge.Kind.LINKS_TO).count() == 25
+
+
+def test_renaming_a_note_moves_the_links_that_name_it(alice):
+    target = factories.note(alice, "Old Name", "text")
+    old_link = factories.note(alice, "Uses old", "See [[Old Name]].")
+    new_link = factories.note(alice, "Uses new", "See [[New Name]].")
+    assert edges_of(old_link)[0].to_document_id == target.pk
+    assert edges_of(new_link)[0].resolution == Edge.Resolution.MISSING
+    services.note_update(
+        document=target, user=alice, base_version_id=target.head_id, title="New Name", body="t"
+    )
+    assert edges_of(old_link)[0].resolution == Edge.Resolution.MISSING
+    assert edges_of(new_link)[0].to_document_id == target.pk
+    # An edit of the text alone leaves other notes' edges as they are (and right).
+    target.refresh_from_db()
+    before = [edge_signature(e) for e in Edge.objects.exclude(origin=target).order_by("id")]
+    services.note_update(
+        document=target, user=alice, base_version_id=target.head_id, title="New Name", body="u"
+    )
+    after = [edge_signature(e) for e in Edge.objects.exclude(origin=target).order_by("id")]
+    assert after == before
+    assert sorted(map(repr, after)) == sorted(
+        repr(edge_signature(e)) for d in (old_link, new_link) for e in derive_edges(d)
+    )

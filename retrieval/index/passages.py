@@ -81,10 +81,13 @@ def index_new_head(document: Document, version: Version) -> int:
     (upsert-before-prune), all within the caller's transaction.
     """
     [written] = _write_heads([version])
-    # The graph's edges follow the head in the same transaction; links elsewhere that named
-    # the old title are re-resolved too.
+    # The graph's edges follow the head in the same transaction. Other documents' edges
+    # depend on this one's title (wiki links, mentions), not on its text: they are
+    # re-derived only for a new document or a new title (links that named the old one too).
     parent = Version.objects.filter(pk=version.parent_id).values_list("title", flat=True).first()
-    refresh_edges([document.pk], old_keys=[title_key(parent)] if parent else [])
+    old_key = title_key(parent) if parent is not None else None
+    renamed = old_key is None or old_key != title_key(version.title)
+    refresh_edges([document.pk], reverse=renamed, old_keys=[old_key] if old_key else [])
     # Vectors are derived asynchronously: the worker embeds the new head after commit.
     enqueue_document_sync_on_commit(document.pk)
     return written
