@@ -4,15 +4,19 @@ Pure: no database, no network. The checks that need SciFact read `../shared/data
 there and are skipped otherwise (the data is not part of the repository).
 
 What is checked: every file parses; every row has its fields with the right types; ids are
-unique across the four sets; each set has at least 100 rows, split half and half (±1) by the
-even/odd rule the README states; every notes answer occurs verbatim in its file; every notes
-`near` file exists; every SciFact document, sentence index and claim exists, and the sentences
-of an answerable row are one SUPPORT rationale of its claim.
+unique across all six sets; no question repeats in any set once case and punctuation are
+ignored; each of the four first sets has at least 100 rows, split half and half (±1) by the
+even/odd rule the README states; the two fresh notes sets (written 2026-12-02) have at least
+80 unanswerable and 60 answerable rows, every one of them `fresh`, spread over many files;
+every notes answer occurs verbatim in its file; every notes `near` file exists; every SciFact
+document, sentence index and claim exists, and the sentences of an answerable row are one
+SUPPORT rationale of its claim.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -24,13 +28,29 @@ QUESTIONS = ROOT / "bench" / "data" / "questions"
 NOTES_CORPUS = ROOT / "bench" / "data" / "notes_corpus"
 SCIFACT_CLAIMS = ROOT.parent / "shared" / "data" / "scifact-claims"
 
+# The sets split into tune/holdout halves by the even/odd rule.
 SETS = (
     "notes_answerable",
     "notes_unanswerable",
     "scifact_answerable",
     "scifact_unanswerable",
 )
-MIN_ROWS = 100
+# The fresh kept-apart notes sets: every row is `fresh`, nobody tunes on any of them.
+FRESH_SETS = ("notes_fresh_answerable", "notes_fresh_unanswerable")
+ALL_SETS = SETS + FRESH_SETS
+NOTES_ANSWERABLE_SETS = ("notes_answerable", "notes_fresh_answerable")
+NOTES_UNANSWERABLE_SETS = ("notes_unanswerable", "notes_fresh_unanswerable")
+MIN_ROWS: dict[str, int] = {
+    **dict.fromkeys(SETS, 100),
+    "notes_fresh_answerable": 60,
+    "notes_fresh_unanswerable": 80,
+}
+SPLITS: dict[str, frozenset[str]] = {
+    **dict.fromkeys(SETS, frozenset({"tune", "holdout"})),
+    **dict.fromkeys(FRESH_SETS, frozenset({"fresh"})),
+}
+# How many different corpus files each fresh set must cover, so it is not one topic's.
+FRESH_MIN_FILES = {"notes_fresh_answerable": 25, "notes_fresh_unanswerable": 30}
 ANSWER_TYPES = frozenset(
     {"how_many", "when", "who", "which", "what", "how", "why", "yes_no", "where"}
 )
@@ -38,6 +58,8 @@ ANSWER_TYPES = frozenset(
 FIELDS: dict[str, dict[str, type]] = {
     "notes_answerable": {"file": str, "answer": str, "type": str},
     "notes_unanswerable": {"near": str, "why": str},
+    "notes_fresh_answerable": {"file": str, "answer": str, "type": str},
+    "notes_fresh_unanswerable": {"near": str, "why": str},
     "scifact_answerable": {"doc_id": int, "sentences": list, "claim_id": int},
     "scifact_unanswerable": {"near_doc_id": int, "why": str},
 }
@@ -65,15 +87,20 @@ def note_text(relative: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("name", SETS)
+def normalised(question: str) -> str:
+    """A question case-folded, without punctuation and with single spaces, for duplicate checks."""
+    return " ".join(re.sub(r"[^\w\s]", "", question.casefold()).split())
+
+
+@pytest.mark.parametrize("name", ALL_SETS)
 def test_rows_have_their_fields(name: str) -> None:
     rows = load(name)
-    assert len(rows) >= MIN_ROWS
+    assert len(rows) >= MIN_ROWS[name]
     for row in rows:
         for field, kind in {"id": str, "question": str, "split": str, **FIELDS[name]}.items():
             assert isinstance(row.get(field), kind), (row.get("id"), field)
         assert row["question"].strip() == row["question"] and row["question"], row["id"]
-        assert row["split"] in ("tune", "holdout"), row["id"]
+        assert row["split"] in SPLITS[name], row["id"]
 
 
 @pytest.mark.parametrize("name", SETS)
@@ -87,16 +114,29 @@ def test_split_is_even_tune_odd_holdout(name: str) -> None:
 
 
 def test_ids_and_questions_are_unique_across_sets() -> None:
-    ids = [row["id"] for name in SETS for row in load(name)]
+    ids = [row["id"] for name in ALL_SETS for row in load(name)]
     assert len(ids) == len(set(ids)), [i for i, n in Counter(ids).items() if n > 1]
-    for name in SETS:
-        questions = [row["question"].casefold() for row in load(name)]
-        duplicated = [q for q, n in Counter(questions).items() if n > 1]
-        assert not duplicated, (name, duplicated)
+    # A fresh question that repeats an old one (even with other case or punctuation) would not
+    # be fresh, so the check runs over all six sets together, not set by set.
+    questions = [normalised(row["question"]) for name in ALL_SETS for row in load(name)]
+    duplicated = [q for q, n in Counter(questions).items() if n > 1]
+    assert not duplicated, duplicated
 
 
-def test_notes_answers_occur_verbatim_in_their_file() -> None:
-    for row in load("notes_answerable"):
+def test_fresh_sets_are_kept_apart_and_spread() -> None:
+    for name in FRESH_SETS:
+        rows = load(name)
+        assert {row["split"] for row in rows} == {"fresh"}, name
+        file_field = "file" if name == "notes_fresh_answerable" else "near"
+        assert len({row[file_field] for row in rows}) >= FRESH_MIN_FILES[name], name
+    prefixes = {"notes_fresh_answerable": "notes-fa-", "notes_fresh_unanswerable": "notes-fu-"}
+    for name, prefix in prefixes.items():
+        assert all(row["id"].startswith(prefix) for row in load(name)), name
+
+
+@pytest.mark.parametrize("name", NOTES_ANSWERABLE_SETS)
+def test_notes_answers_occur_verbatim_in_their_file(name: str) -> None:
+    for row in load(name):
         assert row["type"] in ANSWER_TYPES, row["id"]
         text = note_text(row["file"])
         assert row["answer"].strip(), row["id"]
@@ -115,8 +155,9 @@ def test_notes_question_types_are_split_evenly() -> None:
         )
 
 
-def test_notes_unanswerable_near_files_exist() -> None:
-    for row in load("notes_unanswerable"):
+@pytest.mark.parametrize("name", NOTES_UNANSWERABLE_SETS)
+def test_notes_unanswerable_near_files_exist(name: str) -> None:
+    for row in load(name):
         assert note_text(row["near"]).strip(), row["id"]
         assert row["why"].strip(), row["id"]
 
