@@ -53,7 +53,8 @@ NOTES_CORPUS = DATA / "notes_corpus"
 OFFTOPIC = DATA / "offtopic_questions.txt"
 OFFTOPIC_HOLDOUT = DATA / "offtopic_questions_holdout.txt"
 ANSWERED = ("ANSWER", "ANSWER_WITH_CONFLICTS")
-SPLITS = ("tune", "holdout")
+# `fresh`: the notes sets written on 2026-12-02, all kept apart (bench/data/questions/README.md).
+SPLITS = ("tune", "holdout", "fresh")
 # (label, search mode, reranker) for the retrieval table.
 RETRIEVAL_MODES = (
     ("lexical", "lexical", "off"),
@@ -152,7 +153,13 @@ def gate_rows(trace_id: int | None) -> list[dict[str, Any]]:
                 {"document_id": doc, "start": at, "end": at + len(support["quoted_span"])}
             )
         rows.append(
-            {"faithful": faithful, "score": verdict.get("relevance_score"), "quotes": quotes}
+            {
+                "faithful": faithful,
+                "score": verdict.get("relevance_score"),
+                # Dropped by its shape (answer_shape): never shown, whatever the threshold.
+                "shape_problem": verdict.get("shape_problem", ""),
+                "quotes": quotes,
+            }
         )
     return rows
 
@@ -163,7 +170,12 @@ def rate(rows: list[dict[str, Any]], key: str = "answered") -> dict[str, Any]:
 
 
 def by_split(rows: list[dict[str, Any]], key: str = "answered") -> dict[str, Any]:
-    return {split: rate([r for r in rows if r["split"] == split], key) for split in SPLITS}
+    present = {r["split"] for r in rows}
+    return {
+        split: rate([r for r in rows if r["split"] == split], key)
+        for split in SPLITS
+        if split in present
+    }
 
 
 # --- notes ------------------------------------------------------------------------------------
@@ -232,8 +244,12 @@ def notes_part(args: argparse.Namespace) -> dict[str, Any]:
     docs = load_notes_corpus(user)
     if pending_count(member_space_ids(user.pk)):
         call_command("lode_embed_pending", verbosity=0)
-    answerable = read_jsonl(QUESTIONS / "notes_answerable.jsonl")
-    unanswerable = read_jsonl(QUESTIONS / "notes_unanswerable.jsonl")
+    answerable = read_jsonl(QUESTIONS / "notes_answerable.jsonl") + read_jsonl(
+        QUESTIONS / "notes_fresh_answerable.jsonl"
+    )
+    unanswerable = read_jsonl(QUESTIONS / "notes_unanswerable.jsonl") + read_jsonl(
+        QUESTIONS / "notes_fresh_unanswerable.jsonl"
+    )
     for row in answerable:
         row["doc"] = docs[row["file"]]
         row["range"] = answer_range(row["doc"], row["answer"])
@@ -418,19 +434,18 @@ def show(report: dict[str, Any]) -> None:
         print(f"\n== notes corpus: {report['documents']} documents, ask mode {report['mode']}")
         print(f"retrieval recall@{RECALL_K} of the answering passage:")
         for label, block in report["retrieval_recall_at_5"].items():
-            print(
-                f"  {label:<15} all {pct(block['all'], 'found')}   tune "
-                f"{pct(block['tune'], 'found')}   holdout {pct(block['holdout'], 'found')}"
+            splits = "   ".join(
+                f"{split} {pct(block[split], 'found')}" for split in SPLITS if split in block
             )
+            print(f"  {label:<15} all {pct(block['all'], 'found')}   {splits}")
         a = report["answerable"]
-        for split in SPLITS:
+        for split in a["answered"]:
             print(
                 f"answerable {split:<8} answered {pct(a['answered'][split])}   right quote "
                 f"{pct(a['right'][split], 'right')}   right note "
                 f"{pct(a['right_document'][split], 'right_document')}"
             )
-        for split in SPLITS:
-            block = report["unanswerable_false_answers"][split]
+        for split, block in report["unanswerable_false_answers"].items():
             print(f"near-topic unanswerable {split:<8} false answers {pct(block)}")
     else:
         t = report["train"]
@@ -445,13 +460,12 @@ def show(report: dict[str, Any]) -> None:
             f"claim relevant {t['answers_all_claims_relevant']}/{t['answered']}"
         )
         a = report["answerable"]
-        for split in SPLITS:
+        for split in a["answered"]:
             print(
                 f"answerable {split:<8} answered {pct(a['answered'][split])}   right abstract "
                 f"{pct(a['right'][split], 'right')}"
             )
-        for split in SPLITS:
-            block = report["unanswerable_false_answers"][split]
+        for split, block in report["unanswerable_false_answers"].items():
             print(f"near-topic unanswerable {split:<8} false answers {pct(block)}")
         off = report["offtopic_false_answers"]
         print(

@@ -53,7 +53,10 @@ def shown(row: dict[str, Any], threshold: float) -> list[dict[str, Any]]:
     return [
         g
         for g in row["gate"]
-        if g["faithful"] and g["score"] is not None and g["score"] >= threshold
+        if g["faithful"]
+        and not g.get("shape_problem")  # answer_shape dropped it: no threshold shows it
+        and g["score"] is not None
+        and g["score"] >= threshold
     ]
 
 

@@ -49,10 +49,16 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
+from retrieval.answer.answer_shape import shape_problem
 from retrieval.answer.egress import EgressPlan
 from retrieval.answer.llm import ChatClient, LLMError, quote_tag
 from retrieval.answer.pack import version_bodies
-from retrieval.answer.relevance import RelevanceUnavailable, candidate_for, score_candidates
+from retrieval.answer.relevance import (
+    RelevanceUnavailable,
+    candidate_for,
+    question_profile,
+    score_candidates,
+)
 from retrieval.answer.types import (
     ANSWER_JSON_SCHEMA,
     AnswerDraft,
@@ -218,8 +224,15 @@ def rank_by_relevance(question: str, pool: list[Pooled], *, audience: Audience) 
         scores = score_candidates(question, candidates, audience=audience)
     except RelevanceUnavailable:
         return pool
-    ranked = sorted(zip(scores, range(len(pool)), pool, strict=True), key=lambda r: (-r[0], r[1]))
-    return [replace(p, relevance=score) for score, _, p in ranked]
+    # A unit that cannot answer by its shape (answer_shape: it restates the question, gives no
+    # time to a *when* …) goes after every unit that may: the gate would drop it, and a unit
+    # further down that answers is the one to offer.
+    profile = question_profile(question)
+    misfit = [bool(shape_problem(question, c, profile)) for c in candidates]
+    ranked = sorted(
+        zip(misfit, scores, range(len(pool)), pool, strict=True), key=lambda r: (r[0], -r[1], r[2])
+    )
+    return [replace(p, relevance=score) for _, score, _, p in ranked]
 
 
 class ExtractiveAnswerer:

@@ -48,6 +48,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
 from notes.models import Document
+from retrieval.answer.answer_shape import SHAPE_RULES_VERSION, shape_problem
 from retrieval.answer.answerers import Answerer, get_answerer
 from retrieval.answer.decision import (
     ANSWERER_FAILED,
@@ -70,6 +71,7 @@ from retrieval.answer.gate import (
     relevance_judge_failed,
     relevance_unavailable,
     relevance_verdict,
+    shape_verdict,
     version_labels,
 )
 from retrieval.answer.pack import build_pack
@@ -361,8 +363,10 @@ def relevance_step(
     if scored.note:
         notes.append(scored.note)
     label = scored.model if scored.model == FALLBACK_MODEL else ""
-    for i, score in zip(passing, scored.scores, strict=True):
+    profile = question_profile(question)
+    for i, score, candidate in zip(passing, scored.scores, candidates, strict=True):
         out[i] = relevance_verdict(out[i], score, scored.threshold, model=label)
+        out[i] = shape_verdict(out[i], shape_problem(question, candidate, profile))
     if judge is not None:
         for i in passing:
             out[i] = _judge_relevance(out[i], question, judge, egress, pack)
@@ -541,7 +545,7 @@ def relevance_manifest() -> str:
         model = load_model()
     except RelevanceUnavailable:
         return ""
-    return f"{model.version} threshold {threshold_of(model.full):.4g}"
+    return f"{model.version} threshold {threshold_of(model.full):.4g} shape {SHAPE_RULES_VERSION}"
 
 
 def needed_egress(

@@ -395,6 +395,17 @@ def relevance_verdict(
     return replace(verdict, passed=False, step=STEP_RELEVANCE, reason=reason, relevance_score=score)
 
 
+def shape_verdict(verdict: ClaimVerdict, problem: str) -> ClaimVerdict:
+    """Step 4's second half, pure: a claim that reached the relevance threshold is still
+    dropped at step "relevance" when `retrieval.answer.answer_shape` found it cannot answer
+    by its shape (`problem`, in words: "the question asks who, and it names no one"). An
+    empty `problem`, or a verdict that already failed, is returned unchanged."""
+    if not verdict.passed or not problem:
+        return verdict
+    reason = f"{NOT_AN_ANSWER}: {problem}"
+    return replace(verdict, passed=False, step=STEP_RELEVANCE, reason=reason, shape_problem=problem)
+
+
 def relevance_unavailable(verdict: ClaimVerdict, why: str) -> ClaimVerdict:
     """Step 4 when the relevance model cannot run at all: the claim is dropped (fail closed)."""
     if not verdict.passed:

@@ -219,10 +219,13 @@ class ClaimVerdict:
     # The relevance step's probability that the claim answers the question (None when the
     # claim never reached that step).
     relevance_score: float | None = None
+    # Why the claim cannot answer by its shape (retrieval.answer.answer_shape), when that is
+    # what dropped it at the relevance step; "" otherwise.
+    shape_problem: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        """The verdict's JSON. `relevance_score` is written only when there is one, so
-        verdicts stored before the relevance step keep their layout."""
+        """The verdict's JSON. `relevance_score` and `shape_problem` are written only when
+        there is one, so verdicts stored before those steps keep their layout."""
         data: dict[str, Any] = {
             "claim": self.claim.as_dict(),
             "passed": self.passed,
@@ -233,6 +236,8 @@ class ClaimVerdict:
         }
         if self.relevance_score is not None:
             data["relevance_score"] = self.relevance_score
+        if self.shape_problem:
+            data["shape_problem"] = self.shape_problem
         return data
 
     @classmethod
@@ -245,6 +250,7 @@ class ClaimVerdict:
             entailment_score=data.get("entailment_score"),
             entailment_scorer=data.get("entailment_scorer", ""),
             relevance_score=data.get("relevance_score"),
+            shape_problem=data.get("shape_problem", ""),
         )
 
 

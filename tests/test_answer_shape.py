@@ -1,0 +1,229 @@
+"""Answer shape (issue 12): a claim that cannot answer the question by its own words is
+dropped with a reason a reader understands, and the extractive answerer offers a unit that
+can before one that cannot."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval.answer import answer_shape as shape
+from retrieval.answer.gate import NOT_AN_ANSWER, STEP_RELEVANCE, shape_verdict
+from retrieval.answer.relevance import Candidate
+from retrieval.answer.types import Claim, ClaimVerdict, Decision, Support
+from retrieval.models import AskTrace
+from tests.test_ask import extractive_ask, ops_notes  # noqa: F401 (a fixture)
+
+
+def problem(question: str, text: str, *, title: str = "", heading: str = "") -> str:
+    return shape.shape_problem(question, Candidate(text=text, title=title, heading_path=heading))
+
+
+# --- false answers from the near-topic sets: each is dropped, with the right reason ----------
+
+
+@pytest.mark.parametrize(
+    ("question", "claim", "reason"),
+    [
+        (
+            "Which two customers reported missing notes?",
+            "Two customers reported missing notes.",
+            shape.RESTATES,
+        ),
+        ("How much is a Pena Palace ticket?", "Pena Palace tickets", shape.RESTATES),
+        (
+            "When will we upgrade to Keycloak 26?",
+            "Sofia wants it after the Keycloak 26 upgrade.",
+            shape.NO_TIME,
+        ),
+        (
+            "When was the public zone moved to Route 53?",
+            "The public zone `parcelbird.example.com` is hosted in Route 53 (hosted zone "
+            "`Z0FAKEEXAMPLE42`).",
+            shape.NO_TIME,
+        ),
+        (
+            "Who gets paged when JobQueueBacklog fires?",
+            "The alert `JobQueueBacklog` fires when more than 5,000 jobs are ready for over "
+            "10 minutes.",
+            shape.NO_PERSON,
+        ),
+        ("How many medical schools are there?", "Medical schools train doctors.", shape.NO_NUMBER),
+        (
+            "Where is the staging bucket?",
+            "the staging bucket is kept for thirty days.",
+            shape.NO_PLACE,
+        ),
+        (
+            "Which three customers are in the search pilot?",
+            "Lena: pick three pilot customers.",
+            shape.COUNTS_NOT_NAMES,
+        ),
+        (
+            "Which carriers push events to our webhook endpoint?",
+            "four carriers push events to our webhook endpoint instead.",
+            shape.COUNTS_NOT_NAMES,
+        ),
+        (
+            "What did we decide about backups?",
+            "Backups are stored in S3 with pgBackRest.",
+            shape.NO_DECISION,
+        ),
+    ],
+)
+def test_near_topic_false_answers_are_dropped(question: str, claim: str, reason: str) -> None:
+    assert problem(question, claim) == reason
+
+
+def test_a_swapped_named_thing_is_named_in_the_reason() -> None:
+    why = problem(
+        "When is the January book club meeting?",
+        "Book club pick for December; meeting on 2026-12-16 at Jana's.",
+        title="Personal notes",
+    )
+    assert "'january'" in why
+
+
+def test_a_decision_is_read_from_the_sentence_or_its_section_not_the_title() -> None:
+    context = "Twice in 2025 a Redis restart lost queued webhooks."
+    question = "What did we decide about Redis persistence?"
+    adr = {"title": "ADR-007: Redis persistence"}
+    assert problem(question, context, heading="Context", **adr) == shape.NO_DECISION
+    assert problem(question, "Turn on AOF with fsync always.", heading="Decision", **adr) == ""
+    assert problem(question, "We agreed to turn on AOF for Redis.", heading="Context", **adr) == ""
+
+
+def test_a_named_thing_in_the_heading_or_title_counts() -> None:
+    claim = "Set maxmemory-policy to allkeys-lru and restart."
+    assert problem("What eviction policy does Redis use?", claim) != ""
+    assert problem("What eviction policy does Redis use?", claim, heading="Redis") == ""
+    assert problem("What eviction policy does Redis use?", claim, title="Redis runbook") == ""
+
+
+def test_a_word_identifier_may_be_written_as_words_but_a_numbered_one_must_be_whole() -> None:
+    ok = "Finished jobs are deleted by a nightly cleanup at 04:30 UTC (after the backup)."
+    assert problem("when does the finished-jobs cleanup run", ok) == ""
+    swapped = "Log in to the chosen replica, normally `ssh db-2.int.example.com`."
+    assert "'db-3'" in problem("How do I SSH to db-3?", swapped)
+
+
+# --- right answers from the answerable sets: each is kept ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "claim"),
+    [
+        (
+            "When do the nightly backups run now?",
+            "The nightly backup has run at 03:30 UTC for two weeks.",
+        ),
+        ("when is the on-call handover", "On-call handover: Mondays 10:00."),
+        ("how often does prometheus scrape", "Prometheus scrapes every 30 seconds."),
+        (
+            "Who approves production database read access?",
+            "production database read access | Priya",
+        ),
+        (
+            "who owns the monthly restore drill",
+            "The monthly restore drill is back on the calendar: first Tuesday of each month, "
+            "owned by Mei.",
+        ),
+        ("How many carriers do we integrate now?", "We now integrate 23 carriers."),
+        ("how long is the canary wait", "The canary wait is **15 minutes** by design."),
+        ("How long is the audit log kept?", "audit log (staff actions) | 1 year | deleted"),
+        ("how long does the dal simmer", "Simmer for about twenty minutes."),
+        ("how long was my long run", "2026-11-29 16.0 km 1:36:20 long run"),
+        ("How much does on-call pay?", "On-call pays a flat 300 EUR per week as primary."),
+        (
+            "Where should I restore to first?",
+            "Always restore onto `db-restore-1` (10.20.5.41) first.",
+        ),
+        (
+            "Which PgBouncer entry do search queries use?",
+            "Search queries use the read-only PgBouncer entry `parcelbird_ro`, which points at "
+            "`db-2`.",
+        ),
+        (
+            "which hotel are we staying at in Príncipe Real",
+            "2027-02-17 to 2027-02-21: Hotel Miradouro in Príncipe Real, breakfast included.",
+        ),
+        (
+            "What did we decide about backup retention?",
+            "Note added 2026-11-18: backup retention is now six weeks, decided at the ops sync.",
+        ),
+        ("what is our RTO for the main database", "Our RTO for the main database is 15 minutes."),
+        # Counted, and named too.
+        (
+            "Which carriers push events to our webhook endpoint?",
+            "Four carriers push events to our webhook endpoint: DHL, UPS, GLS and PostNord.",
+        ),
+        # Yes/no questions are answered by restating them, negation included.
+        (
+            "Is a slow primary actually a reason to fail over?",
+            "A slow primary is not a reason to fail over.",
+        ),
+    ],
+)
+def test_right_answers_are_kept(question: str, claim: str) -> None:
+    assert problem(question, claim) == ""
+
+
+def test_a_statement_is_confirmed_by_a_quote_that_says_it_again() -> None:
+    claim = "ALDH1 expression is associated with poorer prognosis in breast cancer."
+    assert (
+        problem(claim, "ALDH1 expression is associated with poorer prognosis in breast cancer.")
+        == ""
+    )
+    assert problem("pena palace ticket", "Pena Palace tickets") == shape.RESTATES
+
+
+def test_novel_words_leave_out_the_question_and_filler() -> None:
+    novel = shape.novel_words(
+        "When do the nightly backups run now?", "The nightly backups run at 03:30 UTC now."
+    )
+    assert [surface for _, surface, _ in novel] == ["03", "30", "utc"]
+
+
+# --- the gate's verdict ------------------------------------------------------------------------
+
+
+def _passed() -> ClaimVerdict:
+    claim = Claim(text="Two customers reported missing notes.", support=(Support(1, "x"),))
+    return ClaimVerdict(claim=claim, passed=True, step="", reason="", relevance_score=0.9)
+
+
+def test_shape_verdict_drops_at_the_relevance_step_with_the_reason_in_words() -> None:
+    dropped = shape_verdict(_passed(), shape.RESTATES)
+    assert not dropped.passed
+    assert dropped.step == STEP_RELEVANCE
+    assert dropped.reason == f"{NOT_AN_ANSWER}: {shape.RESTATES}"
+    assert dropped.relevance_score == 0.9  # the score is kept: the shape decided
+    assert dropped.shape_problem == shape.RESTATES
+    assert ClaimVerdict.from_dict(dropped.as_dict()) == dropped  # stored with the trace
+
+
+def test_shape_verdict_leaves_a_passing_claim_without_a_problem_and_a_failed_one_alone() -> None:
+    assert shape_verdict(_passed(), "") == _passed()
+    failed = shape_verdict(_passed(), shape.RESTATES)
+    assert shape_verdict(failed, shape.NO_TIME) == failed
+
+
+# --- in a whole ask ----------------------------------------------------------------------------
+
+
+def test_an_ask_drops_a_claim_of_the_wrong_shape_and_says_why(alice, ops_notes, settings):  # noqa: F811
+    # The relevance threshold is lowered so that only the shape rules can drop the claim.
+    settings.LODE_RELEVANCE_THRESHOLD = 0.000001
+    outcome = extractive_ask(user=alice, question="Who moved the nightly backups?")
+    assert outcome.decision != Decision.ANSWER
+    assert not outcome.claims
+    moved = [v for v in outcome.dropped if "03:30 UTC" in v.claim.text]
+    assert moved and moved[0].reason == f"{NOT_AN_ANSWER}: {shape.NO_PERSON}"
+    stored = AskTrace.objects.get(pk=outcome.trace_id).trace["gate"]
+    assert any(v.get("shape_problem") == shape.NO_PERSON for v in stored)
+
+
+def test_the_same_note_answers_the_question_it_does_answer(alice, ops_notes, settings):  # noqa: F811
+    settings.LODE_RELEVANCE_THRESHOLD = 0.000001
+    outcome = extractive_ask(user=alice, question="When do the nightly backups run now?")
+    assert outcome.decision == Decision.ANSWER
+    assert any("03:30 UTC" in c.text for c in outcome.claims)
