@@ -13,7 +13,15 @@ from django.views.decorators.http import require_GET
 from notes.admin import ReadOnlyAdmin
 from retrieval.eligibility import member_space_ids, visible_answers
 from retrieval.index.health import index_health
-from retrieval.models import AskTrace, EgressLog, GraphQuestionTrace, Passage
+from retrieval.index.worker_health import STALE_AFTER_SECONDS
+from retrieval.models import (
+    AskTrace,
+    EgressLog,
+    GraphQuestionTrace,
+    Passage,
+    VectorClaim,
+    WorkerHeartbeat,
+)
 
 
 @admin.register(Passage)
@@ -192,3 +200,38 @@ class EgressLogAdmin(ReadOnlyAdmin):
     @admin.display(description="documents and versions sent")
     def items_json(self, obj: EgressLog) -> str:
         return _pretty_json(obj.items)
+
+
+class SuperuserOnlyAdmin(ReadOnlyAdmin):
+    """Process bookkeeping of the whole install (no space owns it): superusers only."""
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_view_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+
+@admin.register(WorkerHeartbeat)
+class WorkerHeartbeatAdmin(SuperuserOnlyAdmin):
+    """Running `db_worker`s (issue 14). A clean stop deletes the row; a row not renewed for
+    the stale limit is a killed or hung worker (`manage.py lode_index health` reports it)."""
+
+    list_display = ["worker_id", "hostname", "pid", "started_at", "seen_at", "task_id", "state"]
+    ordering = ["-seen_at"]
+
+    @admin.display(description="state")
+    def state(self, row: WorkerHeartbeat) -> str:
+        from django.utils import timezone
+
+        age = (timezone.now() - row.seen_at).total_seconds()
+        return "alive" if age <= STALE_AFTER_SECONDS else f"stale ({age:.0f} s since heard)"
+
+
+@admin.register(VectorClaim)
+class VectorClaimAdmin(SuperuserOnlyAdmin):
+    """Passages a sync run is embedding right now (PostgreSQL); an expired claim is taken
+    over by the next run."""
+
+    list_display = ["passage_id", "owner", "claimed_at", "expires_at"]
+    ordering = ["expires_at"]

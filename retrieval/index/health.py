@@ -63,6 +63,7 @@ from retrieval.index.vectors import (
     open_vector_store,
     stale_records,
 )
+from retrieval.index.worker_health import WorkerHealth, forget_gone_workers, worker_health
 from retrieval.models import Passage, PassageVector, VectorIndexState
 
 # Passage ids listed per vector finding in a report (the counts are always complete).
@@ -173,6 +174,7 @@ class HealthReport:
     lexical: LexicalHealth
     vectors: VectorHealth
     edges: EdgeHealth = field(default_factory=lambda: EdgeHealth(checked=False))
+    workers: WorkerHealth = field(default_factory=WorkerHealth)
     seconds: float = field(default=0.0, compare=False)
 
     @property
@@ -182,6 +184,7 @@ class HealthReport:
             *self.lexical.problems,
             *self.vectors.problems,
             *self.edges.problems,
+            *self.workers.problems,
         ]
 
     @property
@@ -320,6 +323,7 @@ def index_health(*, vectors: bool = True, edges: bool = True) -> HealthReport:
         lexical=lexical_health,
         vectors=vector_report,
         edges=edge_report,
+        workers=worker_health(),
         seconds=perf_counter() - started,
     )
 
@@ -368,6 +372,7 @@ class RepairReport:
     rechunked: RechunkReport = field(default_factory=RechunkReport)
     baseline_digest: str = ""
     edges: EdgeRepair = field(default_factory=lambda: EdgeRepair(attempted=False))
+    gone_workers: int = 0  # stale heartbeat rows deleted (no running task named them)
 
     def __post_init__(self) -> None:
         if not self.baseline_digest:
@@ -388,6 +393,7 @@ class RepairReport:
             "lexical_seconds": self.lexical_seconds,
             "vectors": asdict(self.vectors),
             "edges": asdict(self.edges),
+            "gone_workers": self.gone_workers,
         }
 
 
@@ -463,6 +469,7 @@ def repair_indexes(
     lexical_seconds = perf_counter() - started
     vector_repair = repair_vectors(embedder=embedder) if vectors else VectorRepair(attempted=False)
     edge_repair = repair_edges(related=vectors) if edges else EdgeRepair(attempted=False)
+    gone_workers = forget_gone_workers()
     report = RepairReport(
         before=before,
         after=index_health(vectors=vectors, edges=edges),
@@ -471,6 +478,7 @@ def repair_indexes(
         rechunked=rechunked,
         baseline_digest=baseline,
         edges=edge_repair,
+        gone_workers=gone_workers,
     )
     if not report.canonical_unchanged:
         raise CanonicalChanged(report)

@@ -73,6 +73,11 @@ def health_lines(report: HealthReport, title: str = "index health") -> list[str]
         ]
         lines += [f"             {name}: e.g. {ids}" for name, ids in vec.examples.items()]
     lines += edge_lines(report.edges)
+    workers = report.workers
+    lines.append(
+        f"  workers    {workers.alive} alive, {workers.stale} stale; "
+        f"{workers.expired_claims} expired vector claims (taken over by the next sync)"
+    )
     if report.problems:
         lines.append("  problems")
         lines += [f"    - {problem}" for problem in report.problems]
@@ -167,6 +172,7 @@ class Command(BaseCommand):
             f"lexical: rebuilt in one transaction in {report.lexical_seconds:.2f} s",
             *repair_lines(report.vectors),
             *edge_repair_lines(report.edges),
+            f"workers: {report.gone_workers} stale heartbeat rows of gone workers deleted",
             *health_lines(report.after, "after"),
             "canonical digest unchanged"
             if report.canonical_unchanged

@@ -1,0 +1,88 @@
+"""The workers' health (issue 14): which `db_worker`s are alive, which stopped without saying
+so, and which vector claims outlived their run — for `lode_index health`, its repair and the
+admin's health page.
+
+A worker that stops cleanly deletes its `WorkerHeartbeat` row; a row not renewed for
+`STALE_AFTER_SECONDS` is a worker that was killed or hangs. Its RUNNING tasks are taken back
+by a surviving worker's sweep (`db_worker.recover_lost_tasks`), so a stale row is a problem
+only in what it says: a process is gone, and when no worker is alive nothing queued runs.
+Repair deletes the stale rows no RUNNING task names any more (their work was recovered); a
+row still named waits for a worker's sweep, which repair cannot stand in for.
+
+An expired `VectorClaim` (a SIGKILLed command's) needs nothing: the next sync takes the
+passage over. It is counted, not reported as a problem.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+from retrieval.index.sync import WORKER_CLAIM_TTL_SECONDS
+from retrieval.models import VectorClaim, WorkerHeartbeat
+
+# Matches `db_worker.STALE_AFTER_SECONDS` (the sweep's limit): a row this old is a gone worker.
+STALE_AFTER_SECONDS = WORKER_CLAIM_TTL_SECONDS
+EXAMPLES = 5
+
+
+@dataclass(frozen=True)
+class WorkerHealth:
+    """Live and stale workers (PostgreSQL deployments; SQLite's single worker writes no row
+    while idle, so an empty table is normal) and expired vector claims."""
+
+    alive: int = 0
+    stale: int = 0
+    # A few stale workers as "id on host, pid N, last seen T".
+    stale_examples: list[str] = field(default_factory=list)
+    expired_claims: int = 0
+
+    @property
+    def problems(self) -> list[str]:
+        if not self.stale:
+            return []
+        what = f"{self.stale} worker{'s' if self.stale != 1 else ''}"
+        seen = "; ".join(self.stale_examples)
+        problem = (
+            f"{what} stopped renewing {'their' if self.stale != 1 else 'its'} heartbeat "
+            f"for over {STALE_AFTER_SECONDS} s (killed or hung: {seen}); a running worker "
+            "queues their tasks again"
+        )
+        if not self.alive:
+            problem += ", but no worker is alive: start `manage.py db_worker`"
+        return [problem]
+
+
+def _describe(row: WorkerHeartbeat) -> str:
+    host = row.hostname or "?"
+    return f"{row.worker_id} on {host}, pid {row.pid}, last seen {row.seen_at:%Y-%m-%d %H:%M:%S}"
+
+
+def worker_health(now: datetime | None = None) -> WorkerHealth:
+    """Count live and stale heartbeats and expired claims (read-only, three queries)."""
+    now = now or timezone.now()
+    stale_before = now - timedelta(seconds=STALE_AFTER_SECONDS)
+    stale = WorkerHeartbeat.objects.filter(seen_at__lt=stale_before).order_by("seen_at")
+    return WorkerHealth(
+        alive=WorkerHeartbeat.objects.filter(seen_at__gte=stale_before).count(),
+        stale=stale.count(),
+        stale_examples=[_describe(row) for row in stale[:EXAMPLES]],
+        expired_claims=VectorClaim.objects.filter(expires_at__lt=now).count(),
+    )
+
+
+def forget_gone_workers(now: datetime | None = None) -> int:
+    """Delete stale heartbeat rows that no RUNNING task names as its worker (their tasks were
+    recovered by a sweep or finished); returns how many."""
+    from django_tasks_db.compat import TaskResultStatus
+    from django_tasks_db.models import DBTaskResult
+
+    now = now or timezone.now()
+    stale_before = now - timedelta(seconds=STALE_AFTER_SECONDS)
+    running = DBTaskResult.objects.filter(status=TaskResultStatus.RUNNING)
+    named = {row.worker_ids[-1] for row in running.only("worker_ids") if row.worker_ids}
+    gone = WorkerHeartbeat.objects.filter(seen_at__lt=stale_before).exclude(worker_id__in=named)
+    deleted, _ = gone.delete()
+    return deleted
