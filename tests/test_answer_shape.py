@@ -49,11 +49,6 @@ def problem(question: str, text: str, *, title: str = "", heading: str = "") -> 
         ),
         ("How many medical schools are there?", "Medical schools train doctors.", shape.NO_NUMBER),
         (
-            "Where is the staging bucket?",
-            "the staging bucket is kept for thirty days.",
-            shape.NO_PLACE,
-        ),
-        (
             "Which three customers are in the search pilot?",
             "Lena: pick three pilot customers.",
             shape.COUNTS_NOT_NAMES,
@@ -151,6 +146,11 @@ def test_a_word_identifier_may_be_written_as_words_but_a_numbered_one_must_be_wh
             "Note added 2026-11-18: backup retention is now six weeks, decided at the ops sync.",
         ),
         ("what is our RTO for the main database", "Our RTO for the main database is 15 minutes."),
+        # A place is often a common noun: *where* has no rule.
+        (
+            "Where did the otter 4000 eat a trout?",
+            "The otter 4000 swam past the mill and ate a trout near stone 4000.",
+        ),
         # Counted, and named too.
         (
             "Which carriers push events to our webhook endpoint?",

@@ -12,9 +12,11 @@ understands, after the score:
 * **restates** — a wh-question (or a keyword fragment) whose claim adds no content word to the
   question's: it only says the question back;
 * **no answer of the asked type** — *when* / *how often* wants a time, a date, a day or a
-  duration; *who* a person, a handle or a role; *how many / how much / how long* a number;
-  *where* a place, host, path or name — each *beyond* what the question itself says (the
-  "January" of "When is the January book club meeting?" is not an answer to it);
+  duration; *who* a person, a handle or a role; *how many / how much* a number, next to the
+  counted thing when the question names it; *how long* an amount with its unit — each
+  *beyond* what the question itself says (the "January" of "When is the January book club
+  meeting?" is not an answer to it). *Where* has no rule: a place is as often a common noun
+  ("near the mill") as a name, and no false answer in the question sets needed one;
 * **counts instead of naming** — *which X* wants the X named; a claim that only counts them or
   mentions one indefinitely ("four carriers push events …", "pick three pilot customers")
   names none;
@@ -40,17 +42,14 @@ from collections.abc import Sequence
 
 from retrieval.answer.relevance import (
     _AUX,
-    _PLACE_RE,
     _TIME_RE,
     INTENT_DECISION,
     KIND_COUNT,
     KIND_FOCUS,
     KIND_PERSON,
-    KIND_PLACE,
     KIND_TIME,
     NUMBER_WORDS,
     PERSON_WORDS,
-    PLACE_WORDS,
     TIME_WORDS,
     WH_WORDS,
     Candidate,
@@ -74,7 +73,6 @@ NO_PERSON = "the question asks who, and it names no one"
 NO_NUMBER = "the question asks how many or how much, and it gives no number"
 NO_COUNT_OF = "the question asks how many of something, and no number counts it"
 NO_DURATION = "the question asks how long, and it gives no amount of time or length"
-NO_PLACE = "the question asks where, and it names no place"
 COUNTS_NOT_NAMES = "the question asks which, and it counts them without naming them"
 NO_DECISION = "the question asks what was decided, and it records no decision"
 
@@ -175,15 +173,6 @@ def _has_person(text: str, novel: Sequence[tuple[str, str, str]]) -> bool:
     return any(surface in PERSON_WORDS for _, surface, _ in novel)
 
 
-def _has_place(question: str, text: str, novel: Sequence[tuple[str, str, str]]) -> bool:
-    asked = question.casefold()
-    if any(m.group(0).strip().casefold() not in asked for m in _PLACE_RE.finditer(text)):
-        return True
-    if _CODE_RE.search(text) or _capitalised(novel):
-        return True
-    return any(surface in PLACE_WORDS for _, surface, _ in novel)
-
-
 def _which_phrase(question: str) -> set[str]:
     """The stems of the (at most two) words after *which*, skipping auxiliaries: "Which
     carriers push events …" asks for carriers, whatever the focus parser took as the head."""
@@ -276,8 +265,6 @@ def shape_problem(
         return NO_COUNT_OF
     if kind == KIND_COUNT and _asks_how_long(question) and not _has_amount(question, text):
         return NO_DURATION
-    if kind == KIND_PLACE and not _has_place(question, text, novel):
-        return NO_PLACE
     if (
         kind == KIND_FOCUS
         and _wh_word(question) == "which"
