@@ -221,14 +221,27 @@ def active_manifest_key() -> str:
 
 
 def pending_count(
-    space_ids: Iterable[int] | None = None, *, manifest_key: str | None = None
+    space_ids: Iterable[int] | None = None,
+    *,
+    manifest_key: str | None = None,
+    at_most: int | None = None,
 ) -> int:
     """Head passages of live documents (in `space_ids`, if given) without a vector under
-    the active manifest."""
+    the active manifest.
+
+    `at_most` bounds the work for callers that only report the figure (search's "not yet
+    embedded" note, on every hybrid search): counting stops at `at_most + 1` rows, so a
+    result above `at_most` means "more than `at_most`". Unbounded, the anti-join counts
+    every pending passage — tens of milliseconds while a large import waits for the worker.
+    Either way nothing is cached: a passage saved a moment ago is counted.
+    """
     queryset = pending_passages(manifest_key or active_manifest_key())
     if space_ids is not None:
         queryset = queryset.filter(document__space_id__in=sorted(set(space_ids)))
-    return queryset.count()
+    if at_most is None:
+        return queryset.count()
+    # COUNT(*) over a LIMITed subquery: the scan ends at the (at_most + 1)th pending row.
+    return queryset.order_by().values("pk")[: at_most + 1].count()
 
 
 # --- Chroma connections ------------------------------------------------------------------

@@ -23,10 +23,12 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from functools import lru_cache
+from typing import TYPE_CHECKING, NamedTuple
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection
 from django.db.models import F, QuerySet
 from django.db.models.functions import Greatest, Least, Substr
 
@@ -65,7 +67,7 @@ from retrieval.search.rerank import (
     RerankUnavailable,
     get_reranker,
 )
-from retrieval.text import fold, folded_tokens
+from retrieval.text import TOKEN_RE, fold
 from retrieval.trust import trust_rank
 
 if TYPE_CHECKING:
@@ -335,13 +337,22 @@ def _dense_unavailable_errors() -> tuple[type[Exception], ...]:
     return (EmbeddingUnavailable, VectorStoreUnavailable)
 
 
+# The "not yet embedded" note counts at most this many pending passages and says "more than"
+# beyond it: the count runs on every hybrid and semantic search, so its cost must not grow
+# with a backlog (`vectors.pending_count(at_most=…)`).
+PENDING_NOTE_MAX = 1000
+
+
 def _pending_note(audience: Audience, mode: str) -> str | None:
     from retrieval.index.vectors import pending_count
 
-    pending = pending_count(audience.space_ids)
+    pending = pending_count(audience.space_ids, at_most=PENDING_NOTE_MAX)
     if not pending:
         return None
-    what = f"{pending:,} passage{'s' if pending != 1 else ''} not yet embedded"
+    if pending > PENDING_NOTE_MAX:
+        what = f"More than {PENDING_NOTE_MAX:,} passages not yet embedded"
+    else:
+        what = f"{pending:,} passage{'s' if pending != 1 else ''} not yet embedded"
     if mode == "semantic":
         return f"{what}: not searchable by meaning until the worker catches up."
     return f"{what}: found by keywords only until the worker catches up."
@@ -357,10 +368,10 @@ def _lexical_leg(
     ]
 
 
-@dataclass(frozen=True, slots=True)
-class CandidateRow:
+class CandidateRow(NamedTuple):
     """The few columns ranking needs, loaded for every candidate; full rows (with the version
-    body for small-to-big) are loaded only for the hits actually returned."""
+    body for small-to-big) are loaded only for the hits actually returned. A named tuple:
+    hundreds are built per search, and a frozen dataclass costs ~5x more to build."""
 
     passage_id: int
     document_id: int
@@ -371,18 +382,24 @@ class CandidateRow:
     external_key: str
 
 
-CANDIDATE_FIELDS = (
-    "id",
-    "document_id",
-    "title_text",
-    "text",
-    "position",
-    "document__trust_tier",
-    "document__external_key",
-    "is_head",
-    "document__space_id",
-    "document__deleted_at",
-)
+def _candidate_sql(count: int) -> str:
+    """The statement `_canonical_rows` runs for `count` passage ids: the candidate columns
+    plus what eligibility is checked on (head, space, live). Plain SQL both databases read
+    alike, from the models' own table and column names: built through the ORM it cost more
+    than running it (compiling a join with hundreds of parameters, converting every value)."""
+    passage, document = Passage._meta, Document._meta
+    p = {name: passage.get_field(name).column for name in ("document", "version", "is_head")}
+    d = {name: document.get_field(name).column for name in ("space", "deleted_at")}
+    return (
+        f'SELECT p."{passage.pk.column}", p."{p["document"]}", p."title_text", p."text", '
+        f'p."position", d."trust_tier", d."external_key", p."{p["is_head"]}", '
+        f'd."{d["space"]}", d."{d["deleted_at"]}" IS NULL '
+        f'FROM "{passage.db_table}" p JOIN "{document.db_table}" d '
+        f'ON d."{document.pk.column}" = p."{p["document"]}" '
+        f'WHERE p."{passage.pk.column}" IN ({", ".join(["%s"] * count)}) '
+        # The model's own order (`Passage.Meta.ordering`), as the ORM read gave it.
+        f'ORDER BY p."{p["version"]}", p."position"'
+    )
 
 
 def fused_candidates(
@@ -411,7 +428,10 @@ def fused_candidates(
     documents = eligible_documents(parsed, audience)
     if restrict is not None:
         documents = restrict if documents is None else documents.filter(pk__in=restrict)
-    lexical_hits, dense_hits = _run_legs(parsed, audience, mode, documents, result)
+    # Graph expansion's scoring (`restrict`) discards `result`: no pending note to count there.
+    lexical_hits, dense_hits = _run_legs(
+        parsed, audience, mode, documents, result, pending_note=restrict is None
+    )
     result.lexical_candidates, result.dense_candidates = len(lexical_hits), len(dense_hits)
 
     ids = {h.passage_id for h in lexical_hits} | {h.passage_id for h in dense_hits}
@@ -436,9 +456,12 @@ def _run_legs(
     mode: str,
     documents: QuerySet[Document] | None,
     result: SearchResult,
+    *,
+    pending_note: bool = True,
 ) -> tuple[list[LegHit], list[LegHit]]:
     """The lexical and dense legs `mode` asks for (lexical first). When the dense leg is
-    unavailable `result.degraded` says so, and semantic mode falls back to keywords."""
+    unavailable `result.degraded` says so, and semantic mode falls back to keywords; with
+    `pending_note` it also says how many passages are not yet embedded."""
     lexical_hits: list[LegHit] = []
     if mode in ("hybrid", "lexical"):
         lexical_hits = _lexical_leg(parsed, audience, documents)
@@ -447,7 +470,7 @@ def _run_legs(
     if mode in ("hybrid", "semantic"):
         try:
             dense_hits = _dense_leg(parsed, audience, documents)
-            note = _pending_note(audience, mode)
+            note = _pending_note(audience, mode) if pending_note else None
             if note:
                 result.degraded.append(note)
         except _dense_unavailable_errors() as exc:
@@ -468,19 +491,14 @@ def _canonical_rows(ids: set[int], audience: Audience) -> dict[int, CandidateRow
     until the sync re-stamps them). Fetched by primary key and checked here: letting SQL
     filter on the spaces too makes SQLite walk every document they hold."""
     rows: dict[int, CandidateRow] = {}
-    for (
-        pid,
-        doc_id,
-        title,
-        text,
-        position,
-        tier,
-        key,
-        is_head,
-        space,
-        deleted,
-    ) in Passage.objects.filter(pk__in=ids).values_list(*CANDIDATE_FIELDS):
-        if is_head and space in audience.space_ids and deleted is None:
+    if not ids:
+        return rows
+    spaces = audience.space_ids
+    with connection.cursor() as cursor:
+        cursor.execute(_candidate_sql(len(ids)), list(ids))
+        found = cursor.fetchall()
+    for pid, doc_id, title, text, position, tier, key, is_head, space, live in found:
+        if is_head and live and space in spaces:
             rows[pid] = CandidateRow(pid, doc_id, title, text, position, tier, key)
     return rows
 
@@ -549,10 +567,25 @@ class _Ranked:
     orphaned: bool = False
 
 
+# Candidates' stems, per process: short hybrid queries count the words of every candidate
+# (word-coverage tiers), and the same passages come back search after search; folding each
+# one's title and text was most of such a search's time (bench/README.md, issue 14). Keyed
+# by the strings themselves, so an edited passage is a new entry (as the reranker's
+# `rerank.passage_terms`); the bound keeps memory to a few tens of MB per process.
+PASSAGE_STEMS_CACHE_SIZE = 4096
+
+
+@lru_cache(maxsize=PASSAGE_STEMS_CACHE_SIZE)
+def passage_stems(title_text: str, text: str) -> frozenset[str]:
+    """The index form (`retrieval.text.fold`) of every token of a passage's title text and
+    text: `set(folded_tokens(title_text + "\n" + text))`, folding each distinct token once."""
+    return frozenset(map(fold, set(TOKEN_RE.findall(title_text + "\n" + text))))
+
+
 def words_matched(parsed: ParsedQuery, row: CandidateRow) -> int:
     """How many of the query's optional terms the passage holds, in its title text or its
     text, under the index's folding (`retrieval.text.fold`, as Python highlighting matches)."""
-    stems = set(folded_tokens(row.title_text + "\n" + row.text))
+    stems = passage_stems(row.title_text, row.text)
     count = 0
     for group in parsed.terms:
         if len(group) == 1:

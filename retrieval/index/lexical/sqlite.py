@@ -87,6 +87,17 @@ def match_expression(query: ParsedQuery) -> str:
     return expression
 
 
+# The FTS5-first path (`_search_top_first`): how many matches past `limit` the first look
+# takes, so a few ineligible ones (passages of deleted documents, another space's) do not
+# send it deeper; and the eligible share of that look below which it hands over to the
+# joined query instead of looking deeper.
+TOP_MARGIN = 32
+TOP_FIRST_MIN_SHARE = 0.5
+TOP_FIRST_ROUNDS = 2
+# Deeper looks take this many times more matches than the last.
+TOP_FIRST_GROWTH = 4
+
+
 def search(
     query: ParsedQuery,
     *,
@@ -95,16 +106,24 @@ def search(
     documents: QuerySet[Document] | None = None,
 ) -> list[LexicalHit]:
     """Head passages of the live documents in the audience's spaces matching `query`, best
-    bm25 first.
+    bm25 first (ties by passage id).
 
     `query.filters` apply inside the SQL, before `ORDER BY … LIMIT`, as `d.id IN (…)` over
     `documents` (the search's eligible-document queryset; built here from `query` when the
     caller has none), so a filtered-out passage never takes one of the `limit` places.
+
+    Without document filters the FTS5 top list is taken first and only its rows are checked
+    for eligibility (`_search_top_first`); the joined query below is the fallback and the
+    only way with filters. Both give exactly the same hits.
     """
     if query.is_empty:
         return []
     eligible, eligible_params = eligible_clause(query, audience=audience, documents=documents)
     in_spaces, space_params = space_clause(audience)
+    if not eligible:
+        found = _search_top_first(query, audience, limit)
+        if found is not None:
+            return found
     sql = (
         f"SELECT p.id, bm25({FTS_TABLE}, %s, %s) AS score FROM {FTS_TABLE} "
         f"JOIN retrieval_passage p ON p.id = {FTS_TABLE}.rowid "
@@ -126,8 +145,63 @@ def search(
             ],
         )
         rows = cursor.fetchall()
+    return _hits(rows)
+
+
+def _hits(rows: Sequence[tuple[int, float]]) -> list[LexicalHit]:
     # bm25() is negative, more negative = better; negate so every score reads "higher is better".
     return [LexicalHit(passage_id=row[0], score=-row[1], score_name="bm25") for row in rows]
+
+
+def _search_top_first(
+    query: ParsedQuery, audience: Audience, limit: int
+) -> list[LexicalHit] | None:
+    """`search()` without document filters, from FTS5's own top list: None when the joined
+    query should answer instead.
+
+    The joined query looks up every match's passage and document row (two B-tree lookups
+    into pages that also hold the passage texts) before it sorts: a SciFact claim matches
+    ~40% of all passages, so that is most of the leg's cost (bench/README.md, "Hybrid ÷
+    floor"). Here FTS5 ranks its matches alone (what the benchmark floor runs) and only the
+    top `limit + TOP_MARGIN` are checked — one statement by primary key, the space checked
+    here (with the spaces in SQL, SQLite walks every document of the space instead of
+    looking the few hundred ids up, as in `search._canonical_rows`). Exact: both orders
+    are (bm25, passage id) over the same MATCH, so the eligible rows of FTS5's top list, in
+    its order, are the first of all eligible rows; when fewer than `limit` of them are
+    eligible and FTS5 had more matches, it looks deeper, or hands over when most of the top
+    list was ineligible (an audience that sees a small part of the index is better served by
+    the joined query than by ever deeper looks).
+    """
+    if not audience.space_ids:
+        return []  # no space, nothing eligible (the joined query's `1 = 0`)
+    wanted = limit + TOP_MARGIN
+    expression = match_expression(query)
+    for _ in range(TOP_FIRST_ROUNDS):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT rowid, bm25({FTS_TABLE}, %s, %s) AS score FROM {FTS_TABLE} "
+                f"WHERE {FTS_TABLE} MATCH %s ORDER BY score, rowid LIMIT %s",
+                [TITLE_WEIGHT, TEXT_WEIGHT, expression, wanted],
+            )
+            rows = cursor.fetchall()
+            if not rows:
+                return []
+            ids = [row[0] for row in rows]
+            cursor.execute(
+                "SELECT p.id, d.space_id FROM retrieval_passage p "
+                "JOIN notes_document d ON d.id = p.document_id "
+                f"WHERE p.id IN ({', '.join(['%s'] * len(ids))}) AND p.is_head "
+                "AND d.deleted_at IS NULL",
+                ids,
+            )
+            eligible = {pid for pid, space in cursor.fetchall() if space in audience.space_ids}
+        kept = [row for row in rows if row[0] in eligible]
+        if len(kept) >= limit or len(rows) < wanted:
+            return _hits(kept[:limit])
+        if len(kept) < TOP_FIRST_MIN_SHARE * len(rows):
+            return None
+        wanted *= TOP_FIRST_GROWTH
+    return None
 
 
 def floor_search(query: ParsedQuery, *, limit: int = LEXICAL_LIMIT) -> list[tuple[int, float]]:

@@ -1,0 +1,289 @@
+"""Issue 14, hybrid search's cost above the floor: the cheaper ways must answer exactly as
+the ones they replace.
+
+* the SQLite lexical leg takes FTS5's own top list first and checks only those rows for
+  eligibility (`sqlite._search_top_first`): the same hits, in the same order, as the joined
+  query, whether it finds enough at once, looks deeper, or hands over;
+* the candidates' canonical rows are read with one plain statement (`_canonical_rows`):
+  the same rows, eligibility and order as the ORM read;
+* a candidate's words are counted from cached stems (`passage_stems`): the folded tokens,
+  as before, and an edited passage is a new entry;
+* the "not yet embedded" note counts at most `PENDING_NOTE_MAX` passages, never from a
+  cache: a note saved a moment ago is counted at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from notes import services
+from notes.models import Document
+from retrieval.eligibility import audience_for
+from retrieval.index import vectors
+from retrieval.index.lexical import sqlite as fts
+from retrieval.index.sync import sync_vectors
+from retrieval.models import Passage
+from retrieval.query import parse
+from retrieval.search import pipeline
+from retrieval.search.pipeline import CandidateRow, search
+from retrieval.text import folded_tokens
+from spaces.models import personal_space_id
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+sqlite_only = pytest.mark.skipif(
+    connection.vendor != "sqlite", reason="the FTS5-first path exists only on SQLite"
+)
+
+QUERIES = ("certbot staging certificates", "redis cache policy", "certbot", "rotate keys friday")
+# How the two ways read in the SQL log: FTS5's own top list, and the joined query.
+TOP_LIST = f"SELECT rowid, bm25({fts.FTS_TABLE}"
+JOINED = "JOIN retrieval_passage p ON p.id = "
+
+
+@pytest.fixture(autouse=True)
+def _private_vectors(private_vectors: Path) -> Path:
+    return private_vectors
+
+
+def _body(i: int) -> str:
+    # Varied lengths and word counts, so bm25 orders the notes and ties are rare but present.
+    extra = " certbot" * (i % 5) + " staging" * (i % 3) + " redis cache" * (i % 4)
+    return f"Rotate the certificates{extra}.\n\n# Notes {i}\n\nKeys rotate on Friday {i}."
+
+
+@pytest.fixture
+def library(alice, bob) -> dict[str, list[Document]]:
+    """Alice's 30 notes (3 of them deleted) and bob's 60, all matching the queries."""
+    mine = [
+        services.note_create(owner=alice, title=f"Runbook {i}", body=_body(i)) for i in range(30)
+    ]
+    for document in mine[5:8]:
+        services.note_delete(document=document, user=alice)
+    theirs = [
+        services.note_create(owner=bob, title=f"Bob runbook {i}", body=_body(i + 1))
+        for i in range(60)
+    ]
+    return {"alice": mine, "bob": theirs}
+
+
+def joined(query: str, user_id: int, limit: int) -> list[fts.LexicalHit]:
+    """The joined query alone: what the SQLite leg answered before the FTS5-first path."""
+    original = fts._search_top_first
+    fts._search_top_first = lambda *args, **kwargs: None
+    try:
+        return fts.search(parse(query), audience=audience_for(user_id), limit=limit)
+    finally:
+        fts._search_top_first = original
+
+
+def statements(query: str, user_id: int, limit: int) -> tuple[list[fts.LexicalHit], list[str]]:
+    with CaptureQueriesContext(connection) as captured:
+        hits = fts.search(parse(query), audience=audience_for(user_id), limit=limit)
+    return hits, [q["sql"] for q in captured.captured_queries]
+
+
+@sqlite_only
+@pytest.mark.parametrize("limit", [1, 3, 10, 256])
+def test_fts5_first_gives_the_joined_querys_hits(library, alice, bob, limit) -> None:
+    deleted = {p for d in library["alice"][5:8] for p in d.passages.values_list("pk", flat=True)}
+    for query in QUERIES:
+        for user in (alice, bob):
+            hits, sql = statements(query, user.pk, limit)
+            assert hits == joined(query, user.pk, limit), (query, user.username, limit)
+            assert hits, query
+            assert not {h.passage_id for h in hits} & deleted
+            if user == bob:  # he sees most of what matches: FTS5's top list answers
+                assert not any(JOINED in s for s in sql), (query, limit)
+
+
+@sqlite_only
+def test_a_short_first_look_goes_deeper_then_answers(library, alice, bob, monkeypatch) -> None:
+    # Alice sees every note but bob's two best matches, so a first look of exactly `limit`
+    # rows (no margin) is short but mostly eligible: it looks again, deeper.
+    top = {hit.passage_id for hit in joined("certbot", bob.pk, 2)}
+    Document.objects.filter(owner=bob).exclude(passages__in=top).update(
+        space_id=personal_space_id(alice.pk)
+    )
+    assert not {hit.passage_id for hit in joined("certbot", alice.pk, 256)} & top
+    monkeypatch.setattr(fts, "TOP_MARGIN", 0)
+    limit = 12
+    hits, sql = statements("certbot", alice.pk, limit)
+    assert hits == joined("certbot", alice.pk, limit)
+    assert len(hits) == limit and not {h.passage_id for h in hits} & top
+    assert len([s for s in sql if s.startswith(TOP_LIST)]) == 2
+    assert not any(JOINED in s for s in sql)
+
+
+@sqlite_only
+def test_an_audience_seeing_little_of_the_index_hands_over(library, alice) -> None:
+    # Alice sees 27 of 87 live notes: about a third of any top list is hers, too few to
+    # fill it, so the joined query answers — and still exactly.
+    limit = 40
+    hits, sql = statements("certbot staging certificates", alice.pk, limit)
+    assert hits == joined("certbot staging certificates", alice.pk, limit)
+    assert len([s for s in sql if s.startswith(TOP_LIST)]) == 1
+    assert any(JOINED in s for s in sql)
+    assert {Passage.objects.get(pk=h.passage_id).document.owner_id for h in hits} == {alice.pk}
+
+
+@sqlite_only
+def test_filters_still_go_to_the_joined_query(library, alice) -> None:
+    hits, sql = statements("certbot type:note", alice.pk, 256)
+    assert hits and hits == joined("certbot type:note", alice.pk, 256)
+    assert not any(s.startswith(TOP_LIST) for s in sql)
+
+
+def orm_rows(ids: set[int], space_ids: frozenset[int]) -> dict[int, CandidateRow]:
+    """The ORM read `_canonical_rows` replaced, as the reference."""
+    rows = {}
+    for pid, doc, title, text, position, tier, key, head, space, deleted in Passage.objects.filter(
+        pk__in=ids
+    ).values_list(
+        "id",
+        "document_id",
+        "title_text",
+        "text",
+        "position",
+        "document__trust_tier",
+        "document__external_key",
+        "is_head",
+        "document__space_id",
+        "document__deleted_at",
+    ):
+        if head and space in space_ids and deleted is None:
+            rows[pid] = CandidateRow(pid, doc, title, text, position, tier, key)
+    return rows
+
+
+def test_canonical_rows_are_the_orm_reads(library, alice, bob) -> None:
+    runbook = library["alice"][0]
+    services.note_update(
+        document=runbook,
+        user=alice,
+        base_version_id=runbook.head_id,
+        title=runbook.title,
+        body="A new head version: the old passages stop being head passages.",
+    )
+    ids = set(Passage.objects.values_list("pk", flat=True))  # head, old, deleted, bob's
+    for user in (alice, bob):
+        audience = audience_for(user.pk)
+        rows = pipeline._canonical_rows(ids, audience)
+        expected = orm_rows(ids, audience.space_ids)
+        assert list(rows.items()) == list(expected.items())  # same rows, same order
+        assert rows and all(
+            Passage.objects.get(pk=pid).is_head
+            and Passage.objects.get(pk=pid).document.owner_id == user.pk
+            for pid in rows
+        )
+    assert pipeline._canonical_rows(set(), audience_for(alice.pk)) == {}
+
+
+# --- the pending note --------------------------------------------------------------------------
+
+
+def pending_notes(result: pipeline.SearchResult) -> list[str]:
+    return [m for m in result.degraded if "not yet embedded" in m]
+
+
+def test_pending_count_stops_after_at_most(library, alice) -> None:
+    spaces = [personal_space_id(alice.pk)]
+    total = vectors.pending_count(spaces)
+    assert (
+        total
+        == Passage.objects.filter(
+            document__owner=alice, is_head=True, document__deleted_at__isnull=True
+        ).count()
+    )
+    assert total > 5
+    assert vectors.pending_count(spaces, at_most=total) == total
+    assert vectors.pending_count(spaces, at_most=total + 10) == total
+    assert vectors.pending_count(spaces, at_most=5) == 6  # "more than 5"
+    assert vectors.pending_count(spaces, at_most=0) == 1
+
+
+def test_the_note_says_more_than_beyond_its_bound(library, alice, monkeypatch) -> None:
+    total = vectors.pending_count([personal_space_id(alice.pk)])
+    result = search(user=alice, query="certbot", mode="hybrid", rerank="off")
+    assert pending_notes(result) == [
+        f"{total:,} passages not yet embedded: found by keywords only until the worker catches up."
+    ]
+    monkeypatch.setattr(pipeline, "PENDING_NOTE_MAX", total - 1)
+    for mode, tail in (
+        ("hybrid", "found by keywords only until the worker catches up."),
+        ("semantic", "not searchable by meaning until the worker catches up."),
+    ):
+        result = search(user=alice, query="certbot", mode=mode, rerank="off")
+        assert pending_notes(result) == [
+            f"More than {total - 1:,} passages not yet embedded: {tail}"
+        ]
+
+
+def test_a_note_saved_a_moment_ago_is_counted_at_once(alice) -> None:
+    services.note_create(owner=alice, title="Certs", body="Rotate certbot certificates.")
+    sync_vectors()
+    assert pending_notes(search(user=alice, query="certbot", mode="hybrid", rerank="off")) == []
+    services.note_create(owner=alice, title="More certs", body="Certbot renews on Friday.")
+    result = search(user=alice, query="certbot", mode="hybrid", rerank="off")
+    assert pending_notes(result) == [
+        "1 passage not yet embedded: found by keywords only until the worker catches up."
+    ]
+    sync_vectors()
+    assert pending_notes(search(user=alice, query="certbot", mode="hybrid", rerank="off")) == []
+
+
+def test_graph_expansion_scoring_counts_no_pending_passages(alice, monkeypatch) -> None:
+    factories.note(alice, "Team Falcon", "# Team Falcon\n\nPages go to the falcon-pager alias.\n")
+    factories.note(
+        alice,
+        "Billing API",
+        "# Billing API\n\nBilling API takes card payments.\n\nOn call: see [[Team Falcon]].\n",
+    )
+    counted: list[object] = []
+    real = vectors.pending_count
+
+    def counting(*args: object, **kwargs: object) -> int:
+        counted.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(vectors, "pending_count", counting)
+    result = search(
+        user=alice, query="Who is on call for Billing API?", mode="hybrid", follow_links=True
+    )
+    assert result.expansion is not None and result.expansion.ran
+    assert [h for h in result.hits if h.via is not None]  # expansion scored linked documents
+    assert len(counted) == 1  # the search's own note only: expansion's scoring discards notes
+    assert pending_notes(result) == [
+        "2 passages not yet embedded: found by keywords only until the worker catches up."
+    ]
+
+
+# --- counting a candidate's words -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("title", "text"),
+    [
+        ("Runbooks › Failovers", "Promoting replicas quickly; the replica's fail-over."),
+        ("Café", "Crème brûlée, naïve résumé: CAFÉ cafe\u0301 ﬁle ﬁles Ⅻ x\ue000y"),
+        ("", ""),
+        ("Title only", ""),
+        ("", "rotate rotating rotated ROTATES rotation 2024 v2 ext4 allkeys-lru"),
+    ],
+)
+def test_passage_stems_are_the_folded_tokens(title: str, text: str) -> None:
+    assert pipeline.passage_stems(title, text) == set(folded_tokens(title + "\n" + text))
+
+
+def test_words_matched_reads_the_cached_stems_of_the_passage_as_it_is_now() -> None:
+    query = parse("failover replicas")
+    row = CandidateRow(1, 1, "Runbooks", "Promoting replicas after a failover", 0, "note", "")
+    assert pipeline.words_matched(query, row) == 2
+    edited = row._replace(text="Promoting replicas")  # same passage id, new text: new entry
+    assert pipeline.words_matched(query, edited) == 1
+    assert pipeline.words_matched(query, row) == 2
