@@ -270,6 +270,22 @@ def test_facts_name_visible_titles_only(alice, bob):
     assert [d.title for d in found] == ["Billing API"]
 
 
+@pytest.mark.parametrize("title_scan", [200, 1])  # read by title first, or filtered in SQL
+def test_named_documents_read_by_title_keep_other_spaces_out(alice, bob, monkeypatch, title_scan):
+    from retrieval.search import graph_expand
+
+    monkeypatch.setattr(graph_expand, "TITLE_SCAN", title_scan)
+    for _ in range(2):
+        factories.note(bob, "Billing API", "bob's")  # same title, another space: never found
+    mine = factories.note(alice, "Billing API", "alice's")
+    factories.note(alice, "Ledger DB", "y")
+    found = graph_expand.named_documents(
+        "Is Billing API slower than Ledger DB?", audience_for(alice.pk)
+    )
+    assert [d.title for d in found] == ["Billing API", "Ledger DB"]
+    assert found[0].pk == mine.pk
+
+
 def test_an_ask_the_rule_expanded_replays_the_same(alice):
     from retrieval.answer.replay import replay
 

@@ -184,6 +184,11 @@ def content_words(question: str) -> list[str]:
     return list(dict.fromkeys(fold(w) for w in words if w not in NON_CONTENT))
 
 
+# How many same-titled documents of every space `named_documents` reads before it lets the
+# database filter by space instead.
+TITLE_SCAN = 200
+
+
 def named_documents(question: str, audience: Audience) -> list[Document]:
     """The live documents of the audience whose title is a run of the question's words
     (`title_key`), longest first; a title inside a longer one found is left out."""
@@ -195,15 +200,18 @@ def named_documents(question: str, audience: Audience) -> list[Document]:
     keys.discard("")
     if not keys:
         return []
-    found = list(
-        Document.objects.filter(
-            space_id__in=audience.sorted_space_ids,
-            deleted_at__isnull=True,
-            title_key__in=keys,
-        )
-        .exclude(head=None)
-        .order_by("pk")[:20]
-    )
+    live = Document.objects.filter(deleted_at__isnull=True, title_key__in=keys).exclude(head=None)
+    # By title key first, the space checked here: with the spaces in the same statement,
+    # SQLite walks every document of the audience's spaces instead of the title index (at
+    # 56k passages ~40 ms a search against ~3 ms; bench/README.md, issue 14). Bounded: when
+    # more documents of all spaces bear these titles than `TITLE_SCAN`, the filtered
+    # statement answers instead.
+    matches = list(live.order_by("pk").values_list("pk", "space_id")[: TITLE_SCAN + 1])
+    if len(matches) > TITLE_SCAN:
+        found = list(live.filter(space_id__in=audience.sorted_space_ids).order_by("pk")[:20])
+    else:
+        ids = [pk for pk, space in matches if space in audience.space_ids][:20]
+        found = list(Document.objects.filter(pk__in=ids).order_by("pk"))
     found.sort(key=lambda d: (-len(d.title_key), d.pk))
     kept: list[Document] = []
     for document in found:
