@@ -49,6 +49,16 @@ def problem(question: str, text: str, *, title: str = "", heading: str = "") -> 
         ),
         ("How many medical schools are there?", "Medical schools train doctors.", shape.NO_NUMBER),
         (
+            "how long did the replica lag incident last",
+            "Last reviewed: 2026-10-22, after the replica lag incident.",
+            shape.NO_DURATION,
+        ),
+        (
+            "Who moved the nightly backups?",
+            "The nightly backups moved from 02:00 to 03:30 UTC, after the reindex job.",
+            shape.NO_PERSON,
+        ),
+        (
             "Which three customers are in the search pilot?",
             "Lena: pick three pilot customers.",
             shape.COUNTS_NOT_NAMES,
