@@ -202,20 +202,12 @@ class EgressLogAdmin(ReadOnlyAdmin):
         return _pretty_json(obj.items)
 
 
-class SuperuserOnlyAdmin(ReadOnlyAdmin):
-    """Process bookkeeping of the whole install (no space owns it): superusers only."""
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return request.user.is_active and request.user.is_superuser
-
-    def has_view_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return request.user.is_active and request.user.is_superuser
-
-
 @admin.register(WorkerHeartbeat)
-class WorkerHeartbeatAdmin(SuperuserOnlyAdmin):
+class WorkerHeartbeatAdmin(ReadOnlyAdmin):
     """Running `db_worker`s (issue 14). A clean stop deletes the row; a row not renewed for
-    the stale limit is a killed or hung worker (`manage.py lode_index health` reports it)."""
+    the stale limit is a killed or hung worker (`manage.py lode_index health` reports it).
+    Install-wide process bookkeeping, no user's text: superusers and staff given the view
+    permission see it."""
 
     list_display = ["worker_id", "hostname", "pid", "started_at", "seen_at", "task_id", "state"]
     ordering = ["-seen_at"]
@@ -229,7 +221,7 @@ class WorkerHeartbeatAdmin(SuperuserOnlyAdmin):
 
 
 @admin.register(VectorClaim)
-class VectorClaimAdmin(SuperuserOnlyAdmin):
+class VectorClaimAdmin(ReadOnlyAdmin):
     """Passages a sync run is embedding right now (PostgreSQL); an expired claim is taken
     over by the next run."""
 
