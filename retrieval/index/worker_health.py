@@ -4,8 +4,8 @@ admin's health page.
 
 A worker that stops cleanly deletes its `WorkerHeartbeat` row; a row not renewed for
 `STALE_AFTER_SECONDS` is a worker that was killed or hangs. Its RUNNING tasks are taken back
-by a surviving worker's sweep (`db_worker.recover_lost_tasks`), so a stale row is a problem
-only in what it says: a process is gone, and when no worker is alive nothing queued runs.
+by a surviving worker's sweep (`db_worker.recover_lost_tasks`), so stale rows are reported in
+the figures, and are a problem only when no worker is alive (then nothing queued runs).
 Repair deletes the stale rows no RUNNING task names any more (their work was recovered); a
 row still named waits for a worker's sweep, which repair cannot stand in for.
 
@@ -41,18 +41,17 @@ class WorkerHealth:
 
     @property
     def problems(self) -> list[str]:
-        if not self.stale:
+        """A problem only when workers stopped and none is left alive: while one runs, it
+        takes a gone worker's tasks back (the stale rows stay in the figures and the admin)."""
+        if not self.stale or self.alive:
             return []
         what = f"{self.stale} worker{'s' if self.stale != 1 else ''}"
         seen = "; ".join(self.stale_examples)
-        problem = (
+        return [
             f"{what} stopped renewing {'their' if self.stale != 1 else 'its'} heartbeat "
-            f"for over {STALE_AFTER_SECONDS} s (killed or hung: {seen}); a running worker "
-            "queues their tasks again"
-        )
-        if not self.alive:
-            problem += ", but no worker is alive: start `manage.py db_worker`"
-        return [problem]
+            f"for over {STALE_AFTER_SECONDS} s (killed or hung: {seen}) and no worker is "
+            "alive: queued work waits until `manage.py db_worker` runs again"
+        ]
 
 
 def _describe(row: WorkerHeartbeat) -> str:
