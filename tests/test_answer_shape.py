@@ -186,6 +186,25 @@ def test_a_statement_is_confirmed_by_a_quote_that_says_it_again() -> None:
     assert problem("pena palace ticket", "Pena Palace tickets") == shape.RESTATES
 
 
+def test_a_statements_relative_who_or_when_asks_for_nothing() -> None:
+    statement = "Patients who receive early statin therapy have lower mortality after stroke"
+    quote = "Early statin treatment was associated with reduced mortality in stroke patients."
+    assert problem(statement, quote) == ""
+    # The same words asked as a question do ask for a person.
+    assert problem("Who receives early statin therapy after a stroke?", quote) == shape.NO_PERSON
+    # A statement still needs the thing it names: a quote about another gene confirms nothing.
+    assert "'brca2'" in problem(
+        "Mutations in BRCA2 that occur when cells divide raise the risk of breast cancer",
+        "BRCA1 mutations raise the risk of breast cancer in carriers.",
+    )
+
+
+def test_a_question_without_its_mark_or_a_keyword_fragment_is_not_a_statement() -> None:
+    quote = "The alert fires when more than 5,000 jobs are ready."
+    assert problem("who gets paged when the backlog alert fires", quote) == shape.NO_PERSON
+    assert problem("backlog alert pager", "Backlog alert pager.") == shape.RESTATES
+
+
 def test_novel_words_leave_out_the_question_and_filler() -> None:
     novel = shape.novel_words(
         "When do the nightly backups run now?", "The nightly backups run at 03:30 UTC now."

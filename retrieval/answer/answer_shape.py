@@ -31,8 +31,11 @@ Each rule was kept only because, on the tune halves of the question sets
 cost in right ones; the figures are in bench/README.md ("Answer shape"). The rules are pure
 and lexical, like the scorer's own type cues: a rule that fires wrongly costs an answer (the
 ask then abstains and offers the closest passages), never lets a false one through.
-Yes/no questions ("Is a slow primary a reason to fail over?") are exempt from the first three
-rules: "A slow primary is not a reason to fail over." answers by restating.
+Yes/no questions ("Is a slow primary a reason to fail over?") are exempt from every rule but
+the named thing: "A slow primary is not a reason to fail over." answers by restating. So are
+statements to check (SciFact's claims: no question mark, no wh-word or auxiliary first, more
+than four content words): their "who" and "when" are relative words, not questions, and on
+SciFact train the *when* / *who* rules dropped only answers citing a relevant abstract.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ from retrieval.text import NAMED_IDENTIFIER_RE, NUMBER_IN_TEXT_RE, TOKEN_RE, sur
 
 # Recorded with the relevance scorer's version in every ask's trace (`ask.relevance_manifest`),
 # so a replay that drops a claim differently says the rules changed.
-SHAPE_RULES_VERSION = "1"
+SHAPE_RULES_VERSION = "2"
 
 # How a drop by these rules begins after "does not answer the question: ".
 RESTATES = "it only repeats the question's own words"
@@ -98,15 +101,34 @@ COUNT_WINDOW = 2  # "four carriers", "three pilot customers": the counting word'
 _CODE_RE = re.compile(r"`[^`]+`")
 
 
-def is_yes_no(question: str) -> bool:
+def question_words(question: str) -> list[str]:
+    """The question's tokens, case-folded, in order (pure)."""
+    return [m.group(0).casefold() for m in TOKEN_RE.finditer(question)]
+
+
+def is_yes_no(question: str, words: Sequence[str] | None = None) -> bool:
     """Whether `question` opens with an auxiliary ("Is …", "Can I …", "Does …") and holds no
     wh-word before it (pure)."""
-    words = [m.group(0).casefold() for m in TOKEN_RE.finditer(question)]
+    words = question_words(question) if words is None else words
     return bool(words) and words[0] in YES_NO_OPENERS
 
 
-def _wh_word(question: str) -> str:
-    words = [m.group(0).casefold() for m in TOKEN_RE.finditer(question)]
+def is_statement(question: str, profile: QuestionProfile, words: Sequence[str]) -> bool:
+    """Whether `question` is a statement to check rather than a question: no question mark,
+    no wh-word or auxiliary first, and more content words than a keyword fragment (pure).
+
+    SciFact's claims are statements ("Patients who receive X recover faster …"): a "who" or
+    "when" inside one is a relative word, not a question asking for a person or a time, and a
+    quote confirms a statement by saying it again.
+    """
+    if question.rstrip().endswith("?") or not words:
+        return False
+    if words[0] in WH_WORDS or words[0] in YES_NO_OPENERS:
+        return False
+    return len(profile.content) > FRAGMENT_WORDS
+
+
+def _wh_word(words: Sequence[str]) -> str:
     return next((w for w in words if w in WH_WORDS), "")
 
 
@@ -154,8 +176,7 @@ _AMOUNT_RE = re.compile(
 )
 
 
-def _asks_how_long(question: str) -> bool:
-    words = [m.group(0).casefold() for m in TOKEN_RE.finditer(question)]
+def _asks_how_long(words: Sequence[str]) -> bool:
     return any(a == "how" and b == "long" for a, b in itertools.pairwise(words))
 
 
@@ -245,10 +266,13 @@ def shape_problem(
         missing = sorted(item for item in profile.named if not _named_here(item, whole, everywhere))
         if missing:
             return f"the question names {missing[0]!r}, and neither it nor its section does"
-    if is_yes_no(question):
+    words = question_words(question)
+    # A statement asks for no kind of thing; only a named thing it lacks (above) tells.
+    if is_yes_no(question, words) or is_statement(question, profile, words):
         return ""
+    wh_word = _wh_word(words)
     novel = novel_words(question, text)
-    if not novel and (_wh_word(question) or len(profile.content) <= FRAGMENT_WORDS):
+    if not novel and (wh_word or len(profile.content) <= FRAGMENT_WORDS):
         return RESTATES
     kind = profile.kind
     # The heading path, not the title: every sentence of an ADR shares its title, and its
@@ -261,11 +285,11 @@ def shape_problem(
         return NO_PERSON
     if kind == KIND_COUNT and not _has_number(novel):
         return NO_NUMBER
-    if kind == KIND_COUNT and _asks_how_long(question) and not _has_amount(question, text):
+    if kind == KIND_COUNT and _asks_how_long(words) and not _has_amount(question, text):
         return NO_DURATION
     if (
         kind == KIND_FOCUS
-        and _wh_word(question) == "which"
+        and wh_word == "which"
         and _counts_without_naming(question, profile, text)
         and not _names_something(question, text)
     ):
