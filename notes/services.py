@@ -35,6 +35,7 @@ from retrieval.index.passages import (
     unindex_document,
 )
 from retrieval.index.sync import enqueue_document_sync_on_commit
+from retrieval.index.vectors import mark_pending
 from retrieval.models import Passage
 from spaces.models import Role, Space, personal_space_id, role_at_least
 
@@ -443,7 +444,9 @@ def _reindex_head(document: Document) -> None:
     }
     keys = [(p.position, p.start, p.end, p.text_sha256) for p in fresh]
     if all(key in stored for key in keys):
-        Passage.objects.filter(pk__in=[stored[key] for key in keys]).update(is_head=True)
+        restored = [stored[key] for key in keys]
+        Passage.objects.filter(pk__in=restored).update(is_head=True)
+        mark_pending(restored)  # those whose vectors the worker already pruned
         enqueue_document_sync_on_commit(document.pk)  # the worker embeds them again
     else:
         rechunk_head(document.pk)

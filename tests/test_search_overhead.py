@@ -8,8 +8,9 @@ the ones they replace.
   the same rows, eligibility and order as the ORM read;
 * a candidate's words are counted from cached stems (`passage_stems`): the folded tokens,
   as before, and an edited passage is a new entry;
-* the "not yet embedded" note counts at most `PENDING_NOTE_MAX` passages, never from a
-  cache: a note saved a moment ago is counted at once.
+* the "not yet embedded" note counts at most `PENDING_NOTE_MAX` passages, from the pending
+  table (never a cache): a note saved a moment ago is counted at once. The table's upkeep
+  through every writer is tested in `test_pending_vectors.py`.
 """
 
 from __future__ import annotations
@@ -191,7 +192,7 @@ def pending_notes(result: pipeline.SearchResult) -> list[str]:
     return [m for m in result.degraded if "not yet embedded" in m]
 
 
-def test_pending_count_stops_after_at_most(library, alice) -> None:
+def test_the_notes_count_stops_after_at_most(library, alice) -> None:
     spaces = [personal_space_id(alice.pk)]
     total = vectors.pending_count(spaces)
     assert (
@@ -201,10 +202,11 @@ def test_pending_count_stops_after_at_most(library, alice) -> None:
         ).count()
     )
     assert total > 5
-    assert vectors.pending_count(spaces, at_most=total) == total
-    assert vectors.pending_count(spaces, at_most=total + 10) == total
-    assert vectors.pending_count(spaces, at_most=5) == 6  # "more than 5"
-    assert vectors.pending_count(spaces, at_most=0) == 1
+    assert vectors.pending_note_count(spaces, at_most=total) == total
+    assert vectors.pending_note_count(spaces, at_most=total + 10) == total
+    assert vectors.pending_note_count(spaces, at_most=5) == 6  # "more than 5"
+    assert vectors.pending_note_count(spaces, at_most=0) == 1
+    assert vectors.pending_note_count([personal_space_id(alice.pk) + 999], at_most=10) == 0
 
 
 def test_the_note_says_more_than_beyond_its_bound(library, alice, monkeypatch) -> None:
@@ -245,13 +247,13 @@ def test_graph_expansion_scoring_counts_no_pending_passages(alice, monkeypatch) 
         "# Billing API\n\nBilling API takes card payments.\n\nOn call: see [[Team Falcon]].\n",
     )
     counted: list[object] = []
-    real = vectors.pending_count
+    real = vectors.pending_note_count
 
     def counting(*args: object, **kwargs: object) -> int:
         counted.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(vectors, "pending_count", counting)
+    monkeypatch.setattr(vectors, "pending_note_count", counting)
     result = search(
         user=alice, query="Who is on call for Billing API?", mode="hybrid", follow_links=True
     )

@@ -60,11 +60,13 @@ from retrieval.index.vectors import (
     VectorStoreUnavailable,
     chunked,
     head_passages,
+    mark_pending,
     open_vector_store,
+    rebuild_pending,
     stale_records,
 )
 from retrieval.index.worker_health import WorkerHealth, forget_gone_workers, worker_health
-from retrieval.models import Passage, PassageVector, VectorIndexState
+from retrieval.models import Passage, PassageVector, PendingVector, VectorIndexState
 
 # Passage ids listed per vector finding in a report (the counts are always complete).
 EXAMPLES = 10
@@ -127,6 +129,11 @@ class VectorHealth:
     orphan_vectors: int = 0  # vectors of no live head passage
     orphan_records: int = 0  # records (any manifest) of passages no longer live heads
     retired_records: int = 0  # records under a manifest neither active nor being built
+    # The pending table (search's "not yet embedded" note) against the records: passages
+    # without a record it does not hold (the note undercounts), and rows of passages that
+    # have one (it overcounts).
+    pending_unlisted: int = 0
+    pending_listed_done: int = 0
     examples: dict[str, list[int]] = field(default_factory=dict)  # a few ids per finding
 
     @property
@@ -157,6 +164,16 @@ class VectorHealth:
             (self.orphan_vectors, "vectors belong to no live head passage"),
             (self.orphan_records, "vector records belong to passages no longer at head"),
             (self.retired_records, "vector records belong to a manifest no longer in use"),
+            (
+                self.pending_unlisted,
+                "passages without a vector are missing from the pending table (search's "
+                '"not yet embedded" note undercounts; `lode_index repair` rebuilds it)',
+            ),
+            (
+                self.pending_listed_done,
+                "passages with a vector are still in the pending table (search's \"not yet "
+                'embedded" note overcounts; `lode_index repair` rebuilds it)',
+            ),
         ]
         problems.extend(f"{count} {what}" for count, what in counts if count)
         return problems
@@ -288,6 +305,12 @@ def vector_health() -> VectorHealth:
     except (EmbeddingUnavailable, VectorStoreUnavailable) as exc:
         return VectorHealth(checked=True, available=False, reason=str(exc))
     in_use = {active, building} - {""}
+    unrecorded = set(found.live) - set(found.records)
+    listed = set(
+        PendingVector.objects.filter(passage_id__in=head_passages().values("pk")).values_list(
+            "passage_id", flat=True
+        )
+    )
     named = {
         "missing": found.missing,
         "stale": found.stale,
@@ -307,6 +330,8 @@ def vector_health() -> VectorHealth:
         orphan_vectors=len(found.orphans),
         orphan_records=stale_records().count(),
         retired_records=PassageVector.objects.exclude(manifest_key__in=in_use).count(),
+        pending_unlisted=len(unrecorded - listed),
+        pending_listed_done=len(listed - unrecorded),
         examples={name: ids[:EXAMPLES] for name, ids in named.items() if ids},
     )
 
@@ -373,6 +398,7 @@ class RepairReport:
     baseline_digest: str = ""
     edges: EdgeRepair = field(default_factory=lambda: EdgeRepair(attempted=False))
     gone_workers: int = 0  # stale heartbeat rows deleted (no running task named them)
+    pending: int = 0  # passages awaiting a vector, per the rebuilt pending table
 
     def __post_init__(self) -> None:
         if not self.baseline_digest:
@@ -394,6 +420,7 @@ class RepairReport:
             "vectors": asdict(self.vectors),
             "edges": asdict(self.edges),
             "gone_workers": self.gone_workers,
+            "pending": self.pending,
         }
 
 
@@ -429,6 +456,7 @@ def repair_vectors(*, embedder: EmbedderLike | None = None) -> VectorRepair:
         open_vector_store(key, model.manifest).delete(wrong)
         for part in chunked(wrong, PAGE_SIZE):
             PassageVector.objects.filter(manifest_key=key, passage_id__in=list(part)).delete()
+        mark_pending(wrong)
         lost, orphans = reconcile_vectors(key)
         sync = sync_vectors(None, embedder=model)
         active, building = _index_state()
@@ -470,6 +498,9 @@ def repair_indexes(
     vector_repair = repair_vectors(embedder=embedder) if vectors else VectorRepair(attempted=False)
     edge_repair = repair_edges(related=vectors) if edges else EdgeRepair(attempted=False)
     gone_workers = forget_gone_workers()
+    # Needs only the database: rebuilt even when Chroma or the model is down.
+    with transaction.atomic():
+        pending = rebuild_pending()
     report = RepairReport(
         before=before,
         after=index_health(vectors=vectors, edges=edges),
@@ -479,6 +510,7 @@ def repair_indexes(
         baseline_digest=baseline,
         edges=edge_repair,
         gone_workers=gone_workers,
+        pending=pending,
     )
     if not report.canonical_unchanged:
         raise CanonicalChanged(report)

@@ -56,12 +56,16 @@ from retrieval.index.vectors import (
     VectorStore,
     VectorStoreUnavailable,
     chunked,
+    forget_unheaded_pending,
     head_passages,
     index_state,
+    mark_pending,
     open_vector_store,
     pending_count,
     pending_passages,
+    rebuild_pending,
     stale_records,
+    unmark_pending,
 )
 from retrieval.models import Passage, PassageVector, VectorClaim, VectorIndexState
 
@@ -177,6 +181,7 @@ def record_vectors(passages: list[Passage], hashes: list[str], manifest_key: str
         unique_fields=["passage", "manifest_key"],
         update_fields=["text_sha256", "input_sha256", "embedded_at", "space_id"],
     )
+    unmark_pending([passage.pk for passage in passages], manifest_key)
 
 
 def unstamped_records(passage_ids: Iterable[int] | None = None) -> QuerySet[PassageVector]:
@@ -281,7 +286,10 @@ def prune_vectors(passage_ids: list[int] | None = None) -> int:
         open_vector_store(key).delete(ids)
         for part in chunked(ids, PAGE_SIZE):
             PassageVector.objects.filter(manifest_key=key, passage_id__in=list(part)).delete()
+        # A passage restored to the head set since the stale list was read is pending again.
+        mark_pending(ids)
         deleted += len(ids)
+    forget_unheaded_pending()
     return deleted
 
 
@@ -555,6 +563,7 @@ def reconcile_vectors(manifest_key: str) -> tuple[int, int]:
     lost = sorted(recorded - in_chroma)
     for part in chunked(lost, PAGE_SIZE):
         PassageVector.objects.filter(manifest_key=manifest_key, passage_id__in=list(part)).delete()
+    mark_pending(lost)
     unrecorded = in_chroma - recorded
     live = set(head_passages().filter(pk__in=unrecorded).values_list("pk", flat=True))
     orphans = sorted(unrecorded - live)
@@ -602,6 +611,7 @@ def reindex_vectors(
         state.building_key = ""
         state.switched_at = timezone.now()
         state.save()
+        rebuild_pending(target.key)  # the note now counts against the new collection
     report.switched = True
     retire_collections(keep=target.key)
     return report

@@ -44,7 +44,7 @@ from django.utils import timezone
 
 from notes.models import Document
 from retrieval.index.embeddings import Manifest, current_manifest
-from retrieval.models import Passage, PassageVector, VectorIndexState
+from retrieval.models import Passage, PassageVector, PendingVector, VectorIndexState
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -221,26 +221,108 @@ def active_manifest_key() -> str:
 
 
 def pending_count(
-    space_ids: Iterable[int] | None = None,
-    *,
-    manifest_key: str | None = None,
-    at_most: int | None = None,
+    space_ids: Iterable[int] | None = None, *, manifest_key: str | None = None
 ) -> int:
     """Head passages of live documents (in `space_ids`, if given) without a vector under
-    the active manifest.
-
-    `at_most` bounds the work for callers that only report the figure (search's "not yet
-    embedded" note, on every hybrid search): counting stops at `at_most + 1` rows, so a
-    result above `at_most` means "more than `at_most`". Unbounded, the anti-join counts
-    every pending passage — tens of milliseconds while a large import waits for the worker.
-    Either way nothing is cached: a passage saved a moment ago is counted.
+    `manifest_key` (default: the active manifest), by the anti-join over every head passage:
+    the truth the worker and the progress figures go by. Search's note counts the pending
+    table instead (`pending_note_count`), whose cost does not grow with the corpus.
     """
     queryset = pending_passages(manifest_key or active_manifest_key())
     if space_ids is not None:
         queryset = queryset.filter(document__space_id__in=sorted(set(space_ids)))
-    if at_most is None:
-        return queryset.count()
-    # COUNT(*) over a LIMITed subquery: the scan ends at the (at_most + 1)th pending row.
+    return queryset.count()
+
+
+# --- the pending table (what the "not yet embedded" note counts) ------------------------
+
+PENDING_BATCH = 900  # ids per statement: SQLite's bound-parameter limit, with room to spare
+
+
+def mark_pending(passage_ids: Iterable[int]) -> int:
+    """Record, for the note's count, which of these passages are live head passages without
+    a vector under the active manifest; returns how many were marked.
+
+    Called in the transaction that makes them head passages (a new head, a re-chunk, a
+    restore), and after vector records of head passages were dropped (prune, repair). A
+    restored passage whose vector record the worker had not yet pruned is not pending.
+    """
+    ids = sorted(set(passage_ids))
+    if not ids:
+        return 0
+    key = active_manifest_key()
+    marked = 0
+    for part in chunked(ids, PENDING_BATCH):
+        todo = pending_passages(key, part).values_list("pk", flat=True)
+        rows = [PendingVector(passage_id=pk) for pk in todo]
+        PendingVector.objects.bulk_create(rows, ignore_conflicts=True)
+        marked += len(rows)
+    return marked
+
+
+def unmark_pending(passage_ids: Iterable[int], manifest_key: str) -> None:
+    """These passages now have a vector under `manifest_key`: no longer pending if it is the
+    active manifest (a rebuild under another one changes nothing until it becomes active)."""
+    if manifest_key != active_manifest_key():
+        return
+    for part in chunked(sorted(set(passage_ids)), PENDING_BATCH):
+        PendingVector.objects.filter(passage_id__in=list(part)).delete()
+
+
+def forget_unheaded_pending() -> int:
+    """Drop the rows of passages that left the head set before they were embedded (an edit
+    or a delete overtook the worker); returns how many. The count never reads them (it joins
+    the head passages), so this only keeps the table the size of the backlog."""
+    deleted, _ = PendingVector.objects.filter(passage__is_head=False).delete()
+    return deleted
+
+
+def rebuild_pending(manifest_key: str | None = None) -> int:
+    """Rewrite the table from the anti-join under `manifest_key` (default: the active one);
+    returns how many passages are pending. Run in the transaction that switches the active
+    manifest, and by `lode_index repair` when health found a drift."""
+    key = manifest_key or active_manifest_key()
+    ids = list(pending_passages(key).order_by("pk").values_list("pk", flat=True))
+    PendingVector.objects.all().delete()
+    PendingVector.objects.bulk_create(
+        [PendingVector(passage_id=pk) for pk in ids], batch_size=PENDING_BATCH
+    )
+    return len(ids)
+
+
+@dataclass(frozen=True)
+class PendingDrift:
+    """How the pending table differs from the anti-join: passages it misses (the note
+    undercounts) and passages it holds that have a vector (the note overcounts)."""
+
+    missing: int
+    extra: int
+
+
+def pending_drift(manifest_key: str | None = None) -> PendingDrift:
+    key = manifest_key or active_manifest_key()
+    truth = set(pending_passages(key).values_list("pk", flat=True))
+    kept = set(
+        PendingVector.objects.filter(
+            passage__is_head=True, passage__document__deleted_at__isnull=True
+        ).values_list("passage_id", flat=True)
+    )
+    return PendingDrift(missing=len(truth - kept), extra=len(kept - truth))
+
+
+def pending_note_count(space_ids: Iterable[int] | None = None, *, at_most: int) -> int:
+    """Live head passages (in `space_ids`, if given) waiting for a vector under the active
+    manifest, counted from the pending table: its cost grows with the backlog, not the
+    corpus, and stops at `at_most + 1` (a result above `at_most` means "more than").
+
+    Exact after every write — the table is written in the same transactions as the passages
+    and the vector records — so a passage saved a moment ago is counted.
+    """
+    queryset = PendingVector.objects.filter(
+        passage__is_head=True, passage__document__deleted_at__isnull=True
+    )
+    if space_ids is not None:
+        queryset = queryset.filter(passage__document__space_id__in=sorted(set(space_ids)))
     return queryset.order_by().values("pk")[: at_most + 1].count()
 
 

@@ -339,14 +339,14 @@ def _dense_unavailable_errors() -> tuple[type[Exception], ...]:
 
 # The "not yet embedded" note counts at most this many pending passages and says "more than"
 # beyond it: the count runs on every hybrid and semantic search, so its cost must not grow
-# with a backlog (`vectors.pending_count(at_most=…)`).
+# with a backlog (`vectors.pending_note_count`, which reads the pending table, not the corpus).
 PENDING_NOTE_MAX = 1000
 
 
 def _pending_note(audience: Audience, mode: str) -> str | None:
-    from retrieval.index.vectors import pending_count
+    from retrieval.index.vectors import pending_note_count
 
-    pending = pending_count(audience.space_ids, at_most=PENDING_NOTE_MAX)
+    pending = pending_note_count(audience.space_ids, at_most=PENDING_NOTE_MAX)
     if not pending:
         return None
     if pending > PENDING_NOTE_MAX:
