@@ -35,7 +35,7 @@ from retrieval.index.passages import (
     unindex_document,
 )
 from retrieval.index.sync import enqueue_document_sync_on_commit
-from retrieval.index.vectors import mark_pending
+from retrieval.index.vectors import mark_pending_again
 from retrieval.models import Passage
 from spaces.models import Role, Space, personal_space_id, role_at_least
 
@@ -446,7 +446,7 @@ def _reindex_head(document: Document) -> None:
     if all(key in stored for key in keys):
         restored = [stored[key] for key in keys]
         Passage.objects.filter(pk__in=restored).update(is_head=True)
-        mark_pending(restored)  # those whose vectors the worker already pruned
+        mark_pending_again(restored)  # those whose vectors the worker already pruned
         enqueue_document_sync_on_commit(document.pk)  # the worker embeds them again
     else:
         rechunk_head(document.pk)

@@ -12,10 +12,11 @@ import importlib
 from dataclasses import replace
 
 import pytest
-from django.apps import apps
 
 from notes import services
+from notes.models import Document
 from retrieval.index import sync as tasks
+from retrieval.index import vectors
 from retrieval.index.embeddings import get_embedder
 from retrieval.index.health import index_health, repair_indexes
 from retrieval.index.passages import rechunk_head
@@ -27,7 +28,7 @@ from retrieval.index.vectors import (
     pending_drift,
     pending_note_count,
 )
-from retrieval.models import Passage, PassageVector, PendingVector
+from retrieval.models import Passage, PassageVector, PendingVector, VectorIndexState
 from spaces.models import personal_space_id
 from tests.test_worker import CountingEmbedder, edit, head_ids, sections
 
@@ -140,20 +141,20 @@ def test_a_manifest_switch_recounts_against_the_new_collection(alice) -> None:
     sync_vectors()
     model = get_embedder()
     new = replace(model.manifest, passage_template="{title}\n\n{text}")
-    building = CountingEmbedder(model, manifest=new, fail_after=1)
-    with pytest.raises(Exception, match="failed to load"):
-        reindex_vectors(embedder=building, batch_size=2, window=2)
-    # Vectors under the manifest being built do not serve queries: nothing changed yet.
-    assert note_count() == 0
     services.note_create(owner=alice, title="Late", body="Gamma.")
-    assert note_count() == 1  # pending against the collection queries read
+    assert note_count() == 1
+    # A vector under the manifest being built does not serve queries: still pending.
+    sync_vectors(embedder=CountingEmbedder(model, manifest=new))
+    assert PassageVector.objects.filter(manifest_key=new.key).count() == 5
+    assert note_count() == 1
+    assert_matches_truth()
     report = reindex_vectors(embedder=CountingEmbedder(model, manifest=new))
     assert report.switched
     assert note_count() == 0
     assert pending_drift(new.key) == NO_DRIFT
 
 
-def test_health_finds_a_drift_both_ways_and_repair_rebuilds_the_table(alice) -> None:
+def test_health_finds_a_drift_both_ways_and_repair_rebuilds_the_table(alice, monkeypatch) -> None:
     services.note_create(owner=alice, title="Ops", body=sections("One.", "Two.", "Three."))
     sync_vectors()
     services.note_create(owner=alice, title="Late", body="Not embedded yet.")
@@ -170,6 +171,20 @@ def test_health_finds_a_drift_both_ways_and_repair_rebuilds_the_table(alice) -> 
     assert any("missing from the pending table" in p for p in report.problems), report.problems
     assert any("still in the pending table" in p for p in report.problems)
 
+    # Compared with the records even while Chroma is down: that needs only the database.
+    from retrieval.index import health
+    from retrieval.index.vectors import VectorStoreUnavailable
+
+    def chroma_down(key: str) -> None:
+        raise VectorStoreUnavailable("Chroma is not reachable")
+
+    monkeypatch.setattr(health, "_vector_findings", chroma_down)
+    down = index_health(edges=False)
+    assert not down.vectors.available
+    assert (down.vectors.pending_unlisted, down.vectors.pending_listed_done) == (1, 1)
+    assert any("missing from the pending table" in p for p in down.problems), down.problems
+    monkeypatch.undo()
+
     # The table needs only the database: repaired even with the vector check skipped.
     repaired = repair_indexes(vectors=False, edges=False)
     assert repaired.pending == 1
@@ -177,30 +192,73 @@ def test_health_finds_a_drift_both_ways_and_repair_rebuilds_the_table(alice) -> 
     assert set(PendingVector.objects.values_list("passage_id", flat=True)) == {late}
 
 
+def migration_apps():
+    """The app registry as of the migration that made the table (its historical models)."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    state = MigrationExecutor(connection).loader.project_state(("retrieval", "0013_pending_vector"))
+    return state.apps
+
+
 def test_the_migration_fills_the_table_from_the_records(alice) -> None:
+    fill = importlib.import_module("retrieval.migrations.0013_pending_vector").fill_pending
     services.note_create(owner=alice, title="Ops", body=sections("One.", "Two."))
     sync_vectors()
     services.note_create(owner=alice, title="Late", body="Not embedded yet.")
     expected = set(PendingVector.objects.values_list("passage_id", flat=True))
-    PendingVector.objects.all().delete()
-    migration = importlib.import_module("retrieval.migrations.0013_pending_vector")
-    migration.fill_pending(apps, None)
-    assert set(PendingVector.objects.values_list("passage_id", flat=True)) == expected
     assert len(expected) == 1
+    PendingVector.objects.all().delete()
+    fill(migration_apps(), None)
+    assert set(PendingVector.objects.values_list("passage_id", flat=True)) == expected
     assert_matches_truth()
 
 
-def test_the_count_reads_only_the_backlog(alice) -> None:
-    """With nothing pending, the note's statement touches no passage of the corpus: it
-    starts from the (empty) pending table."""
+def test_the_migration_counts_every_head_passage_before_any_index_state(alice) -> None:
+    fill = importlib.import_module("retrieval.migrations.0013_pending_vector").fill_pending
+    services.note_create(owner=alice, title="Ops", body=sections("One.", "Two."))
+    services.note_create(owner=alice, title="Gone", body="Deleted.")
+    services.note_delete(document=Document.objects.get(title="Gone"), user=alice)
+    VectorIndexState.objects.all().delete()
+    PendingVector.objects.all().delete()
+    fill(migration_apps(), None)
+    assert set(PendingVector.objects.values_list("passage_id", flat=True)) == set(head_ids())
+    assert len(head_ids()) == 2
+
+
+def _statements(call) -> tuple[object, list[str]]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    with CaptureQueriesContext(connection) as queries:
+        result = call()
+    return result, [q["sql"] for q in queries.captured_queries]
+
+
+def test_the_count_reads_the_backlog_by_primary_key_and_never_scans_the_corpus(
+    alice, bob, monkeypatch
+) -> None:
+    """With nothing pending the count is one statement on the pending table alone; a small
+    backlog adds one lookup of those ids; a bulk import's backlog is counted by the join."""
+    table = PendingVector._meta.db_table
     services.note_create(owner=alice, title="Ops", body=sections("One.", "Two."))
     sync_vectors()
-    spaces = [personal_space_id(alice.pk)]
-    with CaptureQueriesContext(connection) as queries:
-        assert note_count(spaces) == 0
-    (statement,) = [q["sql"] for q in queries.captured_queries]
-    assert f'FROM "{PendingVector._meta.db_table}"' in statement, statement
-    assert "retrieval_passagevector" not in statement
+    alices, bobs = [personal_space_id(alice.pk)], [personal_space_id(bob.pk)]
+
+    count, statements = _statements(lambda: note_count(alices))
+    assert count == 0
+    (statement,) = statements
+    assert f'FROM "{table}"' in statement and "JOIN" not in statement.upper()
+
+    services.note_create(owner=bob, title="Food", body=sections("Bake.", "Boil.", "Fry."))
+    services.note_create(owner=alice, title="Late", body="Gamma.")
+    count, statements = _statements(lambda: note_count(alices))
+    assert count == 1
+    assert len(statements) == 2 and table not in statements[1]  # the ids, by primary key
+    assert note_count(bobs) == 3 and note_count() == 4
+
+    monkeypatch.setattr(vectors, "PENDING_BATCH", 3)  # a backlog as large as a batch
+    count, statements = _statements(lambda: note_count(alices))
+    assert (count, len(statements)) == (1, 2) and "JOIN" in statements[1].upper()
+    assert note_count(bobs) == 3 and note_count() == 4
+    assert pending_note_count(None, at_most=2) == 3  # "more than 2"

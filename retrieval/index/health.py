@@ -60,13 +60,14 @@ from retrieval.index.vectors import (
     VectorStoreUnavailable,
     chunked,
     head_passages,
-    mark_pending,
+    mark_pending_again,
     open_vector_store,
+    pending_drift,
     rebuild_pending,
     stale_records,
 )
 from retrieval.index.worker_health import WorkerHealth, forget_gone_workers, worker_health
-from retrieval.models import Passage, PassageVector, PendingVector, VectorIndexState
+from retrieval.models import Passage, PassageVector, VectorIndexState
 
 # Passage ids listed per vector finding in a report (the counts are always complete).
 EXAMPLES = 10
@@ -140,8 +141,23 @@ class VectorHealth:
     def problems(self) -> list[str]:
         if not self.checked:
             return []
+        pending = [
+            (
+                self.pending_unlisted,
+                "passages without a vector are missing from the pending table (search's "
+                '"not yet embedded" note undercounts; `lode_index repair` rebuilds it)',
+            ),
+            (
+                self.pending_listed_done,
+                "passages with a vector are still in the pending table (search's \"not yet "
+                'embedded" note overcounts; `lode_index repair` rebuilds it)',
+            ),
+        ]
         if not self.available:
-            return [f"the vector index cannot be checked: {self.reason}"]
+            return [
+                f"the vector index cannot be checked: {self.reason}",
+                *(f"{count} {what}" for count, what in pending if count),
+            ]
         problems: list[str] = []
         if self.manifest_key != self.code_manifest_key:
             problems.append(
@@ -164,16 +180,7 @@ class VectorHealth:
             (self.orphan_vectors, "vectors belong to no live head passage"),
             (self.orphan_records, "vector records belong to passages no longer at head"),
             (self.retired_records, "vector records belong to a manifest no longer in use"),
-            (
-                self.pending_unlisted,
-                "passages without a vector are missing from the pending table (search's "
-                '"not yet embedded" note undercounts; `lode_index repair` rebuilds it)',
-            ),
-            (
-                self.pending_listed_done,
-                "passages with a vector are still in the pending table (search's \"not yet "
-                'embedded" note overcounts; `lode_index repair` rebuilds it)',
-            ),
+            *pending,
         ]
         problems.extend(f"{count} {what}" for count, what in counts if count)
         return problems
@@ -297,20 +304,24 @@ def _index_state() -> tuple[str, str]:
 
 def vector_health() -> VectorHealth:
     """Check the active collection; an unreachable Chroma or a missing model package is
-    reported (unhealthy, with the reason), never raised."""
+    reported (unhealthy, with the reason), never raised. The pending table is compared with
+    the records even then: that needs only the database."""
+    state = VectorIndexState.objects.filter(pk=1).first()
+    # No state row: nothing was ever recorded, so every live head passage is pending.
+    drift = pending_drift(state.active_key if state is not None else "")
     try:
         code_key = current_manifest().key
         active, building = _index_state()
         found = _vector_findings(active)
     except (EmbeddingUnavailable, VectorStoreUnavailable) as exc:
-        return VectorHealth(checked=True, available=False, reason=str(exc))
-    in_use = {active, building} - {""}
-    unrecorded = set(found.live) - set(found.records)
-    listed = set(
-        PendingVector.objects.filter(passage_id__in=head_passages().values("pk")).values_list(
-            "passage_id", flat=True
+        return VectorHealth(
+            checked=True,
+            available=False,
+            reason=str(exc),
+            pending_unlisted=drift.missing,
+            pending_listed_done=drift.extra,
         )
-    )
+    in_use = {active, building} - {""}
     named = {
         "missing": found.missing,
         "stale": found.stale,
@@ -330,8 +341,8 @@ def vector_health() -> VectorHealth:
         orphan_vectors=len(found.orphans),
         orphan_records=stale_records().count(),
         retired_records=PassageVector.objects.exclude(manifest_key__in=in_use).count(),
-        pending_unlisted=len(unrecorded - listed),
-        pending_listed_done=len(listed - unrecorded),
+        pending_unlisted=drift.missing,
+        pending_listed_done=drift.extra,
         examples={name: ids[:EXAMPLES] for name, ids in named.items() if ids},
     )
 
@@ -456,7 +467,7 @@ def repair_vectors(*, embedder: EmbedderLike | None = None) -> VectorRepair:
         open_vector_store(key, model.manifest).delete(wrong)
         for part in chunked(wrong, PAGE_SIZE):
             PassageVector.objects.filter(manifest_key=key, passage_id__in=list(part)).delete()
-        mark_pending(wrong)
+        mark_pending_again(wrong)
         lost, orphans = reconcile_vectors(key)
         sync = sync_vectors(None, embedder=model)
         active, building = _index_state()
@@ -498,9 +509,7 @@ def repair_indexes(
     vector_repair = repair_vectors(embedder=embedder) if vectors else VectorRepair(attempted=False)
     edge_repair = repair_edges(related=vectors) if edges else EdgeRepair(attempted=False)
     gone_workers = forget_gone_workers()
-    # Needs only the database: rebuilt even when Chroma or the model is down.
-    with transaction.atomic():
-        pending = rebuild_pending()
+    pending = rebuild_pending()  # needs only the database: rebuilt even when Chroma is down
     report = RepairReport(
         before=before,
         after=index_health(vectors=vectors, edges=edges),

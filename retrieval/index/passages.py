@@ -28,7 +28,7 @@ from notes.models import Document, Version, title_key
 from retrieval.index.chunking import chunk_markdown
 from retrieval.index.edges import refresh_edges
 from retrieval.index.sync import enqueue_document_sync_on_commit, enqueue_pending_sweep
-from retrieval.index.vectors import mark_pending
+from retrieval.index.vectors import mark_new_pending
 from retrieval.models import Passage
 
 
@@ -117,7 +117,7 @@ def _write_heads(versions: Sequence[Version]) -> list[int]:
     per_version = [passages_for_version(version, is_head=True) for version in versions]
     written = [p for passages in per_version for p in passages]
     Passage.objects.bulk_create(written, batch_size=500)
-    mark_pending(p.pk for p in written)  # the "not yet embedded" note counts them at once
+    mark_new_pending(p.pk for p in written)  # the "not yet embedded" note counts them at once
     Passage.objects.filter(
         document_id__in=[version.document_id for version in versions], is_head=True
     ).exclude(version_id__in=[version.pk for version in versions]).update(is_head=False)
@@ -208,7 +208,7 @@ def rechunk_head(document_id: int) -> tuple[int, int]:
         if document.kind == Document.Kind.EXTERNAL:
             _carry_external_labels(document, old, new)
         Passage.objects.bulk_create(new, batch_size=500)
-        mark_pending(p.pk for p in new)
+        mark_new_pending(p.pk for p in new)
         # Edges name the passage holding their span: re-derive them over the new passages.
         refresh_edges([document.pk], reverse=False, changed=False)
         enqueue_document_sync_on_commit(document.pk)  # vectors follow the new head passages

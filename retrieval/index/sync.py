@@ -59,7 +59,8 @@ from retrieval.index.vectors import (
     forget_unheaded_pending,
     head_passages,
     index_state,
-    mark_pending,
+    lock_index_state,
+    mark_pending_again,
     open_vector_store,
     pending_count,
     pending_passages,
@@ -163,25 +164,33 @@ def reusable_vectors(
 
 
 def record_vectors(passages: list[Passage], hashes: list[str], manifest_key: str) -> None:
-    """Write the canonical records; only ever called after the Chroma upsert succeeded."""
+    """Write the canonical records; only ever called after the Chroma upsert succeeded.
+
+    In one transaction with taking them out of the pending table, under the index state
+    lock (`vectors.lock_index_state`): a crash between the two, or a manifest switch or a
+    table rebuild reading the records meanwhile, would leave a row nobody removes.
+    """
     now = timezone.now()
-    PassageVector.objects.bulk_create(
-        [
-            PassageVector(
-                passage_id=passage.pk,
-                manifest_key=manifest_key,
-                text_sha256=passage.text_sha256,
-                input_sha256=digest,
-                embedded_at=now,
-                space_id=passage.document.space_id,
-            )
-            for passage, digest in zip(passages, hashes, strict=True)
-        ],
-        update_conflicts=True,
-        unique_fields=["passage", "manifest_key"],
-        update_fields=["text_sha256", "input_sha256", "embedded_at", "space_id"],
-    )
-    unmark_pending([passage.pk for passage in passages], manifest_key)
+    records = [
+        PassageVector(
+            passage_id=passage.pk,
+            manifest_key=manifest_key,
+            text_sha256=passage.text_sha256,
+            input_sha256=digest,
+            embedded_at=now,
+            space_id=passage.document.space_id,
+        )
+        for passage, digest in zip(passages, hashes, strict=True)
+    ]
+    with transaction.atomic():
+        active = lock_index_state()
+        PassageVector.objects.bulk_create(
+            records,
+            update_conflicts=True,
+            unique_fields=["passage", "manifest_key"],
+            update_fields=["text_sha256", "input_sha256", "embedded_at", "space_id"],
+        )
+        unmark_pending([passage.pk for passage in passages], manifest_key, active)
 
 
 def unstamped_records(passage_ids: Iterable[int] | None = None) -> QuerySet[PassageVector]:
@@ -287,7 +296,7 @@ def prune_vectors(passage_ids: list[int] | None = None) -> int:
         for part in chunked(ids, PAGE_SIZE):
             PassageVector.objects.filter(manifest_key=key, passage_id__in=list(part)).delete()
         # A passage restored to the head set since the stale list was read is pending again.
-        mark_pending(ids)
+        mark_pending_again(ids)
         deleted += len(ids)
     forget_unheaded_pending()
     return deleted
@@ -563,7 +572,7 @@ def reconcile_vectors(manifest_key: str) -> tuple[int, int]:
     lost = sorted(recorded - in_chroma)
     for part in chunked(lost, PAGE_SIZE):
         PassageVector.objects.filter(manifest_key=manifest_key, passage_id__in=list(part)).delete()
-    mark_pending(lost)
+    mark_pending_again(lost)
     unrecorded = in_chroma - recorded
     live = set(head_passages().filter(pk__in=unrecorded).values_list("pk", flat=True))
     orphans = sorted(unrecorded - live)

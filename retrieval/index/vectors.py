@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 from django.conf import settings
+from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -239,20 +240,24 @@ def pending_count(
 PENDING_BATCH = 900  # ids per statement: SQLite's bound-parameter limit, with room to spare
 
 
-def mark_pending(passage_ids: Iterable[int]) -> int:
-    """Record, for the note's count, which of these passages are live head passages without
-    a vector under the active manifest; returns how many were marked.
+def lock_index_state() -> str:
+    """Lock the index state row for the rest of the caller's transaction; returns the active
+    manifest key.
 
-    Called in the transaction that makes them head passages (a new head, a re-chunk, a
-    restore), and after vector records of head passages were dropped (prune, repair). A
-    restored passage whose vector record the worker had not yet pruned is not pending.
+    Every write that decides from the vector records whether a passage is pending (marking
+    existing passages, recording vectors, rebuilding the table, switching the manifest)
+    takes this lock first, so on PostgreSQL none of them can read the records while another
+    changes them and leave a row nobody removes. SQLite serialises writers anyway.
     """
-    ids = sorted(set(passage_ids))
-    if not ids:
-        return 0
-    key = active_manifest_key()
+    index_state()  # created on first use, so there is a row to lock
+    return (
+        VectorIndexState.objects.select_for_update().values_list("active_key", flat=True).get(pk=1)
+    )
+
+
+def _insert_pending(passage_ids: Sequence[int], key: str) -> int:
     marked = 0
-    for part in chunked(ids, PENDING_BATCH):
+    for part in chunked(passage_ids, PENDING_BATCH):
         todo = pending_passages(key, part).values_list("pk", flat=True)
         rows = [PendingVector(passage_id=pk) for pk in todo]
         PendingVector.objects.bulk_create(rows, ignore_conflicts=True)
@@ -260,10 +265,31 @@ def mark_pending(passage_ids: Iterable[int]) -> int:
     return marked
 
 
-def unmark_pending(passage_ids: Iterable[int], manifest_key: str) -> None:
+def mark_new_pending(passage_ids: Iterable[int]) -> int:
+    """Mark passages the caller's transaction just created as head passages (a new head, a
+    re-chunk): none can have a vector yet, and no worker sees them before the commit, so no
+    lock is needed (a bulk import may hold its transaction for a while). Returns how many."""
+    ids = sorted(set(passage_ids))
+    return _insert_pending(ids, active_manifest_key()) if ids else 0
+
+
+def mark_pending_again(passage_ids: Iterable[int]) -> int:
+    """Mark which of these existing passages are live head passages without a vector under
+    the active manifest: after an undelete puts them back at head (a vector the worker had
+    not yet pruned still counts), or after their records were dropped (prune, a lost vector
+    folder, a repair). Takes the index state lock (`lock_index_state`). Returns how many."""
+    ids = sorted(set(passage_ids))
+    if not ids:
+        return 0
+    with transaction.atomic():
+        return _insert_pending(ids, lock_index_state())
+
+
+def unmark_pending(passage_ids: Iterable[int], manifest_key: str, active_key: str) -> None:
     """These passages now have a vector under `manifest_key`: no longer pending if it is the
-    active manifest (a rebuild under another one changes nothing until it becomes active)."""
-    if manifest_key != active_manifest_key():
+    active manifest (a rebuild under another one changes nothing until it becomes active).
+    The caller holds the index state lock, in the transaction that wrote the records."""
+    if manifest_key != active_key:
         return
     for part in chunked(sorted(set(passage_ids)), PENDING_BATCH):
         PendingVector.objects.filter(passage_id__in=list(part)).delete()
@@ -280,13 +306,18 @@ def forget_unheaded_pending() -> int:
 def rebuild_pending(manifest_key: str | None = None) -> int:
     """Rewrite the table from the anti-join under `manifest_key` (default: the active one);
     returns how many passages are pending. Run in the transaction that switches the active
-    manifest, and by `lode_index repair` when health found a drift."""
-    key = manifest_key or active_manifest_key()
-    ids = list(pending_passages(key).order_by("pk").values_list("pk", flat=True))
-    PendingVector.objects.all().delete()
-    PendingVector.objects.bulk_create(
-        [PendingVector(passage_id=pk) for pk in ids], batch_size=PENDING_BATCH
-    )
+    manifest, and by `lode_index repair`; holds the index state lock, so no worker records a
+    vector between the read and the rewrite."""
+    with transaction.atomic():
+        active = lock_index_state()
+        key = manifest_key or active
+        ids = list(pending_passages(key).order_by("pk").values_list("pk", flat=True))
+        PendingVector.objects.all().delete()
+        PendingVector.objects.bulk_create(
+            [PendingVector(passage_id=pk) for pk in ids],
+            batch_size=PENDING_BATCH,
+            ignore_conflicts=True,  # a new head's rows, committed meanwhile, are right too
+        )
     return len(ids)
 
 
@@ -299,30 +330,56 @@ class PendingDrift:
     extra: int
 
 
-def pending_drift(manifest_key: str | None = None) -> PendingDrift:
-    key = manifest_key or active_manifest_key()
+def _drift_ids(key: str) -> tuple[set[int], set[int]]:
     truth = set(pending_passages(key).values_list("pk", flat=True))
-    kept = set(
+    listed = set(
         PendingVector.objects.filter(
             passage__is_head=True, passage__document__deleted_at__isnull=True
         ).values_list("passage_id", flat=True)
     )
-    return PendingDrift(missing=len(truth - kept), extra=len(kept - truth))
+    return truth - listed, listed - truth
+
+
+def pending_drift(manifest_key: str | None = None) -> PendingDrift:
+    """Compare the table with the anti-join (database only: works while Chroma is down).
+
+    The two are read by separate statements, and a worker recording vectors in between
+    makes a passage look missing for a moment; so a drift found is read again, and only the
+    passages drifting both times are reported.
+    """
+    key = active_manifest_key() if manifest_key is None else manifest_key
+    missing, extra = _drift_ids(key)
+    if missing or extra:
+        again_missing, again_extra = _drift_ids(key)
+        missing &= again_missing
+        extra &= again_extra
+    return PendingDrift(missing=len(missing), extra=len(extra))
 
 
 def pending_note_count(space_ids: Iterable[int] | None = None, *, at_most: int) -> int:
     """Live head passages (in `space_ids`, if given) waiting for a vector under the active
-    manifest, counted from the pending table: its cost grows with the backlog, not the
-    corpus, and stops at `at_most + 1` (a result above `at_most` means "more than").
+    manifest, from the pending table; a result above `at_most` means "more than `at_most`".
 
-    Exact after every write — the table is written in the same transactions as the passages
-    and the vector records — so a passage saved a moment ago is counted.
+    Exact after every write (the table is written in the same transactions as the passages
+    and the vector records), so a passage saved a moment ago is counted. The usual backlog
+    is small: its ids are read from the table alone and checked by primary key — two
+    statements whose cost follows the backlog, never the corpus (a join lets the planner
+    scan every passage: SQLite does without statistics, PostgreSQL with a few hundred rows
+    pending). A backlog of `PENDING_BATCH` or more (a bulk import) is counted by the join,
+    bounded at `at_most + 1` rows.
     """
+    allowed = None if space_ids is None else sorted(set(space_ids))
+    ids = list(PendingVector.objects.order_by("pk").values_list("pk", flat=True)[:PENDING_BATCH])
+    if len(ids) < PENDING_BATCH:
+        live = head_passages().filter(pk__in=ids) if ids else None
+        if live is not None and allowed is not None:
+            live = live.filter(document__space_id__in=allowed)
+        return min(live.count(), at_most + 1) if live is not None else 0
     queryset = PendingVector.objects.filter(
         passage__is_head=True, passage__document__deleted_at__isnull=True
     )
-    if space_ids is not None:
-        queryset = queryset.filter(passage__document__space_id__in=sorted(set(space_ids)))
+    if allowed is not None:
+        queryset = queryset.filter(passage__document__space_id__in=allowed)
     return queryset.order_by().values("pk")[: at_most + 1].count()
 
 

@@ -7,22 +7,19 @@ BATCH = 900
 
 
 def fill_pending(apps, schema_editor):
-    """Every live head passage with no vector under the active manifest (under any manifest
-    when no index state exists yet: nothing has been embedded then)."""
+    """Every live head passage with no vector under the active manifest. Without an index
+    state row nothing was ever recorded (the worker creates the row before its first
+    record), so every live head passage is pending."""
     Passage = apps.get_model("retrieval", "Passage")
     PassageVector = apps.get_model("retrieval", "PassageVector")
     PendingVector = apps.get_model("retrieval", "PendingVector")
     VectorIndexState = apps.get_model("retrieval", "VectorIndexState")
     state = VectorIndexState.objects.filter(pk=1).first()
-    recorded = PassageVector.objects.all()
+    heads = Passage.objects.filter(is_head=True, document__deleted_at__isnull=True)
     if state is not None:
-        recorded = recorded.filter(manifest_key=state.active_key)
-    ids = list(
-        Passage.objects.filter(is_head=True, document__deleted_at__isnull=True)
-        .exclude(pk__in=recorded.values("passage_id"))
-        .order_by("pk")
-        .values_list("pk", flat=True)
-    )
+        recorded = PassageVector.objects.filter(manifest_key=state.active_key)
+        heads = heads.exclude(pk__in=recorded.values("passage_id"))
+    ids = list(heads.order_by("pk").values_list("pk", flat=True))
     PendingVector.objects.bulk_create(
         [PendingVector(passage_id=pk) for pk in ids], batch_size=BATCH
     )
