@@ -105,6 +105,11 @@ def tokens(text: str) -> tuple[str, ...]:
 
     Used by the query parser (so a query word meets the indexed word), the reranker's
     features and the answerability decision's content words."""
+    if text.isascii():
+        # The same tokens, folded in one pass: ASCII is its own NFKC form, casefolds to
+        # lowercase and keeps its word boundaries (the reranker tokenises ~50 candidates a
+        # search; bench/README.md, issue 14).
+        return tuple(WORD_RE.findall(text.lower()))
     return tuple(
         m.group(0).casefold() for m in WORD_RE.finditer(unicodedata.normalize("NFKC", text))
     )

@@ -239,7 +239,7 @@ def test_the_count_reads_the_backlog_by_primary_key_and_never_scans_the_corpus(
     alice, bob, monkeypatch
 ) -> None:
     """With nothing pending the count is one statement on the pending table alone; a small
-    backlog adds one lookup of those ids; a bulk import's backlog is counted by the join."""
+    backlog adds lookups by primary key; a bulk import's backlog is counted by the join."""
     table = PendingVector._meta.db_table
     services.note_create(owner=alice, title="Ops", body=sections("One.", "Two."))
     sync_vectors()
@@ -254,7 +254,12 @@ def test_the_count_reads_the_backlog_by_primary_key_and_never_scans_the_corpus(
     services.note_create(owner=alice, title="Late", body="Gamma.")
     count, statements = _statements(lambda: note_count(alices))
     assert count == 1
-    assert len(statements) == 2 and table not in statements[1]  # the ids, by primary key
+    # Then the passages and their documents, each by primary key alone: no join, and no
+    # space filter in SQL that a planner could start from.
+    assert len(statements) == 3
+    for statement in statements[1:]:
+        assert table not in statement and "JOIN" not in statement.upper()
+        assert '"id" IN (' in statement and "space_id" not in statement.split("WHERE")[1]
     assert note_count(bobs) == 3 and note_count() == 4
 
     monkeypatch.setattr(vectors, "PENDING_BATCH", 3)  # a backlog as large as a batch

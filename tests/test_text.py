@@ -68,6 +68,22 @@ def test_tokens_are_nfkc_casefolded_letter_digit_runs() -> None:
     assert tokens(" -- !? ") == ()
 
 
+def test_ascii_text_takes_a_shortcut_to_the_same_tokens() -> None:
+    """ASCII text is folded in one pass; it must give what the general path gives, on every
+    ASCII character (boundaries, digits, "_", case) and on text mixing them."""
+
+    def general(value: str) -> tuple[str, ...]:
+        return tuple(m.group(0).casefold() for m in text.WORD_RE.finditer(value))
+
+    every_ascii = "".join(map(chr, range(128)))
+    samples = [every_ascii, every_ascii[::-1], "ERR_SSL v2.0 IL-6 x_y_Z9 don't", "A" * 50]
+    samples += [every_ascii[i::7] for i in range(7)]
+    for sample in samples:
+        assert sample.isascii()
+        assert tokens(sample) == general(sample), sample
+    assert tokens("Straße rotate") == ("strasse", "rotate")  # not ASCII: the general path
+
+
 def test_nfc_tokens_keep_compatibility_characters() -> None:
     """The gate's tokens: NFC, so "m²" stays "m²" — the one difference from `tokens`."""
     assert nfc_tokens("Cafe\u0301 au lait") == ["café", "au", "lait"]
