@@ -147,6 +147,24 @@ def test_eligibility_where_ands_the_spaces_with_every_filter() -> None:
     }
 
 
+@pytest.mark.django_db
+def test_sees_every_document_only_when_no_document_lies_outside_the_spaces(alice, bob) -> None:
+    carol = User.objects.create_user("carol", "carol@example.com", "pw-carol-123456")
+    spaces = [personal_space_id(user.pk) for user in (alice, bob, carol)]
+    assert spaces == sorted(spaces)
+    assert vectors.sees_every_document([]) and vectors.sees_every_document(spaces[:1])
+    services.note_create(owner=alice, title="A", body="Alpha.")
+    services.note_create(owner=carol, title="C", body="Gamma.")
+    assert vectors.sees_every_document(spaces)
+    assert vectors.sees_every_document([spaces[0], spaces[2]])  # bob's space holds nothing
+    assert not vectors.sees_every_document(spaces[:2])  # carol's note lies above
+    assert not vectors.sees_every_document(spaces[1:])  # alice's lies below
+    assert not vectors.sees_every_document([])
+    services.note_create(owner=bob, title="B", body="Beta.")
+    assert not vectors.sees_every_document([spaces[0], spaces[2]])  # bob's lies in the gap
+    assert vectors.sees_every_document(reversed(spaces))
+
+
 def test_hits_are_cosine_best_first_with_ties_by_id() -> None:
     hits = hits_from_result(["5", "3", "9", "4"], [0.1, 0.1, 0.5, 0.0], exclude={9}, limit=3)
     assert hits == [

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import logging
 import os
 import secrets
@@ -40,7 +41,7 @@ from urllib.parse import urlsplit
 import numpy as np
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from notes.models import Document
@@ -196,10 +197,20 @@ def sees_every_document(space_ids: Iterable[int]) -> bool:
     """True when every document is in one of `space_ids`, so no ineligible vector exists.
 
     Then the space clause in Chroma's `where` is a no-op — yet it is what makes a filtered
-    HNSW query slow (measured at 8k vectors: ~33–63 ms filtered vs 2–3 ms unfiltered). One
-    indexed lookup.
+    HNSW query slow (measured at 8k vectors: ~33–63 ms filtered vs 2–3 ms unfiltered).
+
+    Asked as "is there a document in a gap between these spaces' ids": ranges an index
+    answers at once. `NOT IN` reads every document (2.8 ms against 0.5 ms at 36k documents,
+    on every hybrid search).
     """
-    return not Document.objects.exclude(space_id__in=sorted(set(space_ids))).exists()
+    ordered = sorted(set(space_ids))
+    if not ordered:
+        return not Document.objects.exists()
+    gaps = Q(space_id__lt=ordered[0]) | Q(space_id__gt=ordered[-1])
+    for low, high in itertools.pairwise(ordered):
+        if high > low + 1:
+            gaps |= Q(space_id__gt=low, space_id__lt=high)
+    return not Document.objects.filter(gaps).exists()
 
 
 def index_state() -> VectorIndexState:
