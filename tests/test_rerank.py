@@ -11,6 +11,7 @@ logit. Nothing is downloaded: fastembed's download functions are replaced by one
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -230,6 +231,21 @@ def test_features_are_deterministic():
         candidate(2, "staging", dense=(1, 0.3)),
     ]
     assert np.array_equal(features(query, candidates), features(query, list(candidates)))
+
+
+def test_pairs_present_counts_what_the_set_of_every_pair_would():
+    from retrieval.search.rerank import _bigrams, pairs_present
+
+    stems = ["rotat", "stagi", "certs", "rotat", "stagi", "rotat", "certs", "certs"]
+    for query_pairs in (
+        set(),
+        {("rotat", "stagi")},  # twice in the passage: counted once
+        {("rotat", "stagi"), ("stagi", "certs"), ("certs", "rotat"), ("certs", "certs")},
+        {("stagi", "rotat"), ("certs", "stagi"), ("none", "such")},
+        set(itertools.pairwise(stems)),
+    ):
+        assert pairs_present(query_pairs, stems) == len(query_pairs & _bigrams(stems))
+    assert pairs_present({("a", "b")}, []) == 0 and pairs_present({("a", "b")}, ["a"]) == 0
 
 
 def test_passage_analysis_is_cached_bounded_and_follows_an_edit():
