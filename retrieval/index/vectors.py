@@ -188,7 +188,13 @@ def live_passage_ids(
     for part in chunked(list(passage_ids), 900):
         # The space is checked here, not in SQL: filtering on it there makes SQLite walk
         # every document of the spaces instead of the few hundred ids asked about.
-        rows = head_passages().filter(pk__in=list(part)).values_list("pk", "document__space_id")
+        # Unordered: the model's default order would sort the rows in a temporary B-tree.
+        rows = (
+            head_passages()
+            .filter(pk__in=list(part))
+            .order_by()
+            .values_list("pk", "document__space_id")
+        )
         live.update(pk for pk, space in rows if allowed is None or space in allowed)
     return live
 
@@ -387,10 +393,14 @@ def pending_note_count(space_ids: Iterable[int] | None = None, *, at_most: int) 
         return 0
     if len(ids) < PENDING_BATCH:
         heads = list(
-            Passage.objects.filter(pk__in=ids, is_head=True).values_list("document_id", flat=True)
+            Passage.objects.filter(pk__in=ids, is_head=True)
+            .order_by()
+            .values_list("document_id", flat=True)
         )
-        documents = Document.objects.filter(pk__in=set(heads)).values_list(
-            "pk", "space_id", "deleted_at"
+        documents = (
+            Document.objects.filter(pk__in=set(heads))
+            .order_by()
+            .values_list("pk", "space_id", "deleted_at")
         )
         live = {
             pk
