@@ -53,8 +53,12 @@ NOTES_CORPUS = DATA / "notes_corpus"
 OFFTOPIC = DATA / "offtopic_questions.txt"
 OFFTOPIC_HOLDOUT = DATA / "offtopic_questions_holdout.txt"
 ANSWERED = ("ANSWER", "ANSWER_WITH_CONFLICTS")
-# `fresh`: the notes sets written on 2026-12-02, all kept apart (bench/data/questions/README.md).
-SPLITS = ("tune", "holdout", "fresh")
+# `fresh` and `fresh2`: notes sets kept apart whole (bench/data/questions/README.md). `fresh`
+# has been seen (its false answers were printed once); `fresh2` has never been run.
+SPLITS = ("tune", "holdout", "fresh", "fresh2")
+# Splits whose false answers are counted but never printed: they judge a change made without
+# looking at them (the rows stay in the JSON, for when a set is retired).
+UNPRINTED_SPLITS = frozenset({"fresh2"})
 # (label, search mode, reranker) for the retrieval table.
 RETRIEVAL_MODES = (
     ("lexical", "lexical", "off"),
@@ -244,12 +248,16 @@ def notes_part(args: argparse.Namespace) -> dict[str, Any]:
     docs = load_notes_corpus(user)
     if pending_count(member_space_ids(user.pk)):
         call_command("lode_embed_pending", verbosity=0)
-    answerable = read_jsonl(QUESTIONS / "notes_answerable.jsonl") + read_jsonl(
-        QUESTIONS / "notes_fresh_answerable.jsonl"
-    )
-    unanswerable = read_jsonl(QUESTIONS / "notes_unanswerable.jsonl") + read_jsonl(
-        QUESTIONS / "notes_fresh_unanswerable.jsonl"
-    )
+    answerable = [
+        row
+        for name in ("notes_answerable", "notes_fresh_answerable", "notes_fresh2_answerable")
+        for row in read_jsonl(QUESTIONS / f"{name}.jsonl")
+    ]
+    unanswerable = [
+        row
+        for name in ("notes_unanswerable", "notes_fresh_unanswerable", "notes_fresh2_unanswerable")
+        for row in read_jsonl(QUESTIONS / f"{name}.jsonl")
+    ]
     for row in answerable:
         row["doc"] = docs[row["file"]]
         row["range"] = answer_range(row["doc"], row["answer"])
@@ -474,9 +482,7 @@ def show(report: dict[str, Any]) -> None:
         )
     lat = report["latency_ms"]
     print(f"ask latency p50 {lat['p50']} ms, p95 {lat['p95']} ms")
-    # The fresh split judges a change made without looking at it: its false answers are
-    # counted above but never printed (they are in the JSON, for when it is retired).
-    shown = [row for row in report["false_answers"] if row["split"] != "fresh"]
+    shown = [row for row in report["false_answers"] if row["split"] not in UNPRINTED_SPLITS]
     for row in shown[:30]:
         print(f"   FALSE ANSWER [{row['split']}] {row['question']!r} → {row['claim'][:100]!r}")
 

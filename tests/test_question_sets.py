@@ -4,10 +4,11 @@ Pure: no database, no network. The checks that need SciFact read `../shared/data
 there and are skipped otherwise (the data is not part of the repository).
 
 What is checked: every file parses; every row has its fields with the right types; ids are
-unique across all six sets; no question repeats in any set once case and punctuation are
+unique across all eight sets; no question repeats in any set once case and punctuation are
 ignored; each of the four first sets has at least 100 rows, split half and half (±1) by the
-even/odd rule the README states; the two fresh notes sets (written 2026-12-02) have at least
-80 unanswerable and 60 answerable rows, every one of them `fresh`, spread over many files;
+even/odd rule the README states; the four fresh notes sets (two written 2026-12-02 as
+`fresh`, two later that day as `fresh2`) have at least 80 unanswerable and 60 answerable
+rows, every one of them in its one split, spread over many files;
 every notes answer occurs verbatim in its file; every notes `near` file exists; every SciFact
 document, sentence index and claim exists, and the sentences of an answerable row are one
 SUPPORT rationale of its claim.
@@ -35,22 +36,43 @@ SETS = (
     "scifact_answerable",
     "scifact_unanswerable",
 )
-# The fresh kept-apart notes sets: every row is `fresh`, nobody tunes on any of them.
-FRESH_SETS = ("notes_fresh_answerable", "notes_fresh_unanswerable")
+# The kept-apart notes sets, each whole in one split nobody tunes on: `fresh` (written and
+# first run on 2026-12-02; its false answers were printed once since) and `fresh2` (written
+# on 2026-12-02 after that, never run).
+FRESH_SPLIT = {
+    "notes_fresh_answerable": "fresh",
+    "notes_fresh_unanswerable": "fresh",
+    "notes_fresh2_answerable": "fresh2",
+    "notes_fresh2_unanswerable": "fresh2",
+}
+FRESH_SETS = tuple(FRESH_SPLIT)
 ALL_SETS = SETS + FRESH_SETS
-NOTES_ANSWERABLE_SETS = ("notes_answerable", "notes_fresh_answerable")
-NOTES_UNANSWERABLE_SETS = ("notes_unanswerable", "notes_fresh_unanswerable")
+NOTES_ANSWERABLE_SETS = ("notes_answerable", "notes_fresh_answerable", "notes_fresh2_answerable")
+NOTES_UNANSWERABLE_SETS = (
+    "notes_unanswerable",
+    "notes_fresh_unanswerable",
+    "notes_fresh2_unanswerable",
+)
 MIN_ROWS: dict[str, int] = {
     **dict.fromkeys(SETS, 100),
-    "notes_fresh_answerable": 60,
-    "notes_fresh_unanswerable": 80,
+    **{name: 60 for name in FRESH_SETS if name.endswith("_answerable")},
+    **{name: 80 for name in FRESH_SETS if name.endswith("_unanswerable")},
 }
 SPLITS: dict[str, frozenset[str]] = {
     **dict.fromkeys(SETS, frozenset({"tune", "holdout"})),
-    **dict.fromkeys(FRESH_SETS, frozenset({"fresh"})),
+    **{name: frozenset({split}) for name, split in FRESH_SPLIT.items()},
 }
 # How many different corpus files each fresh set must cover, so it is not one topic's.
-FRESH_MIN_FILES = {"notes_fresh_answerable": 25, "notes_fresh_unanswerable": 30}
+FRESH_MIN_FILES = {
+    **{name: 25 for name in FRESH_SETS if name.endswith("_answerable")},
+    **{name: 30 for name in FRESH_SETS if name.endswith("_unanswerable")},
+}
+ID_PREFIXES = {
+    "notes_fresh_answerable": "notes-fa-",
+    "notes_fresh_unanswerable": "notes-fu-",
+    "notes_fresh2_answerable": "notes-ga-",
+    "notes_fresh2_unanswerable": "notes-gu-",
+}
 ANSWER_TYPES = frozenset(
     {"how_many", "when", "who", "which", "what", "how", "why", "yes_no", "where"}
 )
@@ -60,6 +82,8 @@ FIELDS: dict[str, dict[str, type]] = {
     "notes_unanswerable": {"near": str, "why": str},
     "notes_fresh_answerable": {"file": str, "answer": str, "type": str},
     "notes_fresh_unanswerable": {"near": str, "why": str},
+    "notes_fresh2_answerable": {"file": str, "answer": str, "type": str},
+    "notes_fresh2_unanswerable": {"near": str, "why": str},
     "scifact_answerable": {"doc_id": int, "sentences": list, "claim_id": int},
     "scifact_unanswerable": {"near_doc_id": int, "why": str},
 }
@@ -117,7 +141,7 @@ def test_ids_and_questions_are_unique_across_sets() -> None:
     ids = [row["id"] for name in ALL_SETS for row in load(name)]
     assert len(ids) == len(set(ids)), [i for i, n in Counter(ids).items() if n > 1]
     # A fresh question that repeats an old one (even with other case or punctuation) would not
-    # be fresh, so the check runs over all six sets together, not set by set.
+    # be fresh, so the check runs over all the sets together, not set by set.
     questions = [normalised(row["question"]) for name in ALL_SETS for row in load(name)]
     duplicated = [q for q, n in Counter(questions).items() if n > 1]
     assert not duplicated, duplicated
@@ -126,12 +150,10 @@ def test_ids_and_questions_are_unique_across_sets() -> None:
 def test_fresh_sets_are_kept_apart_and_spread() -> None:
     for name in FRESH_SETS:
         rows = load(name)
-        assert {row["split"] for row in rows} == {"fresh"}, name
-        file_field = "file" if name == "notes_fresh_answerable" else "near"
+        assert {row["split"] for row in rows} == {FRESH_SPLIT[name]}, name
+        file_field = "file" if name.endswith("_answerable") else "near"
         assert len({row[file_field] for row in rows}) >= FRESH_MIN_FILES[name], name
-    prefixes = {"notes_fresh_answerable": "notes-fa-", "notes_fresh_unanswerable": "notes-fu-"}
-    for name, prefix in prefixes.items():
-        assert all(row["id"].startswith(prefix) for row in load(name)), name
+        assert all(row["id"].startswith(ID_PREFIXES[name]) for row in rows), name
 
 
 @pytest.mark.parametrize("name", NOTES_ANSWERABLE_SETS)
