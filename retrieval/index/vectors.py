@@ -261,15 +261,28 @@ def lock_index_state() -> str:
     """Lock the index state row for the rest of the caller's transaction; returns the active
     manifest key.
 
-    Every write that decides from the vector records whether a passage is pending (marking
-    existing passages, recording vectors, rebuilding the table, switching the manifest)
+    Every write that decides from the vector records whether an existing passage is pending
+    (marking it again, recording vectors, rebuilding the table, switching the manifest)
     takes this lock first, so on PostgreSQL none of them can read the records while another
-    changes them and leave a row nobody removes. SQLite serialises writers anyway.
+    changes them and leave a row nobody removes. SQLite serialises writers anyway. Without a
+    row nothing was ever recorded (the worker creates it before its first record), so there
+    is nothing to race with and nothing is created here: a row inserted inside a note's
+    transaction would make every concurrent writer queue on its primary key.
     """
-    index_state()  # created on first use, so there is a row to lock
-    return (
-        VectorIndexState.objects.select_for_update().values_list("active_key", flat=True).get(pk=1)
+    key = (
+        VectorIndexState.objects.select_for_update()
+        .filter(pk=1)
+        .values_list("active_key", flat=True)
+        .first()
     )
+    return key if key is not None else current_manifest().key
+
+
+def _active_key_read() -> str:
+    """The active manifest key, read without creating the state row (see `lock_index_state`:
+    writers' transactions must not insert it)."""
+    key = VectorIndexState.objects.filter(pk=1).values_list("active_key", flat=True).first()
+    return key if key is not None else current_manifest().key
 
 
 def _insert_pending(passage_ids: Sequence[int], key: str) -> int:
@@ -287,7 +300,7 @@ def mark_new_pending(passage_ids: Iterable[int]) -> int:
     re-chunk): none can have a vector yet, and no worker sees them before the commit, so no
     lock is needed (a bulk import may hold its transaction for a while). Returns how many."""
     ids = sorted(set(passage_ids))
-    return _insert_pending(ids, active_manifest_key()) if ids else 0
+    return _insert_pending(ids, _active_key_read()) if ids else 0
 
 
 def mark_pending_again(passage_ids: Iterable[int]) -> int:
