@@ -63,11 +63,12 @@ from retrieval.index.vectors import (
     mark_pending_again,
     open_vector_store,
     pending_drift,
+    read_index_state,
     rebuild_pending,
     stale_records,
 )
 from retrieval.index.worker_health import WorkerHealth, forget_gone_workers, worker_health
-from retrieval.models import Passage, PassageVector, VectorIndexState
+from retrieval.models import Passage, PassageVector
 
 # Passage ids listed per vector finding in a report (the counts are always complete).
 EXAMPLES = 10
@@ -292,26 +293,14 @@ def _vector_findings(manifest_key: str) -> _VectorFindings:
     return _VectorFindings(live, records, vectors, missing, stale, orphans, misplaced)
 
 
-def _index_state() -> tuple[str, str]:
-    """(active, building) manifest keys, without creating the state row (health only reads);
-    before the first sync the active key is the code's own, as `index_state()` would make it.
-    """
-    state = VectorIndexState.objects.filter(pk=1).first()
-    if state is None:
-        return current_manifest().key, ""
-    return state.active_key, state.building_key
-
-
 def vector_health() -> VectorHealth:
     """Check the active collection; an unreachable Chroma or a missing model package is
     reported (unhealthy, with the reason), never raised. The pending table is compared with
     the records even then: that needs only the database."""
-    state = VectorIndexState.objects.filter(pk=1).first()
-    # No state row: nothing was ever recorded, so every live head passage is pending.
-    drift = pending_drift(state.active_key if state is not None else "")
+    active, building = read_index_state()
+    drift = pending_drift(active)
     try:
         code_key = current_manifest().key
-        active, building = _index_state()
         found = _vector_findings(active)
     except (EmbeddingUnavailable, VectorStoreUnavailable) as exc:
         return VectorHealth(
@@ -455,7 +444,7 @@ def repair_vectors(*, embedder: EmbedderLike | None = None) -> VectorRepair:
         model = embedder if embedder is not None else get_embedder()
         key = model.manifest.key
         reindexed = False
-        if _index_state()[0] != key:
+        if read_index_state()[0] != key:
             reindexed = reindex_vectors(embedder=model).switched
         findings = _vector_findings(key)
         wrong = findings.stale
@@ -470,7 +459,7 @@ def repair_vectors(*, embedder: EmbedderLike | None = None) -> VectorRepair:
         mark_pending_again(wrong)
         lost, orphans = reconcile_vectors(key)
         sync = sync_vectors(None, embedder=model)
-        active, building = _index_state()
+        active, building = read_index_state()
         retired = retire_collections(keep=active) if building in ("", active) else []
     except (EmbeddingUnavailable, VectorStoreUnavailable) as exc:
         return VectorRepair(attempted=True, error=str(exc))

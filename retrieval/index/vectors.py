@@ -257,6 +257,18 @@ def pending_count(
 PENDING_BATCH = 900  # ids per statement: SQLite's bound-parameter limit, with room to spare
 
 
+def read_index_state(*, lock: bool = False) -> tuple[str, str]:
+    """(active, building) manifest keys, read without creating the state row; with no row
+    the active key is the code's own (as `index_state()` would make it) and nothing is
+    building. `lock=True` locks the row, when it exists, for the rest of the caller's
+    transaction (see `lock_index_state`)."""
+    rows = VectorIndexState.objects.filter(pk=1)
+    if lock:
+        rows = rows.select_for_update()
+    row = rows.values_list("active_key", "building_key").first()
+    return row if row is not None else (current_manifest().key, "")
+
+
 def lock_index_state() -> str:
     """Lock the index state row for the rest of the caller's transaction; returns the active
     manifest key.
@@ -269,20 +281,7 @@ def lock_index_state() -> str:
     is nothing to race with and nothing is created here: a row inserted inside a note's
     transaction would make every concurrent writer queue on its primary key.
     """
-    key = (
-        VectorIndexState.objects.select_for_update()
-        .filter(pk=1)
-        .values_list("active_key", flat=True)
-        .first()
-    )
-    return key if key is not None else current_manifest().key
-
-
-def _active_key_read() -> str:
-    """The active manifest key, read without creating the state row (see `lock_index_state`:
-    writers' transactions must not insert it)."""
-    key = VectorIndexState.objects.filter(pk=1).values_list("active_key", flat=True).first()
-    return key if key is not None else current_manifest().key
+    return read_index_state(lock=True)[0]
 
 
 def _insert_pending(passage_ids: Sequence[int], key: str) -> int:
@@ -300,7 +299,7 @@ def mark_new_pending(passage_ids: Iterable[int]) -> int:
     re-chunk): none can have a vector yet, and no worker sees them before the commit, so no
     lock is needed (a bulk import may hold its transaction for a while). Returns how many."""
     ids = sorted(set(passage_ids))
-    return _insert_pending(ids, _active_key_read()) if ids else 0
+    return _insert_pending(ids, read_index_state()[0]) if ids else 0
 
 
 def mark_pending_again(passage_ids: Iterable[int]) -> int:
