@@ -159,6 +159,52 @@ def test_phrases_and_exclusions_keep_their_meaning(alice, animals) -> None:
     assert set(scores(alice, 'heron "falcon heron"')) == {animals[4].pk}
 
 
+# --- PostgreSQL: the top list from the postings ------------------------------------------
+
+
+def gin_top_list(query) -> list[tuple[int, float]]:
+    """The top list through the GIN matches, as for a phrase: the reference for the
+    postings-only way a query of single words takes."""
+    from retrieval.index.lexical import postgresql
+
+    original = postgresql.single_words
+    postgresql.single_words = lambda query: False
+    try:
+        return postgresql.floor_search(query)
+    finally:
+        postgresql.single_words = original
+
+
+@postgres_only
+@pytest.mark.parametrize("query", ["zebra", "lion", "falcon heron otter", "tiger heron gnu"])
+def test_single_words_are_ranked_from_the_postings_as_from_the_gin_matches(
+    alice, bob, animals, query
+) -> None:
+    from retrieval.index.lexical import postgresql
+
+    note(bob, "Gnu", "gnu lion")  # another owner's passage is in the top list too
+    parsed = parse(query)
+    assert postgresql.single_words(parsed)
+    found = postgresql.floor_search(parsed)
+    assert found and found == gin_top_list(parsed)
+
+
+@postgres_only
+def test_a_word_the_parser_splits_still_needs_all_its_parts(alice) -> None:
+    # PostgreSQL's parser makes 'long-term', 'long' and 'term' of one token, and its
+    # plainto_tsquery ANDs them: a passage with "long" alone is not a match. The top list
+    # must not take it from the postings of 'long'.
+    from retrieval.index.lexical import postgresql
+    from retrieval.query import ParsedQuery
+
+    both = note(alice, "Care", "long-term care plans")
+    note(alice, "Walk", "a long walk")
+    parsed = ParsedQuery(raw="long-term", text="long-term", terms=(("long-term",),))
+    found = postgresql.floor_search(parsed)
+    assert [pid for pid, _ in found] == list(both.passages.values_list("pk", flat=True))
+    assert found == gin_top_list(parsed)
+
+
 # --- PostgreSQL: the statistics tables, their health and repair ---------------------------
 
 

@@ -1,9 +1,10 @@
 """Issue 14, hybrid search's cost above the floor: the cheaper ways must answer exactly as
 the ones they replace.
 
-* the SQLite lexical leg takes FTS5's own top list first and checks only those rows for
-  eligibility (`sqlite._search_top_first`): the same hits, in the same order, as the joined
-  query, whether it finds enough at once, looks deeper, or hands over;
+* the lexical leg takes the engine's own top list first (FTS5's; PostgreSQL's BM25 over
+  every match) and checks only those rows for eligibility (`base.top_first`): the same
+  hits, in the same order, as the joined query, whether it finds enough at once, looks
+  deeper, or hands over, on both databases;
 * the candidates' canonical rows are read with one plain statement (`_canonical_rows`):
   the same rows, eligibility and order as the ORM read;
 * a candidate's words are counted from cached stems (`passage_stems`): the folded tokens,
@@ -24,8 +25,8 @@ from django.test.utils import CaptureQueriesContext
 from notes import services
 from notes.models import Document
 from retrieval.eligibility import audience_for
-from retrieval.index import vectors
-from retrieval.index.lexical import sqlite as fts
+from retrieval.index import lexical, vectors
+from retrieval.index.lexical import base
 from retrieval.index.sync import sync_vectors
 from retrieval.models import Passage
 from retrieval.query import parse
@@ -37,14 +38,17 @@ from tests import factories
 
 pytestmark = pytest.mark.django_db
 
-sqlite_only = pytest.mark.skipif(
-    connection.vendor != "sqlite", reason="the FTS5-first path exists only on SQLite"
-)
-
 QUERIES = ("certbot staging certificates", "redis cache policy", "certbot", "rotate keys friday")
-# How the two ways read in the SQL log: FTS5's own top list, and the joined query.
-TOP_LIST = f"SELECT rowid, bm25({fts.FTS_TABLE}"
-JOINED = "JOIN retrieval_passage p ON p.id = "
+# How the two ways read in the SQL log, per database: the engine's own top list (it starts
+# the statement on SQLite, it is anywhere in it on PostgreSQL), and the joined query.
+TOP_LIST, JOINED = {
+    "sqlite": ("SELECT rowid, bm25(retrieval_passage_fts", "JOIN retrieval_passage p ON p.id = "),
+    "postgresql": ("(SELECT single FROM shape) OR", "candidates AS MATERIALIZED"),
+}[connection.vendor]
+
+
+def is_top_list(sql: str) -> bool:
+    return sql.startswith(TOP_LIST) if connection.vendor == "sqlite" else TOP_LIST in sql
 
 
 @pytest.fixture(autouse=True)
@@ -73,25 +77,25 @@ def library(alice, bob) -> dict[str, list[Document]]:
     return {"alice": mine, "bob": theirs}
 
 
-def joined(query: str, user_id: int, limit: int) -> list[fts.LexicalHit]:
-    """The joined query alone: what the SQLite leg answered before the FTS5-first path."""
-    original = fts._search_top_first
-    fts._search_top_first = lambda *args, **kwargs: None
+def joined(query: str, user_id: int, limit: int) -> list[base.LexicalHit]:
+    """The joined query alone: what the lexical leg answered before the top-list-first path."""
+    backend = lexical.backend()
+    original = backend.top_first
+    backend.top_first = lambda *args, **kwargs: None
     try:
-        return fts.search(parse(query), audience=audience_for(user_id), limit=limit)
+        return backend.search(parse(query), audience=audience_for(user_id), limit=limit)
     finally:
-        fts._search_top_first = original
+        backend.top_first = original
 
 
-def statements(query: str, user_id: int, limit: int) -> tuple[list[fts.LexicalHit], list[str]]:
+def statements(query: str, user_id: int, limit: int) -> tuple[list[base.LexicalHit], list[str]]:
     with CaptureQueriesContext(connection) as captured:
-        hits = fts.search(parse(query), audience=audience_for(user_id), limit=limit)
+        hits = lexical.backend().search(parse(query), audience=audience_for(user_id), limit=limit)
     return hits, [q["sql"] for q in captured.captured_queries]
 
 
-@sqlite_only
 @pytest.mark.parametrize("limit", [1, 3, 10, 256])
-def test_fts5_first_gives_the_joined_querys_hits(library, alice, bob, limit) -> None:
+def test_the_top_list_first_gives_the_joined_querys_hits(library, alice, bob, limit) -> None:
     deleted = {p for d in library["alice"][5:8] for p in d.passages.values_list("pk", flat=True)}
     for query in QUERIES:
         for user in (alice, bob):
@@ -103,7 +107,6 @@ def test_fts5_first_gives_the_joined_querys_hits(library, alice, bob, limit) -> 
                 assert not any(JOINED in s for s in sql), (query, limit)
 
 
-@sqlite_only
 def test_a_short_first_look_goes_deeper_then_answers(library, alice, bob, monkeypatch) -> None:
     # Alice sees every note but bob's two best matches, so a first look of exactly `limit`
     # rows (no margin) is short but mostly eligible: it looks again, deeper.
@@ -112,32 +115,30 @@ def test_a_short_first_look_goes_deeper_then_answers(library, alice, bob, monkey
         space_id=personal_space_id(alice.pk)
     )
     assert not {hit.passage_id for hit in joined("certbot", alice.pk, 256)} & top
-    monkeypatch.setattr(fts, "TOP_MARGIN", 0)
+    monkeypatch.setattr(base, "TOP_MARGIN", 0)
     limit = 12
     hits, sql = statements("certbot", alice.pk, limit)
     assert hits == joined("certbot", alice.pk, limit)
     assert len(hits) == limit and not {h.passage_id for h in hits} & top
-    assert len([s for s in sql if s.startswith(TOP_LIST)]) == 2
+    assert len([s for s in sql if is_top_list(s)]) == 2
     assert not any(JOINED in s for s in sql)
 
 
-@sqlite_only
 def test_an_audience_seeing_little_of_the_index_hands_over(library, alice) -> None:
     # Alice sees 27 of 87 live notes: about a third of any top list is hers, too few to
     # fill it, so the joined query answers — and still exactly.
     limit = 40
     hits, sql = statements("certbot staging certificates", alice.pk, limit)
     assert hits == joined("certbot staging certificates", alice.pk, limit)
-    assert len([s for s in sql if s.startswith(TOP_LIST)]) == 1
+    assert len([s for s in sql if is_top_list(s)]) == 1
     assert any(JOINED in s for s in sql)
     assert {Passage.objects.get(pk=h.passage_id).document.owner_id for h in hits} == {alice.pk}
 
 
-@sqlite_only
 def test_filters_still_go_to_the_joined_query(library, alice) -> None:
     hits, sql = statements("certbot type:note", alice.pk, 256)
     assert hits and hits == joined("certbot type:note", alice.pk, 256)
-    assert not any(s.startswith(TOP_LIST) for s in sql)
+    assert not any(is_top_list(s) for s in sql)
 
 
 def orm_rows(ids: set[int], space_ids: frozenset[int]) -> dict[int, CandidateRow]:

@@ -78,6 +78,7 @@ from retrieval.index.lexical.base import (
     TITLE_WEIGHT,
     LexicalHealth,
     LexicalHit,
+    top_first,
 )
 from retrieval.query import ParsedQuery
 
@@ -96,6 +97,9 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 # Clamp for a non-positive IDF (a lexeme in more than half the passages), as FTS5 does.
 BM25_MIN_IDF = 1e-6
+# Scores are summed in units of 1e-12 (see `bm25_sql`): far below any difference BM25 ranks
+# by, far above float rounding, and a few hundred lexemes of parts below 1e3 stay in int8.
+FIXED_POINT = "1e12::float8"
 
 # The generated column's expression; the health check recomputes it from canonical text.
 VECTOR_SQL = (
@@ -282,23 +286,44 @@ def query_tokens(query: ParsedQuery) -> list[str]:
     return list(dict.fromkeys(token for group in (*query.terms, *query.phrases) for token in group))
 
 
-def bm25_sql(candidates: str) -> str:
+def bm25_sql(candidates: str | None) -> str:
     """A statement scoring the passages `candidates` selects (a SELECT of `id`s over `m`,
-    the GIN matches of the query, run as a CTE after `q`), best BM25 first, ties by id;
-    placeholders: the tsquery's, an array of query tokens, the candidates', then the limit.
+    the GIN matches of the query, run as a CTE after `q`; None: every match, the top list),
+    best BM25 first, ties by id; placeholders: the tsquery's, an array of query tokens,
+    whether the query is made of single words only (`single_words`), the candidates', then
+    the limit.
 
     The query's lexemes come from `to_tsvector` of each bound token, the same configuration
     the stored vectors were made with, so stemming and folding cannot drift apart. Their
     postings are read once (an index-only range per lexeme): their count per lexeme is df,
     and the rows of candidates are the tf and length scored. N and avgdl are aggregates over
-    the lengths table. All in this statement's snapshot, so right after any write. The sum
-    runs in lexeme order, so a score does not depend on the rows' physical order (a repair
-    that rewrites the postings gives the same floats).
+    the lengths table. All in this statement's snapshot, so right after any write.
+
+    Every match, for a query of single words each making at most one lexeme, is every
+    passage with a posting of a query lexeme: postings exist only for head passages and
+    hold every lexeme of their tsvector, and such a tsquery is an OR of those lexemes. The
+    top list then skips the GIN matches (`m` is never run: the guard is a one-time
+    condition and `m` a CTE nobody else reads); a phrase, an exclusion or a word the parser
+    splits into several lexemes (an AND) still goes through the GIN index.
+
+    A score is a sum in fixed point (each lexeme's part rounded to 1e-12, summed as
+    integers), so it does not depend on the order the rows come in (a repair that rewrites
+    the postings gives the same scores), without sorting each passage's rows.
     """
+    wanted = (
+        "((SELECT single FROM shape) OR b.passage_id IN (SELECT id FROM m))"
+        if candidates is None
+        else "b.passage_id IN (SELECT id FROM candidates)"
+    )
+    candidates_cte = "" if candidates is None else f", candidates AS MATERIALIZED ({candidates})"
     return (
         "WITH q AS (SELECT {tsquery} AS query), "
-        "ql AS (SELECT DISTINCT l AS lexeme FROM unnest(%s::text[]) AS t(token), "
-        f"unnest(tsvector_to_array(to_tsvector('{CONFIG}'::regconfig, t.token))) AS l), "
+        "tl AS MATERIALIZED (SELECT "
+        f"tsvector_to_array(to_tsvector('{CONFIG}'::regconfig, t.token)) AS lexemes "
+        "FROM unnest(%s::text[]) AS t(token)), "
+        "ql AS (SELECT DISTINCT l AS lexeme FROM tl, unnest(tl.lexemes) AS l), "
+        "shape AS (SELECT %s::boolean AND coalesce(bool_and(cardinality(lexemes) <= 1), true) "
+        "AS single FROM tl), "
         "totals AS (SELECT count(*)::float8 AS n, "
         f"coalesce(avg(length), 0)::float8 AS avgdl FROM {LENGTHS}), "
         "postings AS MATERIALIZED (SELECT b.lexeme, b.passage_id, "
@@ -308,14 +333,20 @@ def bm25_sql(candidates: str) -> str:
         "idf AS (SELECT lexeme, "
         f"greatest(ln((totals.n - count(*) + 0.5) / (count(*) + 0.5)), {BM25_MIN_IDF}) AS idf "
         "FROM postings, totals GROUP BY lexeme, totals.n), "
-        "m AS MATERIALIZED (SELECT m.id, m.document_id FROM q, lode_bm25_matches(q.query) m), "
-        f"candidates AS MATERIALIZED ({candidates}) "
-        f"SELECT b.passage_id, sum(idf.idf * b.tf * {BM25_K1 + 1} / (b.tf + {BM25_K1} * "
-        f"(1 - {BM25_B} + {BM25_B} * b.length / nullif(totals.avgdl, 0))) ORDER BY b.lexeme) "
-        "AS score FROM postings b JOIN idf ON idf.lexeme = b.lexeme CROSS JOIN totals "
-        "WHERE b.passage_id IN (SELECT id FROM candidates) "
+        "m AS MATERIALIZED (SELECT m.id, m.document_id FROM q, lode_bm25_matches(q.query) m)"
+        f"{candidates_cte} "
+        f"SELECT b.passage_id, (sum(round(idf.idf * b.tf * {BM25_K1 + 1} / (b.tf + {BM25_K1} * "
+        f"(1 - {BM25_B} + {BM25_B} * b.length / nullif(totals.avgdl, 0))) * {FIXED_POINT})::int8)"
+        f" / {FIXED_POINT})::float8 AS score "
+        "FROM postings b JOIN idf ON idf.lexeme = b.lexeme CROSS JOIN totals "
+        f"WHERE {wanted} "
         "GROUP BY b.passage_id ORDER BY score DESC, b.passage_id LIMIT %s"
     )
+
+
+def single_words(query: ParsedQuery) -> bool:
+    """A query of single words only: no phrase, no exclusion (see `bm25_sql`)."""
+    return not query.phrases and not query.excluded and all(len(g) == 1 for g in query.terms)
 
 
 def search(
@@ -332,10 +363,19 @@ def search(
     `documents` (the search's eligible-document queryset; built here from `query` when the
     caller has none), so a filtered-out passage never takes one of the `limit` places.
     Scores are BM25 as FTS5 computes it, higher is better (what sqlite.py returns).
+
+    Without document filters the BM25 top list of every match is taken first and only its
+    rows are checked for eligibility (`base.top_first`, as on SQLite): joining every match
+    to its document cost more than scoring them. The joined query below is the fallback and
+    the only way with filters. Both give exactly the same hits.
     """
     if query.is_empty:
         return []
     eligible, eligible_params = eligible_clause(query, audience=audience, documents=documents)
+    if not eligible:
+        found = top_first(lambda wanted: _top_list(query, wanted), audience, limit)
+        if found is not None:
+            return _hits(found)
     in_spaces, space_params = space_clause(audience)
     tsquery, params = tsquery_sql(query)
     candidates = (
@@ -344,17 +384,49 @@ def search(
     )
     sql = bm25_sql(candidates).replace("{tsquery}", tsquery)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, query_tokens(query), *space_params, *eligible_params, limit])
-        rows = cursor.fetchall()
+        cursor.execute(
+            sql,
+            [
+                *params,
+                query_tokens(query),
+                single_words(query),
+                *space_params,
+                *eligible_params,
+                limit,
+            ],
+        )
+        return _hits(cursor.fetchall())
+
+
+def _hits(rows: list[tuple[int, float]]) -> list[LexicalHit]:
     return [LexicalHit(passage_id=row[0], score=float(row[1]), score_name="bm25") for row in rows]
 
 
-def floor_search(query: ParsedQuery, *, limit: int = LEXICAL_LIMIT) -> list[tuple[int, float]]:
-    """The same tsquery and BM25 with no joins or space filter: the floor."""
+def _top_list(query: ParsedQuery, limit: int) -> list[tuple[int, float, int | None]]:
+    """The floor's top list with the space of each live head passage (None for the rest),
+    looked up after the limit in the same statement (`base.TopList`); outer joins, so the
+    list keeps its length whatever the lookups find."""
     tsquery, params = tsquery_sql(query)
-    sql = bm25_sql("SELECT id FROM m").replace("{tsquery}", tsquery)
+    sql = (
+        "SELECT t.passage_id, t.score, "
+        "CASE WHEN p.is_head AND d.deleted_at IS NULL THEN d.space_id END "
+        f"FROM ({bm25_sql(None).replace('{tsquery}', tsquery)}) t "
+        "LEFT JOIN retrieval_passage p ON p.id = t.passage_id "
+        "LEFT JOIN notes_document d ON d.id = p.document_id "
+        "ORDER BY t.score DESC, t.passage_id"
+    )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, query_tokens(query), limit])
+        cursor.execute(sql, [*params, query_tokens(query), single_words(query), limit])
+        return cursor.fetchall()
+
+
+def floor_search(query: ParsedQuery, *, limit: int = LEXICAL_LIMIT) -> list[tuple[int, float]]:
+    """The same tsquery and BM25 over every match, with no joins or eligibility: the
+    benchmark floor, and the top list `search()` checks first. Best first, ties by id."""
+    tsquery, params = tsquery_sql(query)
+    sql = bm25_sql(None).replace("{tsquery}", tsquery)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, query_tokens(query), single_words(query), limit])
         return cursor.fetchall()
 
 

@@ -31,6 +31,8 @@ from retrieval.index.lexical.base import (
     TITLE_WEIGHT,
     LexicalHealth,
     LexicalHit,
+    top_first,
+    with_spaces,
 )
 from retrieval.query import ParsedQuery
 
@@ -85,17 +87,6 @@ def match_expression(query: ParsedQuery) -> str:
     for group in query.excluded:
         expression += " NOT " + _quote(group)
     return expression
-
-
-# The FTS5-first path (`_search_top_first`): how many matches past `limit` the first look
-# takes, so a few ineligible ones (passages of deleted documents, another space's) do not
-# send it deeper; and the eligible share of that look below which it hands over to the
-# joined query instead of looking deeper.
-TOP_MARGIN = 32
-TOP_FIRST_MIN_SHARE = 0.5
-TOP_FIRST_ROUNDS = 2
-# Deeper looks take this many times more matches than the last.
-TOP_FIRST_GROWTH = 4
 
 
 def search(
@@ -156,52 +147,21 @@ def _hits(rows: Sequence[tuple[int, float]]) -> list[LexicalHit]:
 def _search_top_first(
     query: ParsedQuery, audience: Audience, limit: int
 ) -> list[LexicalHit] | None:
-    """`search()` without document filters, from FTS5's own top list: None when the joined
-    query should answer instead.
-
-    The joined query looks up every match's passage and document row (two B-tree lookups
-    into pages that also hold the passage texts) before it sorts: a SciFact claim matches
-    ~40% of all passages, so that is most of the leg's cost (bench/README.md, "Hybrid ÷
-    floor"). Here FTS5 ranks its matches alone (what the benchmark floor runs) and only the
-    top `limit + TOP_MARGIN` are checked — one statement by primary key, the space checked
-    here (with the spaces in SQL, SQLite walks every document of the space instead of
-    looking the few hundred ids up, as in `search._canonical_rows`). Exact: both orders
-    are (bm25, passage id) over the same MATCH, so the eligible rows of FTS5's top list, in
-    its order, are the first of all eligible rows; when fewer than `limit` of them are
-    eligible and FTS5 had more matches, it looks deeper, or hands over when most of the top
-    list was ineligible (an audience that sees a small part of the index is better served by
-    the joined query than by ever deeper looks).
-    """
-    if not audience.space_ids:
-        return []  # no space, nothing eligible (the joined query's `1 = 0`)
-    wanted = limit + TOP_MARGIN
+    """`search()` without document filters, from FTS5's own top list (`base.top_first`):
+    None when the joined query should answer instead."""
     expression = match_expression(query)
-    for _ in range(TOP_FIRST_ROUNDS):
+
+    def top_list(wanted: int) -> list[tuple[int, float, int | None]]:
         with connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT rowid, bm25({FTS_TABLE}, %s, %s) AS score FROM {FTS_TABLE} "
                 f"WHERE {FTS_TABLE} MATCH %s ORDER BY score, rowid LIMIT %s",
                 [TITLE_WEIGHT, TEXT_WEIGHT, expression, wanted],
             )
-            rows = cursor.fetchall()
-            if not rows:
-                return []
-            ids = [row[0] for row in rows]
-            cursor.execute(
-                "SELECT p.id, d.space_id FROM retrieval_passage p "
-                "JOIN notes_document d ON d.id = p.document_id "
-                f"WHERE p.id IN ({', '.join(['%s'] * len(ids))}) AND p.is_head "
-                "AND d.deleted_at IS NULL",
-                ids,
-            )
-            eligible = {pid for pid, space in cursor.fetchall() if space in audience.space_ids}
-        kept = [row for row in rows if row[0] in eligible]
-        if len(kept) >= limit or len(rows) < wanted:
-            return _hits(kept[:limit])
-        if len(kept) < TOP_FIRST_MIN_SHARE * len(rows):
-            return None
-        wanted *= TOP_FIRST_GROWTH
-    return None
+            return with_spaces(cursor.fetchall())
+
+    found = top_first(top_list, audience, limit)
+    return None if found is None else _hits(found)
 
 
 def floor_search(query: ParsedQuery, *, limit: int = LEXICAL_LIMIT) -> list[tuple[int, float]]:
