@@ -62,6 +62,31 @@ def env_probability(name: str) -> float | None:
     return value
 
 
+# PostgreSQL's default random_page_cost (4.0) prices an index lookup like a spinning disk's
+# seek, so for a few hundred passage ids it joins by a sequential scan of every document
+# (SciFact: 3.2 ms where the index lookups take 1.2; bench/README.md, "PostgreSQL BM25").
+# 1.1 is the usual value for SSDs and for data that stays in memory.
+PG_RANDOM_PAGE_COST = "1.1"
+
+
+def pg_random_page_cost() -> float | None:
+    """`LODE_PG_RANDOM_PAGE_COST`: the planner's `random_page_cost` every PostgreSQL
+    connection of lode's starts with (default 1.1); empty leaves the server's own, for a
+    connection pooler that refuses startup options (PgBouncer)."""
+    raw = os.environ.get("LODE_PG_RANDOM_PAGE_COST", PG_RANDOM_PAGE_COST).strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"LODE_PG_RANDOM_PAGE_COST={raw!r} is not a number") from None
+    if not 0.0 < value <= 1000.0:
+        raise ImproperlyConfigured(
+            f"LODE_PG_RANDOM_PAGE_COST={raw!r} must be above 0 and at most 1000"
+        )
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:

@@ -91,6 +91,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # after connect_timeout seconds rather than hanging while the server is down.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
+    # The planner's cost of an index lookup (env.pg_random_page_cost), unless the URL
+    # brings its own `options`.
+    if (page_cost := env.pg_random_page_cost()) is not None:
+        DATABASES["default"]["OPTIONS"].setdefault("options", f"-c random_page_cost={page_cost:g}")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -173,6 +173,34 @@ def test_database_postgres_options(monkeypatch, tmp_path):
     assert config["OPTIONS"]["sslmode"] == "require"
 
 
+def test_pg_random_page_cost_default_and_values(monkeypatch):
+    monkeypatch.delenv("LODE_PG_RANDOM_PAGE_COST", raising=False)
+    assert env.pg_random_page_cost() == 1.1
+    monkeypatch.setenv("LODE_PG_RANDOM_PAGE_COST", " 2 ")
+    assert env.pg_random_page_cost() == 2.0
+    monkeypatch.setenv("LODE_PG_RANDOM_PAGE_COST", "")  # the server's own, for PgBouncer
+    assert env.pg_random_page_cost() is None
+
+
+@pytest.mark.parametrize("raw", ["fast", "0", "-1", "nan", "inf", "1e9"])
+def test_pg_random_page_cost_rejects_bad_values(monkeypatch, raw):
+    monkeypatch.setenv("LODE_PG_RANDOM_PAGE_COST", raw)
+    with pytest.raises(ImproperlyConfigured) as info:
+        env.pg_random_page_cost()
+    assert "LODE_PG_RANDOM_PAGE_COST" in str(info.value)
+
+
+@pytest.mark.django_db
+def test_postgresql_connections_start_with_the_page_cost():
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("a PostgreSQL planner setting")
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW random_page_cost")
+        assert cursor.fetchone()[0] == "1.1"
+
+
 def test_database_postgres_needs_a_name(monkeypatch, tmp_path):
     monkeypatch.setenv("DATABASE_URL", "postgres://lode@localhost")
     with pytest.raises(ImproperlyConfigured) as info:
