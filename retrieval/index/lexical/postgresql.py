@@ -47,9 +47,12 @@ reads anyway (one index range per lexeme), and N/avgdl scan `retrieval_bm25_leng
 is the next step if that ever dominates). The cost of a query is linear in its lexemes'
 postings, like FTS5's; `statement_timeout` (the request budget) bounds it.
 
-Candidates still come from the GIN index (`lode_bm25_matches`, which also keeps the
-planner off a sequential scan that would detoast every tsvector to test `@@`), so phrases,
-exclusions and the eligibility clause keep their meaning, all before the LIMIT.
+Candidates come from the GIN index (`lode_bm25_matches`, which also keeps the planner off a
+sequential scan that would detoast every tsvector to test `@@`), so phrases, exclusions and
+the eligibility clause keep their meaning, all before the LIMIT. Two shortcuts, both exact
+(`bm25_sql`, `search`): a query of single words takes its matches from the postings it
+reads anyway, and without document filters the top list of every match is ranked first and
+only its rows are looked up for eligibility (`base.top_first`, as on SQLite).
 
 `index_health()` recomputes postings and lengths from the canonical text and compares;
 `rebuild()` refills both tables (and recreates their triggers if they were dropped).
