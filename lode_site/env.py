@@ -48,15 +48,19 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     return value
 
 
+def _number(name: str, raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+
+
 def env_probability(name: str) -> float | None:
     """A probability in (0, 1) from the environment, or None when unset or empty."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+    value = _number(name, raw)
     if not 0.0 < value < 1.0:
         raise ImproperlyConfigured(f"{name}={raw!r} must be strictly between 0 and 1")
     return value
@@ -76,10 +80,7 @@ def pg_random_page_cost() -> float | None:
     raw = os.environ.get("LODE_PG_RANDOM_PAGE_COST", PG_RANDOM_PAGE_COST).strip()
     if not raw:
         return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"LODE_PG_RANDOM_PAGE_COST={raw!r} is not a number") from None
+    value = _number("LODE_PG_RANDOM_PAGE_COST", raw)
     if not 0.0 < value <= 1000.0:
         raise ImproperlyConfigured(
             f"LODE_PG_RANDOM_PAGE_COST={raw!r} must be above 0 and at most 1000"
