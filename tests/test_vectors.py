@@ -341,8 +341,17 @@ def found(query: np.ndarray, space_id: int) -> set[int]:
     return {hit.passage_id for hit in store().query(query, space_ids=[space_id], limit=50)}
 
 
+@pytest.fixture
+def space_clause_always(monkeypatch) -> None:
+    """Keep the space clause in Chroma's `where` for every audience that does not see every
+    document (by default one that sees a large share of them goes without it)."""
+    monkeypatch.setattr(vectors, "UNFILTERED_SHARE", 1.0)
+
+
 @pytest.mark.django_db
-def test_a_moved_documents_vectors_are_restamped_to_its_new_space(store_mode, alice, bob) -> None:
+def test_a_moved_documents_vectors_are_restamped_to_its_new_space(
+    store_mode, space_clause_always, alice, bob
+) -> None:
     """Moving a document re-stamps its vectors' `space`: the new space's dense leg finds
     them after the sync, and the old space never does once the document has left it."""
     query = unit(0)
@@ -377,7 +386,7 @@ def test_a_moved_documents_vectors_are_restamped_to_its_new_space(store_mode, al
 
 @pytest.mark.django_db
 def test_a_vector_written_without_a_space_is_invisible_until_restamped(
-    store_mode, alice, bob
+    store_mode, space_clause_always, alice, bob
 ) -> None:
     """A vector from before spaces (metadata `owner`, no `space`) matches no space filter;
     `restamp_spaces` stamps it from its record, after which its space finds it."""
@@ -409,6 +418,45 @@ def test_a_vector_written_without_a_space_is_invisible_until_restamped(
         p.pk for p in Passage.objects.filter(document__owner=bob, is_head=True)
     }
     assert restamp_spaces() == 0
+
+
+@pytest.mark.django_db
+def test_an_audience_seeing_most_documents_is_served_without_the_space_clause(
+    store_mode, alice, bob, monkeypatch
+) -> None:
+    """Alice sees two of three notes: Chroma is asked without a `where`, deeper, and the
+    canonical check keeps her passages only — the same hits as the filtered query. A moved
+    document counts in its new space at once (its stamp is not what decides here)."""
+    query = unit(0)
+    mine = [note_with_sections(alice, f"Runbook {i}", 2) for i in range(2)]
+    note_with_sections(bob, "Bob notes", 2)
+    sync_vectors(embedder=FixedEmbedder(query))
+    alices = personal_space_id(alice.pk)
+    assert vectors.audience_share([alices]) == pytest.approx(2 / 3)
+    clauses: list[object] = []
+    nearest = vectors.VectorStore._nearest
+
+    def spy(self, query, clause, wanted):
+        clauses.append((clause, wanted))
+        return nearest(self, query, clause, wanted)
+
+    monkeypatch.setattr(vectors.VectorStore, "_nearest", spy)
+    unfiltered = store().query(query, space_ids=[alices], limit=3)
+    assert clauses == [(None, int((3 + vectors.QUERY_MARGIN) / (2 / 3)) + vectors.QUERY_MARGIN)]
+    theirs = {p.pk for d in mine for p in head(d)}
+    assert len(unfiltered) == 3 and {h.passage_id for h in unfiltered} <= theirs
+
+    monkeypatch.setattr(vectors, "UNFILTERED_SHARE", 1.0)
+    clauses.clear()
+    assert store().query(query, space_ids=[alices], limit=3) == unfiltered
+    assert clauses[0][0] == {"space": {"$eq": alices}}
+
+    monkeypatch.setattr(vectors, "UNFILTERED_SHARE", 0.2)
+    team = Space.objects.create(name="Team")
+    Document.objects.filter(pk=mine[0].pk).update(space=team)  # not yet re-stamped
+    moved = {p.pk for p in head(mine[0])}
+    assert {h.passage_id for h in store().query(query, space_ids=[team.pk], limit=50)} == moved
+    assert not {h.passage_id for h in store().query(query, space_ids=[alices], limit=50)} & moved
 
 
 # --- failure modes -----------------------------------------------------------------------
