@@ -209,9 +209,11 @@ def restamp_spaces(passage_ids: Iterable[int] | None = None) -> int:
     """Bring the vectors' `space` metadata in step with their documents' spaces; returns how
     many were re-stamped. Chroma first, then the record, so a crash in between repeats it.
 
-    Until it runs, a moved document is missing from its new space's dense leg (its vectors
-    still name the old space) — never shown to its old one: the dense leg re-checks every
-    hit's canonical space (`vectors.live_passage_ids`)."""
+    Until it runs, a moved document is missing from its new space's dense leg wherever
+    Chroma's space filter is used (its vectors still name the old space; an audience that
+    sees a large share of the documents is served without the filter, `VectorStore.query`)
+    — never shown to its old one: the dense leg re-checks every hit's canonical space
+    (`vectors.live_passage_ids`)."""
     rows = list(
         unstamped_records(passage_ids).values_list(
             "manifest_key", "passage_id", "passage__document__space_id"
