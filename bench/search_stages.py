@@ -1,16 +1,17 @@
 """Where a search's time goes, stage by stage, on whichever database the environment names.
 
     LODE_DATA_DIR=DIR [DATABASE_URL=postgres://…] .venv/bin/python bench/search_stages.py \
-        [--mode lexical] [--queries 300]
+        [--mode lexical] [--queries 300] [--page]
 
 The data folder (and database) must hold SciFact for user `eval` (`manage.py lode_load_beir
 ../shared/data/scifact`; semantic and hybrid modes also `manage.py lode_embed_pending`). It
 runs the first `--queries` SciFact train claims (after 30 for warm-up) through
-`retrieval.search.pipeline.search()` as `lode_eval` does (every hit, no highlighting) and
-times the whole call and its stages by wrapping them: the lexical leg, the dense leg, the
-candidates' canonical rows, the rerank, loading the returned hits (`in_bulk`) and graph
-expansion. Run it once per database, back to back, to see which stage makes the
-difference between them. Prints p50 / p95 / mean in ms per stage.
+`retrieval.search.pipeline.search()` as `lode_eval` does (every hit, no highlighting; with
+`--page`, as the search page does: its page size, highlighted) and times the whole call and
+its stages by wrapping them: the lexical leg, the dense leg, the candidates' canonical rows,
+fusion, the rerank, loading the returned hits (`in_bulk`), graph expansion and highlighting.
+Run it once per database, back to back, to see which stage makes the difference between
+them. Prints p50 / p95 / mean in ms per stage.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def main() -> int:
     )
     parser.add_argument("--mode", default="lexical")
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--page", action="store_true", help="the page's size, highlighted")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "lode_site.settings")
@@ -72,7 +74,9 @@ def main() -> int:
     timed(pipeline, "_lexical_leg", "lexical leg")
     timed(pipeline, "_dense_leg", "dense leg")
     timed(pipeline, "_canonical_rows", "canonical rows")
+    timed(pipeline, "fuse", "fusion")
     timed(pipeline, "_rerank", "rerank")
+    timed(pipeline, "highlight_hits", "highlighting")
     timed(QuerySet, "in_bulk", "hits loaded (in_bulk)")
     timed(pipeline, "expand", "graph expansion")
     timed(pipeline, "search", "search (whole)")
@@ -91,10 +95,11 @@ def main() -> int:
             query=text,
             mode=search_mode,
             rerank=rerank,
-            limit=pipeline.MAX_LIMIT,
-            highlight=False,
+            limit=pipeline.DEFAULT_PAGE_SIZE if args.page else pipeline.MAX_LIMIT,
+            highlight=args.page,
         )
-    print(f"{connection.vendor}, mode {args.mode}, {len(texts) - WARMUP} queries")
+    shape = "the page's size, highlighted" if args.page else "every hit, no highlighting"
+    print(f"{connection.vendor}, mode {args.mode}, {len(texts) - WARMUP} queries, {shape}")
     print(f"{'stage':24s} {'calls':>6s} {'p50':>7s} {'p95':>7s} {'mean':>7s}")
     for label, values in timings.items():
         print(
