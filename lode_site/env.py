@@ -88,6 +88,13 @@ def pg_random_page_cost() -> float | None:
     return value
 
 
+def with_page_cost(options: str, page_cost: float) -> str:
+    """libpq startup `options` with `-c random_page_cost=…` added, unless they set it."""
+    if "random_page_cost" in options:
+        return options
+    return f"{options} -c random_page_cost={page_cost:g}".strip()
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:

@@ -91,10 +91,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # after connect_timeout seconds rather than hanging while the server is down.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
-    # The planner's cost of an index lookup (env.pg_random_page_cost), unless the URL
-    # brings its own `options`.
+    # The planner's cost of an index lookup (env.pg_random_page_cost), added to any startup
+    # options the URL brings (`?currentSchema=` becomes `-c search_path=…`) unless they set
+    # it themselves.
     if (page_cost := env.pg_random_page_cost()) is not None:
-        DATABASES["default"]["OPTIONS"].setdefault("options", f"-c random_page_cost={page_cost:g}")
+        DATABASES["default"]["OPTIONS"]["options"] = env.with_page_cost(
+            DATABASES["default"]["OPTIONS"].get("options", ""), page_cost
+        )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

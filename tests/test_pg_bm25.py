@@ -176,13 +176,24 @@ def gin_top_list(query) -> list[tuple[int, float]]:
 
 
 @postgres_only
-@pytest.mark.parametrize("query", ["zebra", "lion", "falcon heron otter", "tiger heron gnu"])
+@pytest.mark.parametrize(
+    "query", ["zebra", "lion", "falcon heron otter", "tiger heron gnu", "the lion", "ibis lion"]
+)
 def test_single_words_are_ranked_from_the_postings_as_from_the_gin_matches(
     alice, bob, animals, query
 ) -> None:
     from retrieval.index.lexical import postgresql
 
     note(bob, "Gnu", "gnu lion")  # another owner's passage is in the top list too
+    # An edited note (its old passages are no longer at head) and a deleted one.
+    services.note_update(
+        document=animals[1],
+        user=alice,
+        base_version_id=animals[1].head_id,
+        title="Tiger",
+        body="ibis lion tiger",
+    )
+    services.note_delete(document=animals[3], user=alice)
     parsed = parse(query)
     assert postgresql.single_words(parsed)
     found = postgresql.floor_search(parsed)

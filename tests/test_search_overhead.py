@@ -38,7 +38,16 @@ from tests import factories
 
 pytestmark = pytest.mark.django_db
 
-QUERIES = ("certbot staging certificates", "redis cache policy", "certbot", "rotate keys friday")
+# Single words, and a phrase and an exclusion (PostgreSQL ranks those through its GIN
+# matches, single words from their postings).
+QUERIES = (
+    "certbot staging certificates",
+    "redis cache policy",
+    "certbot",
+    "rotate keys friday",
+    '"rotate the certificates" staging',
+    "certbot -redis",
+)
 # How the two ways read in the SQL log, per database: the engine's own top list (it starts
 # the statement on SQLite, it is anywhere in it on PostgreSQL), and the joined query.
 TOP_LIST, JOINED = {

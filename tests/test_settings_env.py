@@ -190,15 +190,26 @@ def test_pg_random_page_cost_rejects_bad_values(monkeypatch, raw):
     assert "LODE_PG_RANDOM_PAGE_COST" in str(info.value)
 
 
+def test_the_page_cost_joins_the_urls_own_startup_options(monkeypatch, tmp_path):
+    monkeypatch.setenv("DATABASE_URL", "postgres://lode@localhost/lodedb?currentSchema=notes")
+    options = env.database(tmp_path)["OPTIONS"]["options"]
+    assert env.with_page_cost(options, 1.1) == "-c search_path=notes -c random_page_cost=1.1"
+    assert env.with_page_cost("", 2.0) == "-c random_page_cost=2"
+    assert env.with_page_cost("-c random_page_cost=4", 1.1) == "-c random_page_cost=4"
+
+
 @pytest.mark.django_db
 def test_postgresql_connections_start_with_the_page_cost():
     from django.db import connection
 
     if connection.vendor != "postgresql":
         pytest.skip("a PostgreSQL planner setting")
+    page_cost = env.pg_random_page_cost()
+    if page_cost is None or "random_page_cost" in os.environ.get("DATABASE_URL", ""):
+        pytest.skip("this environment leaves random_page_cost to the server or sets its own")
     with connection.cursor() as cursor:
         cursor.execute("SHOW random_page_cost")
-        assert cursor.fetchone()[0] == "1.1"
+        assert cursor.fetchone()[0] == f"{page_cost:g}"
 
 
 def test_database_postgres_needs_a_name(monkeypatch, tmp_path):

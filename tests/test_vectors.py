@@ -16,6 +16,7 @@ import sys
 import textwrap
 import time
 import uuid
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from django.contrib.auth.models import User
 from notes import services
 from notes.models import Document
 from retrieval.index import vectors
-from retrieval.index.embeddings import DIMENSION, Manifest, current_manifest
+from retrieval.index.embeddings import DIMENSION, Manifest, current_manifest, passage_input
 from retrieval.index.sync import restamp_spaces, sync_vectors
 from retrieval.index.vectors import (
     VectorHit,
@@ -448,7 +449,8 @@ def test_an_audience_seeing_most_documents_is_served_without_the_space_clause(
 
     monkeypatch.setattr(vectors, "UNFILTERED_SHARE", 1.0)
     clauses.clear()
-    assert store().query(query, space_ids=[alices], limit=3) == unfiltered
+    filtered = store().query(query, space_ids=[alices], limit=3)
+    assert [h.passage_id for h in filtered] == [h.passage_id for h in unfiltered]
     assert clauses[0][0] == {"space": {"$eq": alices}}
 
     monkeypatch.setattr(vectors, "UNFILTERED_SHARE", 0.2)
@@ -457,6 +459,74 @@ def test_an_audience_seeing_most_documents_is_served_without_the_space_clause(
     moved = {p.pk for p in head(mine[0])}
     assert {h.passage_id for h in store().query(query, space_ids=[team.pk], limit=50)} == moved
     assert not {h.passage_id for h in store().query(query, space_ids=[alices], limit=50)} & moved
+
+
+class SeededEmbedder(FixedEmbedder):
+    """A distinct synthetic vector per passage text, so HNSW has neighbours to rank."""
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        return np.stack([unit(zlib.crc32(text.encode())) for text in texts])
+
+
+def spied_nearest(monkeypatch) -> list[tuple[object, int]]:
+    """Record the (clause, depth) of every Chroma query `VectorStore.query` makes."""
+    calls: list[tuple[object, int]] = []
+    nearest = vectors.VectorStore._nearest
+
+    def spy(self, query, clause, wanted):
+        calls.append((clause, wanted))
+        return nearest(self, query, clause, wanted)
+
+    monkeypatch.setattr(vectors.VectorStore, "_nearest", spy)
+    return calls
+
+
+@pytest.mark.django_db
+def test_the_unfiltered_query_ranks_like_the_filtered_one_past_its_depth(
+    store_mode, alice, bob, monkeypatch
+) -> None:
+    """135 distinct vectors, more than the unfiltered query's depth (95 for 10 hits at a
+    share of 2/3): HNSW ranks, nothing falls back to exact scoring, and the hits are the
+    filtered query's and the exact top 10 of alice's vectors."""
+    mine = [note_with_sections(alice, f"Runbook {i}", 45) for i in range(2)]
+    note_with_sections(bob, "Bob notes", 45)
+    embedder = SeededEmbedder(unit(0))
+    sync_vectors(embedder=embedder)
+    query = unit(1)
+    alices = personal_space_id(alice.pk)
+    theirs = [p for d in mine for p in head(d)]
+    assert len(theirs) == 90 and Passage.objects.filter(is_head=True).count() == 135
+    calls = spied_nearest(monkeypatch)
+    unfiltered = store().query(query, space_ids=[alices], limit=10)
+    assert calls == [(None, int((10 + vectors.QUERY_MARGIN) / (2 / 3)) + vectors.QUERY_MARGIN)]
+    inputs = [passage_input(p) for p in theirs]
+    cosines = embedder.embed_passages(inputs) @ query
+    exact = [theirs[i].pk for i in np.argsort(-cosines)[:10]]
+    assert [h.passage_id for h in unfiltered] == exact
+    monkeypatch.setattr(vectors, "UNFILTERED_SHARE", 1.0)
+    assert [h.passage_id for h in store().query(query, space_ids=[alices], limit=10)] == exact
+
+
+@pytest.mark.django_db
+def test_an_audience_whose_documents_have_few_vectors_falls_back_to_the_filter(
+    store_mode, alice, bob, monkeypatch
+) -> None:
+    """Alice holds 3 of 4 notes but only one embedded passage: the unfiltered look (78 deep)
+    finds none of hers among bob's 80 vectors, and instead of looking ever deeper the query
+    asks Chroma's space filter once."""
+    mine = [note_with_sections(alice, f"Runbook {i}", 2) for i in range(3)]
+    bobs = note_with_sections(bob, "Bob notes", 80)
+    embedder = SeededEmbedder(unit(0))
+    (embedded, *_rest) = head(mine[0])
+    sync_vectors([embedded.pk, *(p.pk for p in head(bobs))], embedder=embedder)
+    calls = spied_nearest(monkeypatch)
+    alices = personal_space_id(alice.pk)
+    hits = store().query(unit(1), space_ids=[alices], limit=3)
+    assert [h.passage_id for h in hits] == [embedded.pk]
+    assert calls == [
+        (None, int((3 + vectors.QUERY_MARGIN) / 0.75) + vectors.QUERY_MARGIN),
+        ({"space": {"$eq": alices}}, 3 + vectors.QUERY_MARGIN),
+    ]
 
 
 # --- failure modes -----------------------------------------------------------------------

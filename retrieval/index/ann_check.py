@@ -1,8 +1,10 @@
 """How well Chroma's approximate search finds the true nearest neighbours.
 
 For each query, the top-k of the dense leg's own call (`VectorStore.query`: HNSW with the
-eligibility filter in Chroma's `where`) is compared with an exact brute-force cosine top-k
-over the same stored vectors of the same eligible set. Reported with the space filter only,
+eligibility filter in Chroma's `where`, or, for an audience that sees every document or a
+large share of them, without it and checked on the database) is compared with an exact
+brute-force cosine top-k over the same stored vectors of the same eligible set. Reported
+with the audience's spaces only ("space_filter_only": whichever way the leg serves them),
 and with an extra metadata filter that keeps about half the corpus (`version >= median`),
 since filtered HNSW walks are where approximate search loses neighbours.
 """

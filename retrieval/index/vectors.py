@@ -731,10 +731,11 @@ class VectorStore:
         # ineligible can take a slot either way.
         clause = None if where is None else eligibility_where(spaces, where)
         wanted = limit + QUERY_MARGIN
+        by_share = False  # unfiltered because the audience sees a large share
         if where is None and not sees_every_document(spaces):
             share = audience_share(spaces)
             if share >= UNFILTERED_SHARE:
-                wanted = int(wanted / share) + QUERY_MARGIN
+                wanted, by_share = int(wanted / share) + QUERY_MARGIN, True
             else:
                 clause = eligibility_where(spaces)
         while True:
@@ -744,6 +745,12 @@ class VectorStore:
             hits = hits_from_result(ids, distances, exclude=dead, limit=limit)
             if len(hits) == limit or complete:
                 return hits
+            if by_share:
+                # Fewer of theirs than the share promised (the share counts documents: theirs
+                # may have few vectors yet, or lie far from the query). Deeper unfiltered
+                # looks could grow to the whole collection; Chroma's filter answers in one.
+                clause, wanted, by_share = eligibility_where(spaces), limit + QUERY_MARGIN, False
+                continue
             wanted *= 4  # more replaced passages than the margin: look deeper
 
     def _nearest(
@@ -760,6 +767,8 @@ class VectorStore:
             ids, distances = list(result["ids"][0]), list(result["distances"][0])
             if len(ids) == wanted:
                 return ids, distances, False
+            if clause is None:
+                return ids, distances, True  # unfiltered and short: that is every vector
             # Fewer than asked: either few passages are eligible, or the filtered HNSW walk
             # never reached some (chromadb 1.5.9 misses a lone eligible vector among many
             # close ineligible ones: measured). Score the eligible set exactly instead.
