@@ -46,6 +46,7 @@ from django.utils import timezone
 
 from notes.models import Document
 from retrieval.index.embeddings import Manifest, current_manifest
+from retrieval.index.lexical.base import live_head_spaces
 from retrieval.models import Passage, PassageVector, PendingVector, VectorIndexState
 
 if TYPE_CHECKING:
@@ -183,27 +184,16 @@ def stale_records(passage_ids: Iterable[int] | None = None) -> QuerySet[PassageV
 def live_passage_ids(
     passage_ids: Sequence[int], space_ids: Iterable[int] | None = None
 ) -> set[int]:
-    """Which of these passages are live head passages (in one of `space_ids`, if given);
-    one indexed lookup per 900 ids.
+    """Which of these passages are live head passages (in one of `space_ids`, if given),
+    read by primary key (`lexical.base.live_head_spaces`, the lexical top list's check too).
 
     A vector can outlive its passage's head status for a moment: the old version's vectors
     stay in Chroma until the worker's next sync deletes them; and a moved document's vectors
     carry its old space until the sync re-stamps them. The canonical space is checked here.
     """
     allowed = None if space_ids is None else set(space_ids)
-    live: set[int] = set()
-    for part in chunked(list(passage_ids), 900):
-        # The space is checked here, not in SQL: filtering on it there makes SQLite walk
-        # every document of the spaces instead of the few hundred ids asked about.
-        # Unordered: the model's default order would sort the rows in a temporary B-tree.
-        rows = (
-            head_passages()
-            .filter(pk__in=list(part))
-            .order_by()
-            .values_list("pk", "document__space_id")
-        )
-        live.update(pk for pk, space in rows if allowed is None or space in allowed)
-    return live
+    spaces = live_head_spaces(list(passage_ids))
+    return {pk for pk, space in spaces.items() if allowed is None or space in allowed}
 
 
 def sees_every_document(space_ids: Iterable[int]) -> bool:

@@ -123,20 +123,31 @@ def top_first(top_list: TopList, audience: Audience, limit: int) -> list[tuple[i
 
 
 def with_spaces(rows: list[tuple[int, float]]) -> list[tuple[int, float, int | None]]:
-    """A top list's rows with the space of each live head passage (None for the rest), read
-    in one statement by primary key. Plain SQL both databases read alike; the spaces are
-    compared in Python, as in the search pipeline's `_canonical_rows` (with them in SQL,
-    SQLite walks every document of the space instead of looking the ids up)."""
-    if not rows:
-        return []
-    ids = [row[0] for row in rows]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT p.id, d.space_id FROM retrieval_passage p "
-            "JOIN notes_document d ON d.id = p.document_id "
-            f"WHERE p.id IN ({', '.join(['%s'] * len(ids))}) AND p.is_head "
-            "AND d.deleted_at IS NULL",
-            ids,
-        )
-        spaces = dict(cursor.fetchall())
+    """A top list's rows with the space of each live head passage (None for the rest)."""
+    spaces = live_head_spaces([row[0] for row in rows])
     return [(pid, score, spaces.get(pid)) for pid, score in rows]
+
+
+# Ids per statement: SQLite's bound-parameter limit, with room to spare.
+LOOKUP_BATCH = 900
+
+
+def live_head_spaces(passage_ids: list[int]) -> dict[int, int]:
+    """The space of each of these passages that is a head passage of a live document, by
+    primary key (one statement per `LOOKUP_BATCH` ids). Plain SQL both databases read
+    alike; callers compare the spaces in Python: with them in SQL, SQLite walks every
+    document of the spaces instead of looking the few hundred ids up (as in the search
+    pipeline's `_canonical_rows`). Unordered: an ORDER BY would sort in a temporary B-tree."""
+    spaces: dict[int, int] = {}
+    with connection.cursor() as cursor:
+        for start in range(0, len(passage_ids), LOOKUP_BATCH):
+            part = passage_ids[start : start + LOOKUP_BATCH]
+            cursor.execute(
+                "SELECT p.id, d.space_id FROM retrieval_passage p "
+                "JOIN notes_document d ON d.id = p.document_id "
+                f"WHERE p.id IN ({', '.join(['%s'] * len(part))}) AND p.is_head "
+                "AND d.deleted_at IS NULL",
+                part,
+            )
+            spaces.update(cursor.fetchall())
+    return spaces
