@@ -26,6 +26,11 @@
   `bootstrap run` writes the master's pid to `<data>/gunicorn.pid` for that.
 * **Recycling.** A worker is replaced after `max_requests` (± jitter, so the workers do not
   all restart at once) to bound slow memory growth (allocator fragmentation, caches).
+* **One inference thread per process** (`LODE_EMBED_THREADS=1`, unless set): onnxruntime's
+  default is a pool of one thread per core in every process, spinning between calls, so with
+  a process per core each query's embedding kept every core busy. Measured
+  (`bench/request_cpu.py`, SciFact, hybrid): 92 → 67 ms of CPU per search page, 83 → 59 per
+  API search, for ~3 ms more wall time on an idle server (the query's embedding: 6 → 9 ms).
 * **No preload.** The app (Django, and lazily the model, onnxruntime's thread pool, database
   and Chroma connections) is loaded in each worker after the fork: none of those survive a
   fork safely, and SIGHUP can only pick up new code when the master never imported it. Each
@@ -55,6 +60,9 @@ def _cores() -> int:
     except (AttributeError, OSError):  # not Linux
         return os.cpu_count() or 1
 
+
+# Read by the workers' settings (they import Django after the fork); see the docstring.
+os.environ.setdefault("LODE_EMBED_THREADS", "1")
 
 wsgi_app = "lode_site.wsgi:application"
 proc_name = "lode"

@@ -267,6 +267,11 @@ TASKS = {
 # LODE_MODEL_DIR: a ready model folder to use as-is; empty means assemble one into
 # <data>/models/ from the pinned model packages.
 LODE_MODEL_DIR = env.env_str("LODE_MODEL_DIR", "").strip()
+# LODE_EMBED_THREADS: onnxruntime's threads for one embedding call; 0 means its default (a
+# pool of one thread per core, which spins between calls). The web server sets 1 for its
+# processes (lode_site/gunicorn_conf.py): they are one per core and embed one short query at
+# a time, so a pool per process only adds threads spinning on cores the others need.
+LODE_EMBED_THREADS = env.env_int("LODE_EMBED_THREADS", 0, minimum=0)
 # CHROMA_URL (e.g. http://127.0.0.1:8001) selects a Chroma server; empty means the embedded
 # PersistentClient at LODE_CHROMA_PATH.
 CHROMA_URL = env.env_str("CHROMA_URL", "").strip()

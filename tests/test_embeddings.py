@@ -294,3 +294,16 @@ def test_passages_come_back_in_input_order(embedder) -> None:
         assert cosine(alone, row) > 0.999  # same text, same vector, whatever the batch
     # The model is symmetric: a query embeds exactly like a passage with the same text.
     assert cosine(embedder.embed_query("short"), together[0]) > 0.999
+
+
+@pytest.mark.parametrize("threads, expected", [(1, 1), (0, 0)])
+def test_inference_threads_follow_the_setting(settings, embedder, threads, expected) -> None:
+    """`LODE_EMBED_THREADS=1` (what gunicorn sets for its processes) gives the session a
+    single inference thread; 0 leaves onnxruntime's default (reported as 0: one per core).
+    Either way the vectors are the same."""
+    settings.LODE_EMBED_THREADS = threads
+    loaded = embeddings.load_embedder(embedder.folder, assemble=False)
+    session = loaded._model.model.model  # TextEmbedding → its ONNX model → the session
+    assert session.get_session_options().intra_op_num_threads == expected
+    text = "replica promotion during a failover"
+    assert cosine(loaded.embed_query(text), embedder.embed_query(text)) > 0.9999

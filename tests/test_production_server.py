@@ -183,6 +183,11 @@ def test_web_server_command_is_gunicorn_unless_debugging():
 
 def test_gunicorn_configuration(monkeypatch, tmp_path):
     monkeypatch.setenv("LODE_DATA_DIR", str(tmp_path))
+    # Set, then deleted, through monkeypatch: undoing both restores the variable as it was
+    # before the test (a bare delenv of an absent variable records nothing to restore, and
+    # the value the module sets would leak into later tests).
+    monkeypatch.setenv("LODE_EMBED_THREADS", "0")
+    monkeypatch.delenv("LODE_EMBED_THREADS")
     monkeypatch.delenv("LODE_WEB_WORKERS", raising=False)
     monkeypatch.delenv("LODE_WEB_THREADS", raising=False)
     import lode_site.gunicorn_conf as conf
@@ -200,6 +205,11 @@ def test_gunicorn_configuration(monkeypatch, tmp_path):
     assert conf.pidfile == str(tmp_path / "gunicorn.pid")
     assert conf.control_socket_disable is True
     assert conf.forwarded_allow_ips == ""  # Django's SECURE_PROXY_SSL_HEADER decides alone
+    # One inference thread per web process, unless the environment says otherwise.
+    assert os.environ["LODE_EMBED_THREADS"] == "1"
+    monkeypatch.setenv("LODE_EMBED_THREADS", "2")
+    conf = importlib.reload(conf)
+    assert os.environ["LODE_EMBED_THREADS"] == "2"
 
     monkeypatch.setenv("LODE_WEB_WORKERS", "3")
     monkeypatch.setenv("LODE_WEB_THREADS", "2")

@@ -403,7 +403,12 @@ def load_embedder(folder: Path, *, assemble: bool) -> Embedder:
     try:
         from fastembed import TextEmbedding
 
-        model = TextEmbedding(MODEL_ID, specific_model_path=str(folder), cache_dir=str(folder))
+        model = TextEmbedding(
+            MODEL_ID,
+            specific_model_path=str(folder),
+            cache_dir=str(folder),
+            threads=settings.LODE_EMBED_THREADS or None,
+        )
         (probe,) = list(model.embed(["lode"], batch_size=1))
     except Exception as exc:  # onnxruntime and tokenizers raise assorted types
         logger.exception("embedding model in %s failed to load", folder)
