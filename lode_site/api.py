@@ -6,6 +6,8 @@ the same selectors and services as the pages, so permissions are the same.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest
@@ -18,6 +20,11 @@ from ninja.security import HttpBearer, django_auth
 from lode_site.budget import ASK_PATHS
 from lode_site.models import ApiToken, token_digest
 
+# A token's `last_used_at` is written at most this often: writing it on every request made
+# each API search a write transaction (on SQLite, every API read took a turn at the one
+# write lock).
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
 
 class TokenAuth(HttpBearer):
     """`Authorization: Bearer <token>`; tokens are created with `manage.py lode_token`."""
@@ -29,7 +36,9 @@ class TokenAuth(HttpBearer):
             return None
         if not row.user.is_active:
             return None
-        ApiToken.objects.filter(pk=row.pk).update(last_used_at=timezone.now())
+        now = timezone.now()
+        if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:
+            ApiToken.objects.filter(pk=row.pk).update(last_used_at=now)
         request.user = row.user
         return row.user
 

@@ -3,6 +3,8 @@ with CSRF, bearer tokens), isolation between users, hostile input and the OpenAP
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.test import Client
 
@@ -388,6 +390,13 @@ def test_token_auth_reads_and_writes(token, alice, alice_note):
     assert [n["id"] for n in response.json()] == [alice_note.pk]
     row = ApiToken.objects.get(user=alice)
     assert row.last_used_at is not None
+    # Written at most once a minute, so an API read is not a write every time.
+    first = row.last_used_at
+    assert client.get("/api/notes/", headers=bearer(token)).status_code == 200
+    assert ApiToken.objects.get(pk=row.pk).last_used_at == first
+    ApiToken.objects.filter(pk=row.pk).update(last_used_at=first - timedelta(minutes=2))
+    assert client.get("/api/notes/", headers=bearer(token)).status_code == 200
+    assert ApiToken.objects.get(pk=row.pk).last_used_at > first
 
     response = post(
         client, "/api/notes/", {"title": "By token", "body": "b"}, headers=bearer(token)
