@@ -9,6 +9,7 @@ from django.conf import settings
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
+from pydantic import BaseModel
 
 from lode_site.errors import NO_ACCESS
 from lode_site.ids import MAX_ID, DbId
@@ -27,13 +28,20 @@ from retrieval.search.pipeline import (
 router = Router(tags=["search"])
 
 
-class LegOut(Schema):
+class Out(BaseModel):
+    """A search response's parts are plain pydantic models, built from keywords: ninja's
+    `Schema` reads every field of every object through its attribute getter (a search response
+    is ~700 objects), which cost more CPU than the rest of the response together
+    (`bench/request_cpu.py`). The fields, their descriptions and the JSON are the same."""
+
+
+class LegOut(Out):
     rank: int
     score: float
     score_name: str  # "bm25" (higher is better, on both databases) or "cosine"
 
 
-class ParentOut(Schema):
+class ParentOut(Out):
     """Small-to-big context: a window of the passage's heading section around the passage
     (at most LODE_SEARCH_CONTEXT_CHARS characters either side of it, 1,000 by default), not
     the whole section. Citations use the passage range. The whole section is
@@ -55,14 +63,14 @@ class ParentOut(Schema):
     )
 
 
-class SegmentOut(Schema):
+class SegmentOut(Out):
     """A piece of the passage text; the pieces concatenate to exactly `text`."""
 
     text: str
     highlighted: bool = Field(description="True when this piece matched the query.")
 
 
-class HighlightOut(Schema):
+class HighlightOut(Out):
     """A highlighted span of the passage text, in two units."""
 
     start: int = Field(description="Start of the span in the passage text, in Unicode code points.")
@@ -75,7 +83,7 @@ class HighlightOut(Schema):
     )
 
 
-class AnchorOut(Schema):
+class AnchorOut(Out):
     """Evidence anchor: from the first highlighted span to the end of the last. A bounding
     span: it may contain unmatched text between hits."""
 
@@ -90,7 +98,7 @@ class AnchorOut(Schema):
     note: str = Field(ANCHOR_NOTE, description="What the span does not promise.")
 
 
-class ViaOut(Schema):
+class ViaOut(Out):
     """Graph expansion (issue 16): how a passage the query did not find was reached — by an
     edge from (or to) the document of a top hit."""
 
@@ -111,7 +119,7 @@ class ViaOut(Schema):
     )
 
 
-class ExpansionOut(Schema):
+class ExpansionOut(Out):
     """Whether links were followed, the rule that decided (graph discipline), and what was
     added."""
 
@@ -133,7 +141,7 @@ class ExpansionOut(Schema):
     notes: list[str]
 
 
-class HitOut(Schema):
+class HitOut(Out):
     rank: int
     score: float
     score_name: str
@@ -212,7 +220,7 @@ class HitOut(Schema):
     )
 
 
-class SearchOut(Schema):
+class SearchOut(Out):
     query: str
     mode: str
     rerank: str
