@@ -10,6 +10,8 @@ from datetime import timedelta
 from html.parser import HTMLParser
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from django.urls import reverse
 from django.utils import timezone
 
@@ -158,6 +160,38 @@ def test_readable_segments_fall_back_to_the_stored_text_rather_than_lose_a_highl
     shown = readable_segments(tricky)
     assert [s.text for s in shown if s.highlighted] == ["bold"]
     assert "".join(s.text for s in shown) == "lodemark0lodemark bold"
+
+
+def test_inline_markup_patterns_are_skipped_only_when_they_cannot_match():
+    """`without_inline_markup` runs each pattern only when the character its matches need is
+    in the text; it must equal running all four, always."""
+    from retrieval.answer import display
+
+    @settings(max_examples=500, deadline=None)
+    @given(st.text(alphabet=st.sampled_from(list("ab 1.-*_`~[]()<>!|#\\:/\n")), max_size=60))
+    def check(text: str) -> None:
+        every = display._LINK_RE.sub(r"\1", text)
+        every = display._AUTOLINK_RE.sub(r"\1", every)
+        every = display._INLINE_MARKS_RE.sub("", every)
+        every = display._ESCAPED_RE.sub(r"\1", every)
+        assert display.without_inline_markup(text) == every
+
+    check()
+    assert display.without_inline_markup("a [link](http://x) and **bold** \\*") == "a link and bold *"
+
+
+def test_context_is_offered_only_when_it_says_more_than_the_passage(alice, alice_client):
+    whole = services.note_create(owner=alice, title="Short", body="The kettle descales monthly.")
+    html = get(alice_client, "/search", {"q": "kettle", "mode": "lexical"})
+    assert "kettle" in html and 'class="context"' not in html
+    long_body = "# Kettle\n\n" + "\n\n".join(
+        f"Paragraph {n} about the kettle and its limescale, descaled with citric acid. " * 6
+        for n in range(12)
+    )
+    services.note_create(owner=alice, title="Long", body=long_body)
+    html = get(alice_client, "/search", {"q": "limescale", "mode": "lexical"})
+    assert 'class="context"' in html
+    assert whole.pk
 
 
 # --- title, where it lives, age; the Advanced view ---------------------------------------------

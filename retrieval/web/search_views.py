@@ -72,7 +72,7 @@ class ShownHit:
 
     hit: Hit
     segments: list[Segment]
-    context_text: str
+    context_text: str  # readable; "" when there is no more context than the passage
     where: str
     # The headings above the passage, without those that only repeat the title (as the
     # answer page labels a quote).
@@ -260,7 +260,9 @@ def shown_hits(hits: Sequence[Hit], *, space_names: dict[int, str] | None = None
         ShownHit(
             hit=hit,
             segments=readable_segments(hit.display_segments),
-            context_text=readable_text(hit.context_text, at_line_start=True),
+            context_text=readable_text(hit.context_text, at_line_start=True)
+            if shows_context(hit)
+            else "",
             where=_in_space(
                 where.get(hit.passage.document_id) or _where_document_lives(hit),
                 names.get(hit.passage.document.space_id, ""),
@@ -270,6 +272,12 @@ def shown_hits(hits: Sequence[Hit], *, space_names: dict[int, str] | None = None
         )
         for hit in hits
     ]
+
+
+def shows_context(hit: Hit) -> bool:
+    """Whether the hit's context window says more than the passage (the page offers it only
+    then; a passage that is its whole section has no context to show)."""
+    return bool(hit.context_text) and hit.context_text != hit.passage.text
 
 
 def _in_space(where: str, space_name: str) -> str:
