@@ -153,6 +153,10 @@ def database(folder: Path) -> dict[str, Any]:
         return {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(folder / "lode.sqlite3"),
+            # Each web thread keeps its connection for a minute, as on PostgreSQL: opening
+            # one per request re-read the schema and started every request's page cache
+            # cold (bench/throughput.py).
+            "CONN_MAX_AGE": 60,
             "OPTIONS": {
                 "timeout": 20,
                 "transaction_mode": "IMMEDIATE",

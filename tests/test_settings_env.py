@@ -140,6 +140,8 @@ def test_database_default_is_sqlite_in_data_folder(monkeypatch, tmp_path):
     assert config["ENGINE"] == "django.db.backends.sqlite3"
     assert config["NAME"] == str(tmp_path / "lode.sqlite3")
     assert "foreign_keys=ON" in config["OPTIONS"]["init_command"]
+    # Kept for a minute per web thread, as on PostgreSQL (a new one per request cost CPU).
+    assert config["CONN_MAX_AGE"] == 60
 
 
 def test_database_blank_url_is_default(monkeypatch, tmp_path):
