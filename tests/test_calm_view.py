@@ -331,3 +331,37 @@ def test_back_to_results_returns_to_the_view_the_results_were_in(alice_client, r
     evidence = get(alice_client, link.group(1).replace("&amp;", "&"), {})
     back = "/search?q=failover&amp;mode=lexical&amp;rerank=off&amp;weaker=1&amp;adv=1"
     assert f'<a href="{back}">← back to results</a>' in evidence
+
+
+def test_marked_segments_write_what_the_template_loop_wrote():
+    """The filter that writes highlight segments gives exactly the auto-escaped loop's HTML,
+    for objects and dicts (stored answers), hostile text included."""
+    from django.template import Context, Template
+
+    from retrieval.templatetags.lode_highlight import marked_segments
+
+    loop = Template(
+        "{% for segment in segments %}{% if segment.highlighted %}<mark>{{ segment.text }}"
+        "</mark>{% else %}{{ segment.text }}{% endif %}{% endfor %}"
+    )
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        st.lists(
+            st.tuples(
+                st.text(alphabet=st.sampled_from(list("a <>&\"'/\n")), max_size=8), st.booleans()
+            ),
+            max_size=6,
+        )
+    )
+    def check(pieces: list[tuple[str, bool]]) -> None:
+        as_objects = [Segment(text, highlighted) for text, highlighted in pieces]
+        as_dicts = [{"text": text, "highlighted": highlighted} for text, highlighted in pieces]
+        expected = loop.render(Context({"segments": as_objects}))
+        assert marked_segments(as_objects) == expected
+        assert marked_segments(as_dicts) == expected
+
+    check()
+    shown = marked_segments([Segment("<script>x</script>", True), Segment(" & more", False)])
+    assert shown == "<mark>&lt;script&gt;x&lt;/script&gt;</mark> &amp; more"
+    assert marked_segments(None) == ""
