@@ -585,6 +585,84 @@ def test_engine_output_always_parses_and_adds_up(alice, pieces):
     assert any(s.highlighted for segs in segments.values() for s in segs)
 
 
+def index_highlight(query, passages):
+    """FTS5 `highlight()` run on the index itself (what `highlight()` did before it used a
+    scratch copy of the hits): the reference its marks must equal."""
+    from retrieval.highlight import segments_or_plain
+    from retrieval.index.lexical import sqlite as backend
+
+    markers = {pid: collision_free_markers(text) for pid, text in passages}
+    texts = dict(passages)
+    values = ", ".join(["(%s, %s, %s)"] * len(markers))
+    params = [x for pid, (start, end) in markers.items() for x in (pid, start, end)]
+    table = backend.FTS_TABLE
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH m(id, s, e) AS (VALUES {values}) SELECT {table}.rowid, "
+            f"highlight({table}, {backend.TEXT_COLUMN}, m.s, m.e) FROM m "
+            f"JOIN {table} ON {table}.rowid = m.id WHERE {table} MATCH %s",
+            [*params, backend.match_expression(query)],
+        )
+        rows = cursor.fetchall()
+    return {pid: segments_or_plain(texts[pid], marked or "", *markers[pid]) for pid, marked in rows}
+
+
+SCRATCH_QUERIES = [
+    "deploy",
+    "deploy cafe",
+    '"deploy cafe"',
+    "deploying -term",
+    "fuzz deploy",  # "fuzz" is in the title only
+    "long-term 1.5",
+    "ß ﬁ",
+]
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="FTS5 highlight() is SQLite's")
+@hypothesis_settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(st.lists(st.sampled_from(TRICKY_PIECES), min_size=1, max_size=20), min_size=1,
+             max_size=3),
+    st.sampled_from(SCRATCH_QUERIES),
+)  # fmt: skip
+def test_scratch_copy_marks_exactly_what_the_index_marks(alice, bodies, query):
+    """Highlighting runs on a scratch copy of the hits' index rows; its marks must be the
+    index's own, for every kind of query (phrase, exclusion, a title-only match) and text."""
+    from retrieval.index.lexical import sqlite as backend
+
+    documents = [note(alice, "Fuzz", "deploy " + "".join(pieces)) for pieces in bodies]
+    passages = [
+        (p.pk, p.text) for p in Passage.objects.filter(document__in=documents, is_head=True)
+    ]
+    parsed = parse(query)
+    assert backend.highlight(parsed, passages) == index_highlight(parsed, passages)
+    # Nothing is left in the connection's scratch tables for the next request to find.
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM temp.{backend.HIGHLIGHT_CONTENT}")
+        assert cursor.fetchone()[0] == 0
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="FTS5 highlight() is SQLite's")
+def test_a_passage_no_longer_at_head_is_left_to_python(alice):
+    from notes import services
+    from retrieval.index.lexical import sqlite as backend
+
+    document = note(alice, "Deploys", "deploy the old way")
+    old = Passage.objects.get(document=document, is_head=True)
+    services.note_update(
+        document=document,
+        user=alice,
+        base_version_id=document.head_id,
+        title="Deploys",
+        body="deploy anew",
+    )
+    new = Passage.objects.get(document=document, is_head=True)
+    found = backend.highlight(parse("deploy"), [(old.pk, old.text), (new.pk, new.text)])
+    assert list(found) == [new.pk]
+
+
 # --- bounded highlighting (issue 10) -----------------------------------------------------
 
 

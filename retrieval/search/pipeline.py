@@ -714,8 +714,9 @@ def _rerank(
 def highlight_hits(parsed: ParsedQuery, hits: list[Hit]) -> None:
     """Set each hit's highlight segments and evidence anchor.
 
-    Hits the lexical leg returned are highlighted by the index itself (one statement for all
-    of them, with the query `search()` ran); the others (semantic-only hits, or the lexical
+    Hits the lexical leg returned are highlighted by the lexical engine itself (one statement
+    for all of them, with the query `search()` ran; on SQLite over a scratch copy of their
+    index rows); the others (semantic-only hits, or the lexical
     leg did not run) get the query's terms and phrases found in Python with the index's
     tokenizer rules (`highlight_terms`), as do passages too long for the engine. Marks are
     capped per passage (`highlights_truncated` says when). Only the returned hits, never

@@ -333,16 +333,48 @@ def index_health() -> LexicalHealth:
 # Column index of the passage text in the FTS5 table (title_text is 0).
 TEXT_COLUMN = 1
 
+# Highlighting runs FTS5's `highlight()` over a scratch copy of just the hits: TEMP tables of
+# this connection (no other connection sees them, and writing them takes no lock on the
+# database), with the index's columns and tokenizer, filled from the head-passage view the
+# index is built from. Run on the index itself, `highlight()` evaluates the MATCH expression
+# again for each row across every segment of the index, a cost that grows with the corpus
+# (~210 µs a hit at 8k passages, ~325 µs at 56k); on the copy it is ~110 µs whatever the
+# corpus (bench/highlight_cost.py). The marks are the same: the same engine, tokenizer, MATCH
+# expression and row text (checked against the index's own in tests/test_highlight_search.py).
+HIGHLIGHT_TABLE = "lode_highlight_fts"
+HIGHLIGHT_CONTENT = "lode_highlight_rows"
+
+
+def _scratch_highlight_tables(cursor: CursorWrapper) -> None:
+    """The scratch tables, created once per connection, and empty."""
+    cursor.execute(
+        f"CREATE TEMP TABLE IF NOT EXISTS {HIGHLIGHT_CONTENT}"
+        "(id INTEGER PRIMARY KEY, title_text TEXT NOT NULL, text TEXT NOT NULL)"
+    )
+    cursor.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{HIGHLIGHT_TABLE} USING fts5(title_text, text, "
+        f"content='{HIGHLIGHT_CONTENT}', content_rowid='id', tokenize='{TOKENIZER}')"
+    )
+    _empty_scratch_highlight_tables(cursor)
+
+
+def _empty_scratch_highlight_tables(cursor: CursorWrapper) -> None:
+    cursor.execute(f"INSERT INTO temp.{HIGHLIGHT_TABLE}({HIGHLIGHT_TABLE}) VALUES ('delete-all')")
+    cursor.execute(f"DELETE FROM temp.{HIGHLIGHT_CONTENT}")
+
 
 def highlight(query: ParsedQuery, passages: list[tuple[int, str]]) -> dict[int, list[Segment]]:
     """Highlight segments for `passages` ((passage id, passage text) of hits the lexical leg
-    returned), from FTS5 `highlight()` with the same MATCH expression `search()` used.
+    returned), from FTS5 `highlight()` with the same MATCH expression `search()` used, over
+    a scratch copy of those passages' index rows (see `HIGHLIGHT_TABLE`).
 
     Markers are chosen per passage so they occur nowhere in its text (one statement: each
     row's markers come from a VALUES table joined on rowid). The output is parsed strictly
     and must add up to the passage text, else that passage gets one plain segment
-    (`segments_or_plain`). A passage the index no longer matches, or longer than
-    `HIGHLIGHT_MAX_CHARS`, is absent from the result.
+    (`segments_or_plain`). A passage that is no longer a head passage, that the MATCH
+    expression does not match, or longer than `HIGHLIGHT_MAX_CHARS`, is absent from the
+    result. The copy is emptied again before returning: passage text never waits in a
+    connection that the next request, maybe another user's, reuses.
     """
     if query.is_empty or not passages:
         return {}
@@ -355,14 +387,30 @@ def highlight(query: ParsedQuery, passages: list[tuple[int, str]]) -> dict[int, 
     markers = {pid: collision_free_markers(text) for pid, text in texts.items()}
     values = ", ".join(["(%s, %s, %s)"] * len(markers))
     params: list[object] = [x for pid, (s, e) in markers.items() for x in (pid, s, e)]
-    sql = (
-        f"WITH m(id, s, e) AS (VALUES {values}) "
-        f"SELECT {FTS_TABLE}.rowid, highlight({FTS_TABLE}, {TEXT_COLUMN}, m.s, m.e) "
-        f"FROM m JOIN {FTS_TABLE} ON {FTS_TABLE}.rowid = m.id WHERE {FTS_TABLE} MATCH %s"
-    )
+    ids = ", ".join(["%s"] * len(texts))
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, match_expression(query)])
-        rows = cursor.fetchall()
+        _scratch_highlight_tables(cursor)
+        try:
+            cursor.execute(
+                f"INSERT INTO temp.{HIGHLIGHT_CONTENT}(id, title_text, text) "
+                f"SELECT id, title_text, text FROM {HEAD_VIEW} WHERE id IN ({ids})",
+                list(texts),
+            )
+            cursor.execute(
+                f"INSERT INTO temp.{HIGHLIGHT_TABLE}(rowid, title_text, text) "
+                f"SELECT id, title_text, text FROM temp.{HIGHLIGHT_CONTENT}"
+            )
+            cursor.execute(
+                f"WITH m(id, s, e) AS (VALUES {values}) "
+                f"SELECT {HIGHLIGHT_TABLE}.rowid, "
+                f"highlight({HIGHLIGHT_TABLE}, {TEXT_COLUMN}, m.s, m.e) "
+                f"FROM m JOIN temp.{HIGHLIGHT_TABLE} ON {HIGHLIGHT_TABLE}.rowid = m.id "
+                f"WHERE {HIGHLIGHT_TABLE} MATCH %s",
+                [*params, match_expression(query)],
+            )
+            rows = cursor.fetchall()
+        finally:
+            _empty_scratch_highlight_tables(cursor)
     return {
         pid: segments_or_plain(texts[pid], marked or "", *markers[pid])
         for pid, marked in rows
