@@ -286,6 +286,33 @@ def test_named_documents_read_by_title_keep_other_spaces_out(alice, bob, monkeyp
     assert found[0].pk == mine.pk
 
 
+def test_links_are_looked_up_only_when_the_rule_can_read_them(alice, monkeypatch):
+    """The link facts cost a query; a question the rule decides without them (no "why", no
+    named note lacking words) does not look them up, and the rule decides as before."""
+    from retrieval.search import graph_expand
+
+    service, _ = corpus(alice)
+    looked: list[list[int]] = []
+    real = graph_expand._linked
+
+    def spy(audience, document_ids):
+        looked.append(list(document_ids))
+        return real(audience, document_ids)
+
+    monkeypatch.setattr(graph_expand, "_linked", spy)
+    single = run(alice, query="card payments from checkout", follow_links=None)
+    assert single.expansion.discipline.rule == gd.RULE_SINGLE_HOP and looked == []
+    # "Why": the top hit's links decide, so they are looked up (the top hit links out).
+    why = run(alice, query="Why does Billing API take card payments?", follow_links=None)
+    assert looked and service.pk in looked[-1]
+    assert why.expansion.discipline.rule in (gd.RULE_WHY, gd.RULE_NAMED_LINKS_OUT)
+    assert why.expansion.ran
+    # A named note whose best passage lacks question words: its links are looked up.
+    looked.clear()
+    named = run(alice, query="Billing API refunds and chargebacks", follow_links=None)
+    assert looked and named.expansion.discipline.rule == gd.RULE_NAMED_LINKS_OUT
+
+
 def test_an_ask_the_rule_expanded_replays_the_same(alice):
     from retrieval.answer.replay import replay
 

@@ -89,7 +89,9 @@ class Facts:
     title, by `notes.models.title_key`, is a run of the question's words). `named_links_out`
     : one of those documents has a declared, resolved link out or in. `named_missing_words`
     : content words of the question absent from that document's best passage (and title).
-    `top_hit_links_out`: the best hit's document has a declared, resolved link."""
+    `top_hit_links_out`: the best hit's document has a declared, resolved link. The two link
+    facts are looked up only when `reads_links` says the rule may read them (else False).
+    """
 
     named_titles: tuple[str, ...] = ()
     named_links_out: bool = False
@@ -120,6 +122,16 @@ def capitalised_names(question: str) -> list[str]:
         if len(words) >= 2 or (words and any(ch.isupper() or ch.isdigit() for ch in words[0][1:])):
             names.append(" ".join(words))
     return names
+
+
+def reads_links(
+    question: str, *, named_titles: Sequence[str], named_missing_words: Sequence[str]
+) -> bool:
+    """Whether `decide` may read the link facts (`named_links_out`, `top_hit_links_out`) for
+    `question`: only for a "why" question, or when a named document's best passage lacks
+    some of the question's words. The caller looks links up only then (a database query on
+    every search otherwise; bench/request_cpu.py)."""
+    return bool(WHY.search(question)) or bool(named_titles and named_missing_words)
 
 
 def decide(question: str, *, follow_links: bool | None, facts: Facts = Facts()) -> Discipline:

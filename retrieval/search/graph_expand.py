@@ -42,7 +42,7 @@ from notes.models import Document, title_key
 from retrieval.eligibility import Audience, eligible_documents, narrow_audience
 from retrieval.query import ParsedQuery
 from retrieval.search.fusion import FusedHit
-from retrieval.search.graph_discipline import Discipline, Facts, decide
+from retrieval.search.graph_discipline import Discipline, Facts, decide, reads_links
 from retrieval.search.graph_read import (
     DECLARED_KINDS,
     INFERRED_KINDS,
@@ -239,7 +239,6 @@ def facts_for(question: str, hits: Sequence[Hit], audience: Audience) -> Facts:
     """What `graph_discipline.decide` reads, looked up for `question` and its hits."""
     named = named_documents(question, audience)
     top = hits[0].passage.document_id if hits else None
-    linked = _linked(audience, [d.pk for d in named] + ([top] if top else []))
     missing: tuple[str, ...] = ()
     if named:
         first = named[0]
@@ -248,8 +247,15 @@ def facts_for(question: str, hits: Sequence[Hit], audience: Audience) -> Facts:
         if passage is not None:
             held |= set(folded_tokens(passage.title_text + "\n" + passage.text))
         missing = tuple(w for w in content_words(question) if w not in held)
+    # Links are looked up only when the rule can read them; otherwise they stay False.
+    titles = tuple(d.title for d in named)
+    linked = (
+        _linked(audience, [d.pk for d in named] + ([top] if top else []))
+        if reads_links(question, named_titles=titles, named_missing_words=missing)
+        else set()
+    )
     return Facts(
-        named_titles=tuple(d.title for d in named),
+        named_titles=titles,
         named_links_out=any(d.pk in linked for d in named),
         named_missing_words=missing,
         top_hit_links_out=top in linked,
