@@ -100,6 +100,10 @@ COMPOUND_RE = re.compile(rf"{WORD_RE.pattern}(?:[-\u2010\u2011]{WORD_RE.pattern}
 UNICODE_HYPHENS_RE = re.compile(r"[\u2010\u2011]")
 
 
+# Byte translation table: ASCII letters and digits kept, every other byte a space.
+_ASCII_WORD_BYTES = bytes(c if chr(c).isascii() and chr(c).isalnum() else 32 for c in range(256))
+
+
 def tokens(text: str) -> tuple[str, ...]:
     """Case-folded letter/digit runs after NFKC, the way the index tokenises text.
 
@@ -107,9 +111,11 @@ def tokens(text: str) -> tuple[str, ...]:
     features and the answerability decision's content words."""
     if text.isascii():
         # The same tokens, folded in one pass: ASCII is its own NFKC form, casefolds to
-        # lowercase and keeps its word boundaries (the reranker tokenises ~50 candidates a
-        # search; bench/README.md, issue 14).
-        return tuple(WORD_RE.findall(text.lower()))
+        # lowercase and keeps its word boundaries (the reranker tokenises ~100 candidates a
+        # search; bench/README.md, issue 14). Every byte that is not a letter or digit becomes
+        # a space and the rest splits on spaces: in ASCII, `[^\W_]` is exactly [0-9A-Za-z],
+        # and this is half the cost of the regular expression.
+        return tuple(text.lower().encode("ascii").translate(_ASCII_WORD_BYTES).decode().split())
     return tuple(
         m.group(0).casefold() for m in WORD_RE.finditer(unicodedata.normalize("NFKC", text))
     )

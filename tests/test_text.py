@@ -19,6 +19,8 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from retrieval import text
 from retrieval.text import (
@@ -82,6 +84,13 @@ def test_ascii_text_takes_a_shortcut_to_the_same_tokens() -> None:
         assert sample.isascii()
         assert tokens(sample) == general(sample), sample
     assert tokens("Straße rotate") == ("strasse", "rotate")  # not ASCII: the general path
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
+    def any_ascii(sample: str) -> None:
+        assert tokens(sample) == general(sample)
+
+    any_ascii()
 
 
 def test_nfc_tokens_keep_compatibility_characters() -> None:
