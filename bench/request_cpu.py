@@ -15,7 +15,8 @@ authentication, URL routing, the views' own glue.
 
 Printed per endpoint: CPU ms and wall ms per request by stage (mean, and p50 / p95 of the
 whole), and the response size. A search's CPU here is what a server process pays; under load
-the load generator and context switches come on top (`bench/throughput.py`).
+the load generator and context switches come on top (`bench/throughput.py`). The model
+runs as the web server runs it (`LODE_EMBED_THREADS=1` unless set).
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "lode_site.settings")
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("LODE_EMBED_THREADS", "1")  # as gunicorn_conf.py sets for the web
     os.environ["ALLOWED_HOSTS"] = "testserver"
     import django
 

@@ -16,6 +16,10 @@ For each query (SciFact train claims) it times:
 * the floor: the same parsed query straight to FTS5 (`floor_search`, no joins) + the query
   embedding + a raw Chroma query of 256 without a filter — the parts no search can skip.
 It prints p50/p95 in ms and service/floor ratios, and writes bench/out/search_latency.json.
+
+The model runs as the web server runs it: one inference thread (`LODE_EMBED_THREADS=1`, what
+lode_site/gunicorn_conf.py sets), for the floor's embedding and the service's alike; in hybrid
+search the service embeds on a background thread while its lexical leg runs.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from pathlib import Path
 from _common import percentile
 
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
+os.environ.setdefault("LODE_EMBED_THREADS", "1")  # as gunicorn_conf.py sets for the web server
 ROOT = Path(__file__).resolve().parent.parent
 SCIFACT = Path(os.environ.get("LODE_BENCH_SCIFACT", ROOT.parent / "shared" / "data" / "scifact"))
 OUT = ROOT / "bench" / "out"

@@ -181,6 +181,58 @@ def test_a_query_sharing_no_word_is_found_by_meaning(car_notes, alice_client, al
     assert data["hits"] == []
 
 
+def test_hybrid_embeds_the_query_beside_the_lexical_leg_without_the_database(
+    car_notes, alice, monkeypatch
+) -> None:
+    """Hybrid search embeds the query on a background thread while the lexical leg runs on
+    the request's; that thread never opens a database connection (it could not see the
+    request's transaction). Semantic mode embeds on the request's thread, as before. The
+    hits are the same either way."""
+    import threading
+
+    from django.db import connections
+
+    from retrieval.index import embeddings
+
+    sync_vectors()
+    threads: list[str] = []
+    real = embeddings.Embedder.embed_query
+
+    held: list[object] = []
+
+    def spy(self, text):
+        threads.append(threading.current_thread().name)
+        vector = real(self, text)
+        held.append(connections["default"].connection)  # this thread's own, if it opened one
+        return vector
+
+    monkeypatch.setattr(embeddings.Embedder, "embed_query", spy)
+    hybrid = search(user=alice, query=CAR_QUERY, mode="hybrid", rerank="off")
+    assert hybrid.error == "" and hybrid.degraded == [] and hybrid.hits
+    assert len(threads) == 1 and threads[0].startswith("lode-embed")
+    assert threads[0] != threading.current_thread().name
+    assert held == [None]
+
+    threads.clear()
+    semantic = search(user=alice, query=CAR_QUERY, mode="semantic", rerank="off")
+    assert threads == [threading.current_thread().name]
+    assert semantic.hits[0].passage.pk == hybrid.hits[0].passage.pk
+
+
+def test_a_dead_model_on_the_embedding_thread_degrades_hybrid_to_keywords(
+    alice, alice_note, monkeypatch
+) -> None:
+    from retrieval.index import embeddings
+
+    def dead():
+        raise embeddings.EmbeddingUnavailable("model failed to load")
+
+    monkeypatch.setattr(embeddings, "get_embedder", dead)
+    result = search(user=alice, query="certbot", mode="hybrid", rerank="off")
+    assert result.error == "" and result.hits  # the keyword hits
+    assert any("Semantic search unavailable: model failed to load" in d for d in result.degraded)
+
+
 # --- explanations -------------------------------------------------------------------------
 
 SECTION = " ".join(

@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -448,6 +449,30 @@ def get_embedder() -> Embedder:
         _failures.pop(folder, None)
         _embedders[folder] = embedder
         return embedder
+
+
+# The query's embedding is made on this pool while the search runs its lexical leg on the
+# request's thread: onnxruntime and SQLite both release the GIL, so the two overlap (on two
+# cores a hybrid search's wall time loses most of the embedding's ~8 ms; bench/README.md,
+# issue 14). Two threads: the embedder's lock serialises the model anyway, and a second lets
+# a query wait in line there rather than in the pool's queue. Created on first use, in the
+# process that uses it (never before a fork).
+EMBED_POOL_THREADS = 2
+_pool_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def embed_query_soon(text: str) -> Future[np.ndarray]:
+    """The query's vector (`Embedder.embed_query`), computed on a background thread; its
+    `result()` raises `EmbeddingUnavailable` as `get_embedder()` would. The thread touches
+    no database connection, so the caller's transaction and eligibility checks stay on the
+    caller's thread."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(EMBED_POOL_THREADS, thread_name_prefix="lode-embed")
+        pool = _pool
+    return pool.submit(lambda: get_embedder().embed_query(text))
 
 
 def reset_embedders() -> None:

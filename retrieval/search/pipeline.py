@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple
@@ -247,7 +248,10 @@ class SearchResult:
 
 
 def _dense_leg(
-    parsed: ParsedQuery, audience: Audience, documents: QuerySet[Document] | None = None
+    parsed: ParsedQuery,
+    audience: Audience,
+    documents: QuerySet[Document] | None = None,
+    query_vector: Future[np.ndarray] | None = None,
 ) -> list[LegHit]:
     """Dense candidates, eligibility-filtered before the top-k cut. Raises the Unavailable
     errors of the embedding and vector modules.
@@ -270,6 +274,9 @@ def _dense_leg(
     Either way no ineligible vector takes one of the `DENSE_LIMIT` places. Document ids are
     used because they never change for a vector, unlike its kind/trust metadata, which could
     lag the canonical row.
+
+    `query_vector`: the query's embedding already under way (`embed_query_soon`), waited
+    for only where the model is needed; without it the query is embedded here.
     """
     from retrieval.index.embeddings import get_embedder
     from retrieval.index.vectors import chunked, get_vector_store
@@ -281,7 +288,11 @@ def _dense_leg(
         eligible = eligible_ids(documents)
         if not eligible:
             return []  # nothing eligible: no need for the model or Chroma
-    vector = get_embedder().embed_query(parsed.text)
+    vector = (
+        query_vector.result()
+        if query_vector is not None
+        else get_embedder().embed_query(parsed.text)
+    )
     store = get_vector_store()
     if documents is None:
         hits = store.query(vector, space_ids=audience.space_ids, limit=DENSE_LIMIT)
@@ -463,13 +474,19 @@ def _run_legs(
     unavailable `result.degraded` says so, and semantic mode falls back to keywords; with
     `pending_note` it also says how many passages are not yet embedded."""
     lexical_hits: list[LegHit] = []
+    # Hybrid: the query is embedded on a background thread while the lexical leg runs here.
+    query_vector = None
+    if mode == "hybrid" and audience.space_ids:
+        from retrieval.index.embeddings import embed_query_soon
+
+        query_vector = embed_query_soon(parsed.text)
     if mode in ("hybrid", "lexical"):
         lexical_hits = _lexical_leg(parsed, audience, documents)
         result.lexical_complete = len(lexical_hits) < lexical.LEXICAL_LIMIT
     dense_hits: list[LegHit] = []
     if mode in ("hybrid", "semantic"):
         try:
-            dense_hits = _dense_leg(parsed, audience, documents)
+            dense_hits = _dense_leg(parsed, audience, documents, query_vector)
             note = _pending_note(audience, mode) if pending_note else None
             if note:
                 result.degraded.append(note)
