@@ -640,29 +640,7 @@ def test_scratch_copy_marks_exactly_what_the_index_marks(alice, bodies, query):
     assert backend.highlight(parsed, passages) == index_highlight(parsed, passages)
     # Nothing is left in the connection's scratch tables for the next request to find.
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM temp.{backend.HIGHLIGHT_TABLE}")
-        assert cursor.fetchone()[0] == 0
-
-
-@pytest.mark.skipif(connection.vendor != "sqlite", reason="FTS5 highlight() is SQLite's")
-def test_rows_a_failed_clean_up_left_in_the_scratch_table_change_nothing(alice):
-    from retrieval.index.lexical import sqlite as backend
-
-    document = note(alice, "Deploys", "deploy the new way")
-    passage = Passage.objects.get(document=document, is_head=True)
-    expected = index_highlight(parse("deploy"), [(passage.pk, passage.text)])
-    with connection.cursor() as cursor:
-        backend._scratch_highlight_table(cursor)
-        for rowid in (passage.pk, passage.pk + 1000):  # a stale copy of it, and a stranger
-            cursor.execute(
-                f"INSERT INTO temp.{backend.HIGHLIGHT_TABLE}(rowid, title_text, text) "
-                "VALUES (%s, 'x', 'deploy deploy deploy stale')",
-                [rowid],
-            )
-    found = backend.highlight(parse("deploy"), [(passage.pk, passage.text)])
-    assert found == expected and list(found) == [passage.pk]
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM temp.{backend.HIGHLIGHT_TABLE}")
+        cursor.execute(f"SELECT count(*) FROM temp.{backend.HIGHLIGHT_CONTENT}")
         assert cursor.fetchone()[0] == 0
 
 

@@ -333,8 +333,8 @@ def index_health() -> LexicalHealth:
 # Column index of the passage text in the FTS5 table (title_text is 0).
 TEXT_COLUMN = 1
 
-# Highlighting runs FTS5's `highlight()` over a scratch copy of just the hits: a TEMP table of
-# this connection (no other connection sees it, and writing it takes no lock on the
+# Highlighting runs FTS5's `highlight()` over a scratch copy of just the hits: TEMP tables of
+# this connection (no other connection sees them, and writing them takes no lock on the
 # database), with the index's columns and tokenizer, filled from the head-passage view the
 # index is built from. Run on the index itself, `highlight()` evaluates the MATCH expression
 # again for each row across every segment of the index, a cost that grows with the corpus
@@ -342,15 +342,25 @@ TEXT_COLUMN = 1
 # corpus (bench/highlight_cost.py). The marks are the same: the same engine, tokenizer, MATCH
 # expression and row text (checked against the index's own in tests/test_highlight_search.py).
 HIGHLIGHT_TABLE = "lode_highlight_fts"
+HIGHLIGHT_CONTENT = "lode_highlight_rows"
 
 
-def _scratch_highlight_table(cursor: CursorWrapper) -> None:
-    """The scratch table (its own content: deleting its rows needs no other table), created
-    once per connection."""
+def _scratch_highlight_tables(cursor: CursorWrapper) -> None:
+    """The scratch tables, created once per connection, and empty."""
     cursor.execute(
-        f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{HIGHLIGHT_TABLE} "
-        f"USING fts5(title_text, text, tokenize='{TOKENIZER}')"
+        f"CREATE TEMP TABLE IF NOT EXISTS {HIGHLIGHT_CONTENT}"
+        "(id INTEGER PRIMARY KEY, title_text TEXT NOT NULL, text TEXT NOT NULL)"
     )
+    cursor.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{HIGHLIGHT_TABLE} USING fts5(title_text, text, "
+        f"content='{HIGHLIGHT_CONTENT}', content_rowid='id', tokenize='{TOKENIZER}')"
+    )
+    _empty_scratch_highlight_tables(cursor)
+
+
+def _empty_scratch_highlight_tables(cursor: CursorWrapper) -> None:
+    cursor.execute(f"INSERT INTO temp.{HIGHLIGHT_TABLE}({HIGHLIGHT_TABLE}) VALUES ('delete-all')")
+    cursor.execute(f"DELETE FROM temp.{HIGHLIGHT_CONTENT}")
 
 
 def highlight(query: ParsedQuery, passages: list[tuple[int, str]]) -> dict[int, list[Segment]]:
@@ -379,14 +389,16 @@ def highlight(query: ParsedQuery, passages: list[tuple[int, str]]) -> dict[int, 
     params: list[object] = [x for pid, (s, e) in markers.items() for x in (pid, s, e)]
     ids = ", ".join(["%s"] * len(texts))
     with connection.cursor() as cursor:
-        _scratch_highlight_table(cursor)
+        _scratch_highlight_tables(cursor)
         try:
-            # OR REPLACE: rows a failed clean-up left behind are replaced, and any others
-            # are never read (the join below keeps these passages' rows only).
             cursor.execute(
-                f"INSERT OR REPLACE INTO temp.{HIGHLIGHT_TABLE}(rowid, title_text, text) "
+                f"INSERT INTO temp.{HIGHLIGHT_CONTENT}(id, title_text, text) "
                 f"SELECT id, title_text, text FROM {HEAD_VIEW} WHERE id IN ({ids})",
                 list(texts),
+            )
+            cursor.execute(
+                f"INSERT INTO temp.{HIGHLIGHT_TABLE}(rowid, title_text, text) "
+                f"SELECT id, title_text, text FROM temp.{HIGHLIGHT_CONTENT}"
             )
             cursor.execute(
                 f"WITH m(id, s, e) AS (VALUES {values}) "
@@ -398,7 +410,7 @@ def highlight(query: ParsedQuery, passages: list[tuple[int, str]]) -> dict[int, 
             )
             rows = cursor.fetchall()
         finally:
-            cursor.execute(f"DELETE FROM temp.{HIGHLIGHT_TABLE}")
+            _empty_scratch_highlight_tables(cursor)
     return {
         pid: segments_or_plain(texts[pid], marked or "", *markers[pid])
         for pid, marked in rows
