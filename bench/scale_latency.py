@@ -33,8 +33,12 @@ collection on the Chroma server, with the metadata lode writes (`vector_metadata
 version, space, kind, trust, created, text_sha256, manifest), spaces spread round-robin over
 `--spaces` spaces (`--owners` is the old name). Queries are stored vectors plus Gaussian
 noise (σ 0.05, renormalised), so each has true near neighbours. Per query:
-* `dense`: what `VectorStore.query` sends to Chroma for a multi-user install —
+* `dense`: what `VectorStore.query` sends to Chroma for an audience that sees less than a
+  fifth of the documents (and, before 2026-12-02, for every multi-user audience) —
   `collection.query(n_results=256+32, where=eligibility_where([space]))` (`VectorStore._nearest`);
+* `dense_unfiltered_by_share`: what it sends now for an audience that sees at least a fifth
+  of the documents (`UNFILTERED_SHARE`): no space clause, `int(288 / share) + 32` deep (the
+  database check of those ids that follows is not timed here: no passages exist for them);
 * `dense_sees_every_document`: the same for an audience that sees every document (a
   single-user install), where search drops the space clause (`vectors.sees_every_document`);
 * `floor`: a raw `collection.query` of 256 with no filter.
@@ -425,6 +429,7 @@ def _run_vectors(args: argparse.Namespace) -> int:
     from retrieval.index.vectors import (
         DEFAULT_LIMIT,
         QUERY_MARGIN,
+        UNFILTERED_SHARE,
         VectorStore,
         _connection,
         eligibility_where,
@@ -514,7 +519,16 @@ def _run_vectors(args: argparse.Namespace) -> int:
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     clause = eligibility_where([1])
     wanted = DEFAULT_LIMIT + QUERY_MARGIN
-    timings: dict[str, list[float]] = {"dense": [], "dense_sees_every_document": [], "floor": []}
+    # What `VectorStore.query` asks for an audience that sees at least `UNFILTERED_SHARE` of
+    # the documents: no space clause, deeper by the share (then checked on the database).
+    share = 1 / args.spaces
+    share_depth = int(wanted / share) + QUERY_MARGIN if share >= UNFILTERED_SHARE else wanted
+    timings: dict[str, list[float]] = {
+        "dense": [],
+        "dense_unfiltered_by_share": [],
+        "dense_sees_every_document": [],
+        "floor": [],
+    }
     loads = []
     for n, query in enumerate(queries):
         started = time.perf_counter()
@@ -524,12 +538,16 @@ def _run_vectors(args: argparse.Namespace) -> int:
         store._nearest(query, None, wanted)
         sole = (time.perf_counter() - started) * 1000
         started = time.perf_counter()
+        store._nearest(query, None, share_depth)
+        by_share = (time.perf_counter() - started) * 1000
+        started = time.perf_counter()
         with store._use("query", write=False, create=False) as collection:
             collection.query(query_embeddings=[query], n_results=256, include=["distances"])
         floor = (time.perf_counter() - started) * 1000
         if n < WARMUP:
             continue
         timings["dense"].append(dense)
+        timings["dense_unfiltered_by_share"].append(by_share)
         timings["dense_sees_every_document"].append(sole)
         timings["floor"].append(floor)
         if n % 20 == 0:
@@ -538,6 +556,7 @@ def _run_vectors(args: argparse.Namespace) -> int:
         "vectors": count,
         "spaces": args.spaces,
         "eligible_share": round(1 / args.spaces, 3),
+        "unfiltered_depth": share_depth,
         "queries": len(timings["floor"]),
         "load_seconds": load_seconds,
         "first_query_seconds": {"unfiltered": first_unfiltered, "filtered": first_filtered},

@@ -65,7 +65,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def load_corpus(env: dict[str, str], notes: int) -> tuple[str, str]:
+def load_corpus(env: dict[str, str], notes: int, cache: str | None) -> tuple[str, str]:
     """Migrate, create the first account, load and embed `notes` abstracts; returns the
     account's password and an API token."""
     manage(env, "migrate", "--noinput")
@@ -76,7 +76,15 @@ def load_corpus(env: dict[str, str], notes: int) -> tuple[str, str]:
     started = time.monotonic()
     manage(env, "lode_load_beir", str(SCIFACT), "--limit", str(notes), "--user", "lode",
            "--no-progress")  # fmt: skip
-    manage(env, "lode_embed_pending", "--no-progress")
+    if cache:
+        # The vectors of the same inputs, read from an embedded folder (bench/cached_embed.py).
+        subprocess.run(
+            [PYTHON, str(ROOT / "bench" / "cached_embed.py"), "lode_embed_pending",
+             "--no-progress"],
+            cwd=ROOT, env=dict(env, LODE_EMBED_CACHE=cache), check=True, capture_output=True,
+        )  # fmt: skip
+    else:
+        manage(env, "lode_embed_pending", "--no-progress")
     print(f"loaded and embedded {notes} abstracts in {time.monotonic() - started:.0f} s")
     token = manage(env, "lode_token", "create", "lode", "bench").split()[0]
     return password, token
@@ -168,6 +176,22 @@ def load(base: str, cookies: dict[str, str], token: str, clients: int, seconds: 
     }
 
 
+def group_cpu_seconds(group: int) -> float:
+    """CPU seconds (user + system) used so far by the live processes of process group
+    `group` (the server: gunicorn's master and workers, or runserver)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        # After the command name: state, ppid, pgrp, …; utime and stime are fields 14, 15.
+        if int(fields[2]) == group:
+            total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
 def serve_and_measure(server: str, env: dict[str, str], args, password: str, token: str):
     port = free_port()
     env = dict(env, LODE_WEB_WORKERS=str(args.web_workers), LODE_WEB_THREADS=str(args.threads))
@@ -186,7 +210,11 @@ def serve_and_measure(server: str, env: dict[str, str], args, password: str, tok
         base = f"http://127.0.0.1:{port}"
         cookies = session_cookies(base, password)
         load(base, cookies, token, clients=4, seconds=5)  # warm up: models loaded everywhere
+        server_cpu, client_cpu = group_cpu_seconds(process.pid), time.process_time()
         result = load(base, cookies, token, args.clients, args.seconds)
+        answered = max(sum(result["statuses"].values()), 1)
+        result["server_cpu_ms"] = (group_cpu_seconds(process.pid) - server_cpu) * 1000 / answered
+        result["client_cpu_ms"] = (time.process_time() - client_cpu) * 1000 / answered
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:
@@ -205,6 +233,10 @@ def main() -> None:
     parser.add_argument("--notes", type=int, default=300)
     parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument(
+        "--embed-cache",
+        help="an embedded SciFact data folder to take the vectors from (bench/cached_embed.py)",
+    )
+    parser.add_argument(
         "--shapes",
         default="2x4",
         help="gunicorn shapes to measure, PROCESSESxTHREADS, comma-separated (2x4)",
@@ -219,7 +251,7 @@ def main() -> None:
     with fresh_environment(args.db, PG_NAME) as env:
         env.pop("DEBUG", None)
         env.pop("CHROMA_URL", None)
-        password, token = load_corpus(env, args.notes)
+        password, token = load_corpus(env, args.notes, args.embed_cache)
         for server, processes, threads in runs:
             args.web_workers, args.threads = processes, threads
             result = serve_and_measure(server, env, args, password, token)
@@ -232,7 +264,9 @@ def main() -> None:
                 f"{shape}, {args.clients} clients, {args.seconds:.0f} s, {args.db}, "
                 f"{args.notes} abstracts: {result['searches_per_s']:.1f} searches/s, "
                 f"median {result['median_s']:.2f} s, p95 {result['p95_s']:.2f} s; "
-                f"statuses {result['statuses']}; load average {os.getloadavg()[0]:.1f}"
+                f"statuses {result['statuses']}; CPU per request: server "
+                f"{result['server_cpu_ms']:.0f} ms, load generator {result['client_cpu_ms']:.0f} "
+                f"ms; load average {os.getloadavg()[0]:.1f}"
             )
 
 
