@@ -153,6 +153,15 @@ def fold(token: str) -> str:
     return stemmer.stem_word(plain) if stemmer is not None else plain
 
 
+def token_strings(text: str) -> list[str]:
+    """`TOKEN_RE.findall(text)`: the tokens as written (not folded). ASCII text takes the
+    byte-translation shortcut `tokens` takes: in ASCII a token is exactly a run of
+    [0-9A-Za-z]."""
+    if text.isascii():
+        return text.encode("ascii").translate(_ASCII_WORD_BYTES).decode().split()
+    return TOKEN_RE.findall(text)
+
+
 def folded_tokens(text: str) -> list[str]:
     """Every `TOKEN_RE` token of `text` in its index form (`fold`), in order: the stems the
     lexical index sees. Evidence-pack dedup, the extractive answerer and the answerability

@@ -142,6 +142,7 @@ def test_database_default_is_sqlite_in_data_folder(monkeypatch, tmp_path):
     assert "foreign_keys=ON" in config["OPTIONS"]["init_command"]
     # Kept for a minute per web thread, as on PostgreSQL (a new one per request cost CPU).
     assert config["CONN_MAX_AGE"] == 60
+    assert f"mmap_size={env.SQLITE_MMAP_BYTES}" in config["OPTIONS"]["init_command"]
 
 
 def test_database_blank_url_is_default(monkeypatch, tmp_path):

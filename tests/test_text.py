@@ -93,6 +93,24 @@ def test_ascii_text_takes_a_shortcut_to_the_same_tokens() -> None:
     any_ascii()
 
 
+def test_token_strings_are_token_re_matches_on_every_text() -> None:
+    every_ascii = "".join(map(chr, range(128)))
+    for sample in (
+        every_ascii,
+        every_ascii[::-1],
+        "ERR_SSL v2.0 IL-6 x_y_Z9",
+        "Café e\u0301 \ue000x",
+    ):
+        assert text.token_strings(sample) == text.TOKEN_RE.findall(sample), sample
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
+    def any_ascii(sample: str) -> None:
+        assert text.token_strings(sample) == text.TOKEN_RE.findall(sample)
+
+    any_ascii()
+
+
 def test_nfc_tokens_keep_compatibility_characters() -> None:
     """The gate's tokens: NFC, so "m²" stays "m²" — the one difference from `tokens`."""
     assert nfc_tokens("Cafe\u0301 au lait") == ["café", "au", "lait"]

@@ -68,7 +68,7 @@ from retrieval.search.rerank import (
     RerankUnavailable,
     get_reranker,
 )
-from retrieval.text import TOKEN_RE, fold
+from retrieval.text import fold, token_strings
 from retrieval.trust import trust_rank
 
 if TYPE_CHECKING:
@@ -596,7 +596,7 @@ PASSAGE_STEMS_CACHE_SIZE = 4096
 def passage_stems(title_text: str, text: str) -> frozenset[str]:
     """The index form (`retrieval.text.fold`) of every token of a passage's title text and
     text: `set(folded_tokens(title_text + "\n" + text))`, folding each distinct token once."""
-    return frozenset(map(fold, set(TOKEN_RE.findall(title_text + "\n" + text))))
+    return frozenset(map(fold, set(token_strings(title_text + "\n" + text))))
 
 
 def words_matched(parsed: ParsedQuery, row: CandidateRow) -> int:
