@@ -24,7 +24,7 @@ import logging
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, NamedTuple
 
 from django.conf import settings
@@ -172,12 +172,14 @@ class Hit:
         """Each highlighted span, in code points and UTF-16 code units of the passage text."""
         return highlights(self.passage.text, self.segments)
 
-    @property
+    # Cached: a page asks each hit for its links more than once, and each is a `reverse()`;
+    # both read only the passage, which a hit never changes.
+    @cached_property
     def evidence_url(self) -> str:
         """The verified-opening URL pinned to (document, version, passage, content hash)."""
         return links.evidence_url(self.passage)
 
-    @property
+    @cached_property
     def version_url(self) -> str:
         """The page of the hit's version (a note version or an external's snapshot): what
         the hit's title links to. Reads `passage.document.kind`."""
