@@ -6,6 +6,19 @@ from django.http import HttpRequest
 
 from retrieval.eligibility import member_spaces
 from spaces.current import current_space_id
+from spaces.models import Space
+
+# Where `read_member_spaces` keeps the spaces it read for the rest of the request.
+_READ_SPACES = "_lode_member_spaces"
+
+
+def read_member_spaces(request: HttpRequest) -> list[Space]:
+    """The signed-in user's spaces (`member_spaces`), read for a view that shows them and
+    kept on the request, so the header's switcher (`spaces_context`) does not read them
+    again. Only for views that change no membership before they render."""
+    spaces = list(member_spaces(request.user.pk))
+    setattr(request, _READ_SPACES, spaces)
+    return spaces
 
 
 def spaces_context(request: HttpRequest) -> dict[str, object]:
@@ -18,4 +31,7 @@ def spaces_context(request: HttpRequest) -> dict[str, object]:
     # A request built without the session middleware (a test's RequestFactory) has no
     # chosen space: all spaces.
     chosen = current_space_id(request) if hasattr(request, "session") else None
-    return {"member_spaces": list(member_spaces(user.pk)), "current_space_id": chosen}
+    spaces = getattr(request, _READ_SPACES, None)
+    if spaces is None:
+        spaces = list(member_spaces(user.pk))
+    return {"member_spaces": spaces, "current_space_id": chosen}

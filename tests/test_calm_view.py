@@ -365,3 +365,15 @@ def test_marked_segments_write_what_the_template_loop_wrote():
     shown = marked_segments([Segment("<script>x</script>", True), Segment(" & more", False)])
     assert shown == "<mark>&lt;script&gt;x&lt;/script&gt;</mark> &amp; more"
     assert marked_segments(None) == ""
+
+
+def test_the_search_page_reads_the_users_spaces_once(alice, alice_client, runbook):
+    """The page's space choice and the header's switcher share one read of the spaces."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        html = get(alice_client, "/search", {"q": "failover", "mode": "lexical"})
+    reads = [q["sql"] for q in queries.captured_queries if 'FROM "spaces_space"' in q["sql"]]
+    assert len(reads) == 1, reads
+    assert "Database runbook" in html and 'name="space"' in html

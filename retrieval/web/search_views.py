@@ -54,11 +54,12 @@ from notes.selectors import notes_for_user
 # The one Markdown-to-readable-text rule and heading label (the answer page's quotes use
 # them too): reused, not copied, so search hits and quotes read the same.
 from retrieval.answer.display import heading_label, readable_text
-from retrieval.eligibility import NoAccess, audience_for, member_spaces
+from retrieval.eligibility import NoAccess, audience_for
 from retrieval.highlight import Segment
 from retrieval.links import search_path
 from retrieval.search.pipeline import DEFAULT_MODE, MODES, Hit, search
 from retrieval.search.rerank import RERANK_CHOICES
+from spaces.context import read_member_spaces
 from spaces.current import current_space_id
 from spaces.models import Space
 
@@ -131,7 +132,7 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
         audience = audience_for(request.user.pk, space_id=space_id)
     except NoAccess:
         return no_access(request)
-    spaces = list(member_spaces(request.user.pk))
+    spaces = read_member_spaces(request)
     result = (
         search(
             user=request.user,
