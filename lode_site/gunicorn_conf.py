@@ -31,6 +31,9 @@
   a process per core each query's embedding kept every core busy. Measured
   (`bench/request_cpu.py`, SciFact, hybrid): 92 → 67 ms of CPU per search page, 83 → 59 per
   API search, for ~3 ms more wall time on an idle server (the query's embedding: 6 → 9 ms).
+* **Garbage collection** (`tune_garbage_collector`, after the model loads): what was loaded at
+  start is frozen out of later collections, and collections come less often; ~1.3 ms of CPU
+  saved per search.
 * **No preload.** The app (Django, and lazily the model, onnxruntime's thread pool, database
   and Chroma connections) is loaded in each worker after the fork: none of those survive a
   fork safely, and SIGHUP can only pick up new code when the master never imported it. Each
@@ -44,6 +47,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 from pathlib import Path
@@ -111,4 +115,19 @@ def post_worker_init(worker: object) -> None:
 
     with contextlib.suppress(EmbeddingUnavailable):
         get_embedder()
+    tune_garbage_collector()
     logging.getLogger("lode").debug("worker %s ready", os.getpid())
+
+
+# Python's cyclic garbage collector, tuned for a long-lived web process: the objects loaded at
+# start (Django, the model, Chroma's client: ~180,000) are frozen out of every later
+# collection, and the youngest generation is collected after 10,000 net allocations rather
+# than 2,000 (a search allocates tens of thousands of short-lived objects). Measured
+# (SciFact, page and API, one at a time): ~2 ms of CPU per search spent collecting → ~0.7.
+GC_THRESHOLDS = (10_000, 50, 100)
+
+
+def tune_garbage_collector() -> None:
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)

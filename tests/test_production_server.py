@@ -220,6 +220,21 @@ def test_gunicorn_configuration(monkeypatch, tmp_path):
         importlib.reload(conf)
 
 
+def test_web_workers_freeze_what_they_loaded_and_collect_less_often():
+    import gc
+
+    import lode_site.gunicorn_conf as conf
+
+    thresholds = gc.get_threshold()
+    try:
+        conf.tune_garbage_collector()
+        assert gc.get_threshold() == conf.GC_THRESHOLDS
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+
+
 def test_static_names_are_hashed_once_collected(settings, tmp_path):
     """Without `collectstatic` (tests, benches) `{% static %}` gives the plain name instead of
     a 500; after it, the hashed one."""
