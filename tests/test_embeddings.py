@@ -307,3 +307,23 @@ def test_inference_threads_follow_the_setting(settings, embedder, threads, expec
     assert session.get_session_options().intra_op_num_threads == expected
     text = "replica promotion during a failover"
     assert cosine(loaded.embed_query(text), embedder.embed_query(text)) > 0.9999
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_embeds_with_a_pool_of_its_own(embedder) -> None:
+    """The background pool does not survive a fork (its threads would not): a child process
+    that embeds after the parent did gets its vector, not a wait that never ends."""
+    import os
+
+    expected = embeddings.embed_query_soon("kettle descaling").result(timeout=30)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: embed, report, exit without running the parent's cleanup
+        try:
+            vector = embeddings.embed_query_soon("kettle descaling").result(timeout=30)
+            os.write(write, b"ok" if cosine(vector, expected) > 0.9999 else b"no")
+        finally:
+            os._exit(0)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    assert os.read(read, 2) == b"ok" and status == 0

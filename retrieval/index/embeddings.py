@@ -462,6 +462,16 @@ _pool_lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 
 
+def _forget_pool_after_fork() -> None:
+    # A forked child has none of the parent's threads: a pool it inherited would take work
+    # and never run it. The child makes its own on first use.
+    global _pool
+    _pool = None
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
 def embed_query_soon(text: str) -> Future[np.ndarray]:
     """The query's vector (`Embedder.embed_query`), computed on a background thread; its
     `result()` raises `EmbeddingUnavailable` as `get_embedder()` would. The thread touches
