@@ -113,9 +113,9 @@ def tokens(text: str) -> tuple[str, ...]:
         # The same tokens, folded in one pass: ASCII is its own NFKC form, casefolds to
         # lowercase and keeps its word boundaries (the reranker tokenises ~100 candidates a
         # search; bench/README.md, issue 14). Every byte that is not a letter or digit becomes
-        # a space and the rest splits on spaces: in ASCII, `[^\W_]` is exactly [0-9A-Za-z],
-        # and this is half the cost of the regular expression.
-        return tuple(text.lower().encode("ascii").translate(_ASCII_WORD_BYTES).decode().split())
+        # a space and the rest splits on spaces (`token_strings`): in ASCII, `[^\W_]` is
+        # exactly [0-9A-Za-z], and this is half the cost of the regular expression.
+        return tuple(token_strings(text.lower()))
     return tuple(
         m.group(0).casefold() for m in WORD_RE.finditer(unicodedata.normalize("NFKC", text))
     )

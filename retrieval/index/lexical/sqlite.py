@@ -346,7 +346,8 @@ HIGHLIGHT_CONTENT = "lode_highlight_rows"
 
 
 def _scratch_highlight_tables(cursor: CursorWrapper) -> None:
-    """The scratch tables, created once per connection, and empty."""
+    """The scratch tables, created once per connection, and empty: `highlight` empties them
+    after use too, but a clean-up that a spent time budget interrupted leaves rows behind."""
     cursor.execute(
         f"CREATE TEMP TABLE IF NOT EXISTS {HIGHLIGHT_CONTENT}"
         "(id INTEGER PRIMARY KEY, title_text TEXT NOT NULL, text TEXT NOT NULL)"
