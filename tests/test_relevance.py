@@ -43,6 +43,7 @@ from retrieval.answer.relevance import (
     read_model,
     score_candidates,
     score_pairs,
+    section_answers,
 )
 from retrieval.answer.types import Claim, ClaimVerdict, EvidencePack, Support
 from retrieval.eligibility import audience_for
@@ -408,6 +409,57 @@ def test_a_verdict_round_trips_with_its_relevance_score_and_omits_it_when_none()
     verdict = relevance_verdict(passed("a"), 0.75, 0.5)
     assert ClaimVerdict.from_dict(json.loads(json.dumps(verdict.as_dict()))) == verdict
     assert "relevance_score" not in passed("a").as_dict()
+
+
+def test_a_section_match_keeps_a_claim_below_the_threshold_and_says_so():
+    kept = relevance_verdict(passed("a"), 0.2, 0.5, section_match=True)
+    assert kept.passed and kept.section_match and kept.relevance_score == 0.2
+    assert ClaimVerdict.from_dict(json.loads(json.dumps(kept.as_dict()))) == kept
+    assert "section_match" not in relevance_verdict(passed("a"), 0.8, 0.5).as_dict()
+    # a claim that reached the threshold needs no section, and no score still fails closed
+    assert not relevance_verdict(passed("a"), 0.8, 0.5, section_match=True).section_match
+    assert not relevance_verdict(passed("a"), math.nan, 0.5, section_match=True).passed
+
+
+PROMOTE_STEP = Candidate(
+    text="Run `pg_ctl promote` on the standby host.",
+    title="Database runbook",
+    heading_path="Failover > Promote the replica",
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "candidate", "expected"),
+    [
+        ("How do I promote the replica during a failover?", PROMOTE_STEP, True),
+        ("How to promote the replica?", PROMOTE_STEP, True),
+        # one question word the headings do not hold: a near-topic question, not this section
+        ("How do I promote the replica in staging?", PROMOTE_STEP, False),
+        ("How do I promote the Redis replica?", PROMOTE_STEP, False),
+        # not a procedure question
+        ("Why do we promote the replica during a failover?", PROMOTE_STEP, False),
+        ("When was the replica promoted?", PROMOTE_STEP, False),
+        # a single content word names too little to pin a section
+        ("How do I promote?", PROMOTE_STEP, False),
+        # not a step
+        (
+            "How do I promote the replica during a failover?",
+            replace(PROMOTE_STEP, text="The replica lags by a few seconds."),
+            False,
+        ),
+        # the words only in the title, which every section of the document shares
+        (
+            "How do I promote the replica?",
+            replace(PROMOTE_STEP, title="Promote the replica", heading_path="Rollback"),
+            False,
+        ),
+        ("How do I promote the replica?", replace(PROMOTE_STEP, heading_path=""), False),
+    ],
+)
+def test_a_procedure_question_is_answered_by_a_step_of_the_section_named_for_it(
+    question: str, candidate: Candidate, expected: bool
+):
+    assert section_answers(question_profile(question), candidate) is expected
 
 
 @pytest.fixture

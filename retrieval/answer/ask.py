@@ -77,6 +77,7 @@ from retrieval.answer.gate import (
 from retrieval.answer.pack import build_pack
 from retrieval.answer.relevance import (
     FALLBACK_MODEL,
+    SECTION_RULE_VERSION,
     Candidate,
     RelevanceUnavailable,
     candidate_for,
@@ -86,6 +87,7 @@ from retrieval.answer.relevance import (
     passage_idf,
     question_profile,
     score_pairs,
+    section_answers,
     threshold_of,
 )
 from retrieval.answer.trace import (
@@ -365,7 +367,13 @@ def relevance_step(
     label = scored.model if scored.model == FALLBACK_MODEL else ""
     profile = question_profile(question)
     for i, score, candidate in zip(passing, scored.scores, candidates, strict=True):
-        out[i] = relevance_verdict(out[i], score, scored.threshold, model=label)
+        out[i] = relevance_verdict(
+            out[i],
+            score,
+            scored.threshold,
+            model=label,
+            section_match=section_answers(profile, candidate),
+        )
         out[i] = shape_verdict(out[i], shape_problem(question, candidate, profile))
     if judge is not None:
         for i in passing:
@@ -545,7 +553,10 @@ def relevance_manifest() -> str:
         model = load_model()
     except RelevanceUnavailable:
         return ""
-    return f"{model.version} threshold {threshold_of(model.full):.4g} shape {SHAPE_RULES_VERSION}"
+    return (
+        f"{model.version} threshold {threshold_of(model.full):.4g} shape {SHAPE_RULES_VERSION}"
+        f" sections {SECTION_RULE_VERSION}"
+    )
 
 
 def needed_egress(

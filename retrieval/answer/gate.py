@@ -373,13 +373,20 @@ def run_gate(
 
 
 def relevance_verdict(
-    verdict: ClaimVerdict, score: float, threshold: float, *, model: str = ""
+    verdict: ClaimVerdict,
+    score: float,
+    threshold: float,
+    *,
+    model: str = "",
+    section_match: bool = False,
 ) -> ClaimVerdict:
     """Step 4 for one verdict, pure: a claim that passed the faithfulness checks keeps passing
-    when its relevance `score` reaches `threshold`, and is dropped at step "relevance" with
-    the reason "does not answer the question" (the score and threshold in words) when it does
-    not. The score is recorded either way; a non-finite score drops the claim (fail closed).
-    A verdict that already failed is returned unchanged (it was never scored)."""
+    when its relevance `score` reaches `threshold`, or when it is a step of the section named
+    for a procedure question (`section_match`, see `relevance.section_answers`), and is
+    dropped at step "relevance" with the reason "does not answer the question" (the score and
+    threshold in words) when neither holds. The score is recorded either way; a non-finite
+    score drops the claim (fail closed), a section match or not. A verdict that already
+    failed is returned unchanged (it was never scored)."""
     if not verdict.passed:
         return verdict
     which = f" ({model} model)" if model else ""
@@ -388,6 +395,8 @@ def relevance_verdict(
         return replace(verdict, passed=False, step=STEP_RELEVANCE, reason=reason)
     if score >= threshold:
         return replace(verdict, relevance_score=score)
+    if section_match:
+        return replace(verdict, relevance_score=score, section_match=True)
     reason = (
         f"{NOT_AN_ANSWER}: its relevance score {score:.2f} is below the threshold "
         f"{threshold:.2f}{which}"

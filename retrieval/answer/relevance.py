@@ -69,6 +69,12 @@ falsely answer more). Whole-ask figures at the chosen threshold are `bench/answe
 (bench/README.md, "Answers that answer"); `ask_calibration` in relevance.json holds the
 trade-off table.
 
+One rule stands beside the score (`section_answers`): a procedure question ("how do I promote the
+replica during a failover?") is answered by a step of the section named for it — every content
+word of the question in the step's heading path — whatever the step's score, since the step's
+own words need not repeat the section's ("Run `pg_ctl promote` on the standby host."). The gate
+records such a pass as `section_match`; its version is in the relevance manifest.
+
 When the embedding model cannot load, scoring degrades honestly: the *no-embedding* model,
 fitted alongside on the same data without `cosine`, with its own data-chosen threshold,
 decides, and `RelevanceScores.note` says so (the ask shows it). When the weights file itself
@@ -492,6 +498,32 @@ def is_step(text: str) -> bool:
         return True
     first = TOKEN_RE.search(unicodedata.normalize("NFKC", text))
     return bool(first) and first.group(0).casefold() in IMPERATIVE_VERBS
+
+
+# A procedure question answered by the section it names (issue 12 item 2): "How do I promote
+# the replica during a failover?" over "Run `pg_ctl promote` on the standby host." under
+# "Failover > Promote the replica". The step's own words never say "replica", so the fitted
+# scorer, which has seen few procedure questions, scores it low (0.21 against 0.30); a runbook
+# section whose headings hold every word of the question is the author saying what its steps
+# are for. The rule is narrow on purpose, since a near-topic question that swaps one word
+# ("... promote the replica in staging?") must not pass: every content word of the question in
+# the heading path itself (the title is shared by every section of a document), at least
+# `MIN_SECTION_WORDS` of them, and the claim a step.
+SECTION_RULE_VERSION = 1
+MIN_SECTION_WORDS = 2
+
+
+def section_answers(profile: QuestionProfile, candidate: Candidate) -> bool:
+    """Whether `candidate` answers a procedure question as a step of the section named for
+    it: the question asks how to do something, every one of its content words (at least
+    `MIN_SECTION_WORDS`) is in the candidate's heading path, and the candidate reads as a
+    step (`is_step`). Pure."""
+    if profile.intent != INTENT_PROCEDURE or not candidate.heading_path:
+        return False
+    wanted = set(profile.content_stems)
+    if len(wanted) < MIN_SECTION_WORDS or not is_step(candidate.text):
+        return False
+    return wanted <= stems(candidate.heading_path)
 
 
 def is_decision(text: str, context: str) -> bool:

@@ -222,10 +222,14 @@ class ClaimVerdict:
     # Why the claim cannot answer by its shape (retrieval.answer.answer_shape), when that is
     # what dropped it at the relevance step; "" otherwise.
     shape_problem: str = ""
+    # The claim passed the relevance step as a step of the section named for a procedure
+    # question (`retrieval.answer.relevance.section_answers`), whatever its score.
+    section_match: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        """The verdict's JSON. `relevance_score` and `shape_problem` are written only when
-        there is one, so verdicts stored before those steps keep their layout."""
+        """The verdict's JSON. `relevance_score`, `shape_problem` and `section_match` are
+        written only when there is one, so verdicts stored before those steps keep their
+        layout."""
         data: dict[str, Any] = {
             "claim": self.claim.as_dict(),
             "passed": self.passed,
@@ -238,6 +242,8 @@ class ClaimVerdict:
             data["relevance_score"] = self.relevance_score
         if self.shape_problem:
             data["shape_problem"] = self.shape_problem
+        if self.section_match:
+            data["section_match"] = True
         return data
 
     @classmethod
@@ -251,6 +257,7 @@ class ClaimVerdict:
             entailment_scorer=data.get("entailment_scorer", ""),
             relevance_score=data.get("relevance_score"),
             shape_problem=data.get("shape_problem", ""),
+            section_match=bool(data.get("section_match", False)),
         )
 
 
