@@ -79,6 +79,68 @@ def test_near_topic_false_answers_are_dropped(question: str, claim: str, reason:
     assert problem(question, claim) == reason
 
 
+def test_a_who_answer_names_someone_the_question_does_not() -> None:
+    drill = (
+        "The monthly restore drill is back on the calendar: first Tuesday of each month, "
+        "owned by Mei."
+    )
+    # Mei is the question's; "Tuesday" is a day and "owned" names no one
+    assert problem("Who runs the monthly restore drill while Mei is on holiday?", drill) == (
+        shape.NO_PERSON
+    )
+    assert problem("who owns the monthly restore drill", drill) == ""  # Mei is the answer
+    assert problem("Who owns the drill?", "The drill is owned by the SRE rotation.") == ""
+
+
+@pytest.mark.parametrize(
+    ("question", "claim", "asked", "said"),
+    [
+        (
+            "how many km are on my old running shoes",
+            "New shoes (Brooks Ghost 16) since 2026-11-01, 62 km on them.",
+            "old",
+            "new",
+        ),
+        (
+            "How much does the GIN index slow down updates to shipment_notes?",
+            "The GIN index adds about 9.4 GB and slows inserts into `shipment_notes` by "
+            "roughly 6%.",
+            "updates",
+            "inserts",
+        ),
+        (
+            "peak memory use on the app hosts",
+            "App hosts: p95 CPU 44% at the Monday peak of about 900 requests per second.",
+            "memory",
+            "cpu",
+        ),
+    ],
+)
+def test_a_claim_about_the_contrasting_thing_is_dropped(
+    question: str, claim: str, asked: str, said: str
+) -> None:
+    reason = problem(question, claim)
+    assert reason == shape.CONTRAST.format(asked=repr(asked), said=repr(said))
+
+
+def test_a_contrast_is_no_swap_when_the_claim_or_its_section_says_the_questions_word() -> None:
+    both = "The old shoes have 812 km on them, the new ones 62 km."
+    assert problem("how many km are on my old running shoes", both) == ""
+    assert (
+        problem(
+            "how many km are on my old running shoes", "62 km on them.", heading="Old shoes > New"
+        )
+        == ""
+    )
+    # yes/no questions are answered by the other side
+    assert problem("Does the GIN index slow down updates?", "The GIN index slows inserts.") == ""
+    # neither side in the claim: not this rule's to judge
+    assert (
+        shape.contrast_swapped("how many km are on my old shoes", Candidate(text="62 km on them."))
+        is None
+    )
+
+
 def test_a_swapped_named_thing_is_named_in_the_reason() -> None:
     why = problem(
         "When is the January book club meeting?",

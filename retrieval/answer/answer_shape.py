@@ -24,7 +24,16 @@ understands, after the score:
   names none;
 * **a named thing swapped** — the question names something (an identifier like `db-2`, a
   capitalised name, a version) that neither the claim nor its heading path nor its document's
-  title mentions: a near-topic question usually swaps exactly one of them.
+  title mentions: a near-topic question usually swaps exactly one of them;
+* **a contrast swapped** (rules 3) — the question says one of a pair of words that name two
+  things of one kind (`CONTRAST_PAIRS`: old/new, inserts/updates, CPU/memory, staging/
+  production, …), the claim says the other, and neither it nor its section says the
+  question's: "How many km are on my old running shoes?" → "New shoes … 62 km on them".
+  Yes/no questions are exempt ("Does it increase the risk?" is answered by "it decreases").
+
+A *who* answer must name someone beyond the question (rules 3): "Who runs the drill while Mei is
+on holiday?" is not answered by "… owned by Mei", nor by a day's name ("Tuesday") or a word
+that only says someone is responsible ("owned").
 
 Each rule was kept only because, on the tune halves of the question sets
 (`bench/data/questions/`, `bench/answer_shape_rules.py`), it removed false answers at a small
@@ -68,7 +77,7 @@ from retrieval.text import NAMED_IDENTIFIER_RE, NUMBER_IN_TEXT_RE, TOKEN_RE, sur
 
 # Recorded with the relevance scorer's version in every ask's trace (`ask.relevance_manifest`),
 # so a replay that drops a claim differently says the rules changed.
-SHAPE_RULES_VERSION = "2"
+SHAPE_RULES_VERSION = "3"
 
 # How a drop by these rules begins after "does not answer the question: ".
 RESTATES = "it only repeats the question's own words"
@@ -78,6 +87,7 @@ NO_NUMBER = "the question asks how many or how much, and it gives no number"
 NO_DURATION = "the question asks how long, and it gives no amount of time or length"
 COUNTS_NOT_NAMES = "the question asks which, and it counts them without naming them"
 NO_DECISION = "the question asks what was decided, and it records no decision"
+CONTRAST = "the question asks about {asked}, and it is about {said}"
 
 # A question that starts with one of these asks yes or no: restating the question (with a
 # "not", or a qualification) is how such a question is answered.
@@ -185,13 +195,83 @@ def _has_amount(question: str, text: str) -> bool:
     return any(m.group(0).casefold() not in asked for m in _AMOUNT_RE.finditer(text))
 
 
+# Words among PERSON_WORDS that say someone is responsible without naming anyone: "owned by
+# Mei" answers *who owns* through "Mei", and "owned" alone answers no *who* ("Who runs the
+# drill while Mei is on holiday?" is not answered by "… owned by Mei": Mei is the question's).
+RESPONSIBILITY_WORDS = word_set("owns owned responsible assigned")
+
+
 def _has_person(text: str, novel: Sequence[tuple[str, str, str]]) -> bool:
-    # A name is capitalised; an all-capitals word ("UTC", "TLS") is an acronym, and the
-    # acronyms of roles ("SRE", "DBA") are among PERSON_WORDS.
-    names = [w for w in novel if not (w[0].isupper() and len(w[0]) > 1)]
+    # A name is capitalised and is someone the question does not already name (`novel`); an
+    # all-capitals word ("UTC", "TLS") is an acronym, and the acronyms of roles ("SRE", "DBA")
+    # are among PERSON_WORDS; a capitalised day or month ("Tuesday") is a time, not a name.
+    names = [w for w in novel if not (w[0].isupper() and len(w[0]) > 1) and w[1] not in TIME_WORDS]
     if "@" in text or _capitalised(names):
         return True
-    return any(surface in PERSON_WORDS for _, surface, _ in novel)
+    return any(
+        surface in PERSON_WORDS and surface not in RESPONSIBILITY_WORDS for _, surface, _ in novel
+    )
+
+
+# Pairs of words that name two different things of one kind: a near-topic question swaps one
+# for the other ("… on my *old* running shoes?" against "*New* shoes … 62 km on them"; "… slow
+# down *updates*?" against "slows *inserts* by 6%"). A claim that holds the other word and not
+# the question's — nor does its section or title — is about the neighbouring thing.
+CONTRAST_PAIRS: tuple[tuple[str, str], ...] = (
+    ("old", "new"),
+    ("first", "last"),
+    ("primary", "secondary"),
+    ("minimum", "maximum"),
+    ("min", "max"),
+    ("staging", "production"),
+    ("read", "write"),
+    ("reads", "writes"),
+    ("insert", "update"),
+    ("inserts", "updates"),
+    ("input", "output"),
+    ("upload", "download"),
+    ("inbound", "outbound"),
+    ("ingress", "egress"),
+    ("internal", "external"),
+    ("public", "private"),
+    ("enable", "disable"),
+    ("enabled", "disabled"),
+    ("increase", "decrease"),
+    ("previous", "next"),
+    ("weekday", "weekend"),
+    ("daily", "weekly"),
+    ("weekly", "monthly"),
+    ("monthly", "yearly"),
+    ("success", "failure"),
+    ("succeeded", "failed"),
+    ("start", "end"),
+    ("upgrade", "downgrade"),
+    ("backup", "restore"),
+    ("backups", "restores"),
+    ("cpu", "memory"),
+    ("memory", "disk"),
+    ("cpu", "disk"),
+)
+_CONTRASTS: dict[str, frozenset[str]] = {}
+for _a, _b in CONTRAST_PAIRS:
+    _CONTRASTS[_a] = _CONTRASTS.get(_a, frozenset()) | {_b}
+    _CONTRASTS[_b] = _CONTRASTS.get(_b, frozenset()) | {_a}
+
+
+def contrast_swapped(question: str, candidate: Candidate) -> tuple[str, str] | None:
+    """(the question's word, the claim's word) when the question names one side of a
+    `CONTRAST_PAIRS` pair that neither the claim nor its heading path nor its title holds,
+    and the claim holds the other side; None otherwise (pure)."""
+    asked = set(question_words(question))
+    text_words = set(question_words(candidate.text))
+    everywhere = text_words | set(question_words(f"{candidate.title}\n{candidate.heading_path}"))
+    for word in sorted(asked & _CONTRASTS.keys()):
+        if word in everywhere:
+            continue
+        other = sorted((_CONTRASTS[word] & text_words) - asked)
+        if other:
+            return word, other[0]
+    return None
 
 
 def _which_phrase(question: str) -> set[str]:
@@ -270,6 +350,10 @@ def shape_problem(
     # A statement asks for no kind of thing; only a named thing it lacks (above) tells.
     if is_yes_no(question, words) or is_statement(question, profile, words):
         return ""
+    # After the yes/no exemption: "Does it increase the risk?" is answered by "it decreases".
+    swapped = contrast_swapped(question, candidate)
+    if swapped is not None:
+        return CONTRAST.format(asked=repr(swapped[0]), said=repr(swapped[1]))
     wh_word = _wh_word(words)
     novel = novel_words(question, text)
     if not novel and (wh_word or len(profile.content) <= FRAGMENT_WORDS):
