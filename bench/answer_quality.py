@@ -162,6 +162,8 @@ def gate_rows(trace_id: int | None) -> list[dict[str, Any]]:
                 "score": verdict.get("relevance_score"),
                 # Dropped by its shape (answer_shape): never shown, whatever the threshold.
                 "shape_problem": verdict.get("shape_problem", ""),
+                # The section rule held: shown at any threshold (relevance.section_answers).
+                "section_match": verdict.get("section_match", False),
                 "quotes": quotes,
             }
         )

@@ -38,6 +38,8 @@ def rule_of(problem: str) -> str:
     """The rule's short name from the reason it gave."""
     if problem.startswith("the question names"):
         return "named thing missing"
+    if problem.startswith("the question asks about"):
+        return "contrast swapped"
     return problem.split(",")[0].removeprefix("the question ").replace("it ", "")
 
 
@@ -47,7 +49,7 @@ def kept(row: dict[str, Any], threshold: float, *, rules: bool) -> list[dict[str
         for g in row["gate"]
         if g["faithful"]
         and g["score"] is not None
-        and g["score"] >= threshold
+        and (g["score"] >= threshold or g.get("section_match", False))
         and not (rules and g.get("shape_problem"))
     ]
 

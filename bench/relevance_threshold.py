@@ -56,7 +56,8 @@ def shown(row: dict[str, Any], threshold: float) -> list[dict[str, Any]]:
         if g["faithful"]
         and not g.get("shape_problem")  # answer_shape dropped it: no threshold shows it
         and g["score"] is not None
-        and g["score"] >= threshold
+        # the section rule passes a step of the section named for the question at any score
+        and (g["score"] >= threshold or g.get("section_match", False))
     ]
 
 

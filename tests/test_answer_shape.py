@@ -134,6 +134,16 @@ def test_a_contrast_is_no_swap_when_the_claim_or_its_section_says_the_questions_
     )
     # yes/no questions are answered by the other side
     assert problem("Does the GIN index slow down updates?", "The GIN index slows inserts.") == ""
+    # the question's word in the title counts as the section's
+    assert problem("how many km on my old shoes", "New: 62 km.", title="Old shoes log") == ""
+    # a statement to check is held to no such rule
+    assert (
+        problem(
+            "Patients on the old regimen recover faster than on any other regimen",
+            "Patients on the new regimen recover faster.",
+        )
+        == ""
+    )
     # neither side in the claim: not this rule's to judge
     assert (
         shape.contrast_swapped("how many km are on my old shoes", Candidate(text="62 km on them."))
@@ -318,3 +328,35 @@ def test_the_same_note_answers_the_question_it_does_answer(alice, ops_notes, set
     outcome = extractive_ask(user=alice, question="When do the nightly backups run now?")
     assert outcome.decision == Decision.ANSWER
     assert any("03:30 UTC" in c.text for c in outcome.claims)
+
+
+@pytest.mark.parametrize(
+    ("question", "claim"),
+    [
+        # another form of the question's own word is the word (index stems)
+        (
+            "How much does the index slow down updates?",
+            "Updated rows take 6% longer; inserts are unaffected.",
+        ),
+        # the other side only inside a code span or an identifier is a name, not the word
+        ("How big is the old pool?", "Set `new_pool_size = 20` for the old pool."),
+        ("Which old host runs cron?", "The old cron host is backup-new-1."),
+        # "how old" asks an age, not for the old one of a pair
+        ("How old is my laptop?", "Bought new in March 2021."),
+        # pairs whose two sides describe one thing are not pairs here
+        ("When does the maintenance window start?", "The window must end by 04:00."),
+        ("How do I write to the replica?", "The replica is read-only; send writes to db-1."),
+    ],
+)
+def test_a_contrast_needs_the_other_thing_in_the_claims_own_words(question: str, claim: str):
+    assert shape.contrast_swapped(question, Candidate(text=claim)) is None
+
+
+@pytest.mark.parametrize("claim", ["Owned by June.", "April is on call.", "Ask May."])
+def test_a_first_name_that_is_also_a_month_still_names_someone(claim: str) -> None:
+    assert problem("Who owns the backups?", claim) == ""
+
+
+def test_a_responsibility_word_alone_names_no_one() -> None:
+    for claim in ("Backups are assigned weekly.", "Backups are owned and kept responsibly."):
+        assert problem("Who rotates the backups?", claim) == shape.NO_PERSON, claim

@@ -694,8 +694,17 @@ def test_a_section_heading_answers_a_how_do_i_question(alice, ops_notes):
     pack = AskTrace.objects.get(pk=outcome.trace_id).trace["pack"]["items"]
     promote = next(i for i in pack if "pg_ctl promote" in i["text"])
     assert promote["heading_path"] == ["Failover", "Promote the replica"]
-    verdicts = AskTrace.objects.get(pk=outcome.trace_id).trace["gate"]
+    row = AskTrace.objects.get(pk=outcome.trace_id)
+    verdicts = row.trace["gate"]
     assert any(v.get("section_match") for v in verdicts if v["passed"])
+    assert "sections 1" in row.trace["manifests"]["relevance"]
+    # replay runs the rule again, and names a stored verdict it no longer agrees with
+    from retrieval.answer.replay import replay
+
+    assert replay(row) == []
+    matched = next(i for i, v in enumerate(verdicts) if v.get("section_match"))
+    del row.trace["gate"][matched]["section_match"]
+    assert any("section rule did not hold → holds" in d for d in replay(row))
 
 
 def test_a_near_topic_procedure_question_is_not_answered_by_the_section(alice, ops_notes):

@@ -416,8 +416,9 @@ def test_a_section_match_keeps_a_claim_below_the_threshold_and_says_so():
     assert kept.passed and kept.section_match and kept.relevance_score == 0.2
     assert ClaimVerdict.from_dict(json.loads(json.dumps(kept.as_dict()))) == kept
     assert "section_match" not in relevance_verdict(passed("a"), 0.8, 0.5).as_dict()
-    # a claim that reached the threshold needs no section, and no score still fails closed
-    assert not relevance_verdict(passed("a"), 0.8, 0.5, section_match=True).section_match
+    # recorded above the threshold too, so an offline replay at any threshold keeps it
+    assert relevance_verdict(passed("a"), 0.8, 0.5, section_match=True).section_match
+    # no usable score still fails closed
     assert not relevance_verdict(passed("a"), math.nan, 0.5, section_match=True).passed
 
 

@@ -58,6 +58,7 @@ from retrieval.answer.relevance import (
     candidate_for,
     question_profile,
     score_candidates,
+    section_answers,
 )
 from retrieval.answer.types import (
     ANSWER_JSON_SCHEMA,
@@ -227,12 +228,16 @@ def rank_by_relevance(question: str, pool: list[Pooled], *, audience: Audience) 
     # A unit that cannot answer by its shape (answer_shape: it restates the question, gives no
     # time to a *when* …) goes after every unit that may: the gate would drop it, and a unit
     # further down that answers is the one to offer.
+    # A step of the section named for a procedure question passes the gate whatever its score
+    # (`section_answers`), so it goes before every unit that must reach the threshold.
     profile = question_profile(question)
     misfit = [bool(shape_problem(question, c, profile)) for c in candidates]
+    outside = [not section_answers(profile, c) for c in candidates]
     ranked = sorted(
-        zip(misfit, scores, range(len(pool)), pool, strict=True), key=lambda r: (r[0], -r[1], r[2])
+        zip(misfit, outside, scores, range(len(pool)), pool, strict=True),
+        key=lambda r: (r[0], r[1], -r[2], r[3]),
     )
-    return [replace(p, relevance=score) for _, score, _, p in ranked]
+    return [replace(p, relevance=score) for _, _, score, _, p in ranked]
 
 
 class ExtractiveAnswerer:

@@ -269,6 +269,17 @@ def _verdict_differences(before: list[ClaimVerdict], now: list[ClaimVerdict]) ->
                 f"gate verdict for claim {i} changed: {_verdict_words(old)} → "
                 f"{_verdict_words(verdict)} ({verdict.reason})"
             )
+        elif old.shape_problem != verdict.shape_problem:
+            out.append(
+                f"gate verdict for claim {i}: answer shape "
+                f"{old.shape_problem or 'none'!r} → {verdict.shape_problem or 'none'!r}"
+            )
+        elif old.section_match != verdict.section_match:
+            out.append(
+                f"gate verdict for claim {i}: section rule "
+                f"{'held' if old.section_match else 'did not hold'} → "
+                f"{'holds' if verdict.section_match else 'does not hold'}"
+            )
     if len(before) > len(now):
         out.append(f"gate verdicts: {len(before)} stored, {len(now)} now")
     return out

@@ -33,6 +33,10 @@ them write back unchanged: a pack item's `heading_path` (its section headings) a
 pre-decision's `choices` (ASK_CLARIFYING's suggestions as {label, question,
 pinned_document_id}).
 
+A gate verdict writes `relevance_score`, `shape_problem` and `section_match` only when it
+has one (issue 12), so verdicts stored before those steps load as "not scored", "no shape
+problem" and "no section match".
+
 A key marked `?` is absent when the ask stopped before that stage (a pinned note that is not
 available stops before `search`; an answerer failure before `gate`), and replay reads that
 absence as "not reached". Reading is forgiving — a missing key reads as its empty value, as
