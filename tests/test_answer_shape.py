@@ -360,3 +360,12 @@ def test_a_first_name_that_is_also_a_month_still_names_someone(claim: str) -> No
 def test_a_responsibility_word_alone_names_no_one() -> None:
     for claim in ("Backups are assigned weekly.", "Backups are owned and kept responsibly."):
         assert problem("Who rotates the backups?", claim) == shape.NO_PERSON, claim
+
+
+def test_a_direction_refutes_a_fragment_but_does_not_answer_a_wh_question() -> None:
+    # SciFact's train claim: the CONTRADICT evidence is its answer
+    refutes = "DUSP4 overexpression increased chemotherapy-induced apoptosis."
+    assert problem("DUSP4 decreases apoptosis.", refutes) == ""
+    assert problem("Which drug decreases apoptosis?", "Drug X increased apoptosis.") == (
+        shape.CONTRAST.format(asked="'decreases'", said="'increased'")
+    )

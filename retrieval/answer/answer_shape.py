@@ -29,7 +29,9 @@ understands, after the score:
   things of one kind (`CONTRAST_PAIRS`: old/new, inserts/updates, CPU/memory, staging/
   production, …), the claim says the other, and neither it nor its section says the
   question's: "How many km are on my old running shoes?" → "New shoes … 62 km on them".
-  Yes/no questions are exempt ("Does it increase the risk?" is answered by "it decreases").
+  Yes/no questions are exempt ("Does it increase the risk?" is answered by "it decreases"),
+  and pairs of directions (`DIRECTION_PAIRS`) count only against a wh-question: "DUSP4
+  decreases apoptosis." is answered by the finding that it increased it.
 
 A *who* answer must name someone beyond the question (rules 3): "Who runs the drill while Mei is
 on holiday?" is not answered by "… owned by Mei", nor by a day's name ("Tuesday") or a word
@@ -252,14 +254,10 @@ CONTRAST_PAIRS: tuple[tuple[str, str], ...] = (
     ("ingress", "egress"),
     ("internal", "external"),
     ("public", "private"),
-    ("enable", "disable"),
-    ("increase", "decrease"),
     ("weekday", "weekend"),
     ("daily", "weekly"),
     ("weekly", "monthly"),
     ("monthly", "yearly"),
-    ("success", "failure"),
-    ("upgrade", "downgrade"),
     ("backup", "restore"),
     ("cpu", "memory"),
     ("memory", "disk"),
@@ -267,11 +265,24 @@ CONTRAST_PAIRS: tuple[tuple[str, str], ...] = (
 )
 
 
-@lru_cache(maxsize=1)
-def _contrasts() -> dict[str, frozenset[str]]:
-    """Each pair word's stem → the stems of its other sides."""
+# Pairs of directions: a claim that says the other one refutes a statement to check or a
+# keyword fragment ("DUSP4 decreases apoptosis." → "DUSP4 overexpression increased …
+# apoptosis": SciFact's CONTRADICT evidence answers it), so they count only against a
+# wh-question ("Which drug decreases apoptosis?").
+DIRECTION_PAIRS: tuple[tuple[str, str], ...] = (
+    ("increase", "decrease"),
+    ("enable", "disable"),
+    ("success", "failure"),
+    ("upgrade", "downgrade"),
+)
+
+
+@lru_cache(maxsize=2)
+def _contrasts(directions: bool) -> dict[str, frozenset[str]]:
+    """Each pair word's stem → the stems of its other sides (with `DIRECTION_PAIRS` when
+    `directions`)."""
     out: dict[str, frozenset[str]] = {}
-    for a, b in CONTRAST_PAIRS:
+    for a, b in CONTRAST_PAIRS + (DIRECTION_PAIRS if directions else ()):
         sa, sb = fold(a), fold(b)
         out[sa] = out.get(sa, frozenset()) | {sb}
         out[sb] = out.get(sb, frozenset()) | {sa}
@@ -285,12 +296,15 @@ def _prose_stems(text: str) -> set[str]:
     return {stem for _, stem in surface_stems(prose)}
 
 
-def contrast_swapped(question: str, candidate: Candidate) -> tuple[str, str] | None:
+def contrast_swapped(
+    question: str, candidate: Candidate, *, directions: bool = True
+) -> tuple[str, str] | None:
     """(the question's word, the claim's word) when the question names one side of a
-    `CONTRAST_PAIRS` pair that neither the claim nor its heading path nor its title holds,
-    and the claim holds the other side; None otherwise (pure). A pair word right after
-    "how" asks the question's kind ("how old"), not for one side of the pair."""
-    contrasts = _contrasts()
+    `CONTRAST_PAIRS` pair (and of a `DIRECTION_PAIRS` one when `directions`) that neither the
+    claim nor its heading path nor its title holds, and the claim holds the other side; None
+    otherwise (pure). A pair word right after "how" asks the question's kind ("how old"), not
+    for one side of the pair."""
+    contrasts = _contrasts(directions)
     words = surface_stems(question)
     asked = {
         (surface, stem)
@@ -390,11 +404,11 @@ def shape_problem(
     # A statement asks for no kind of thing; only a named thing it lacks (above) tells.
     if is_yes_no(question, words) or is_statement(question, profile, words):
         return ""
+    wh_word = _wh_word(words)
     # After the yes/no exemption: "Does it increase the risk?" is answered by "it decreases".
-    swapped = contrast_swapped(question, candidate)
+    swapped = contrast_swapped(question, candidate, directions=bool(wh_word))
     if swapped is not None:
         return CONTRAST.format(asked=repr(swapped[0]), said=repr(swapped[1]))
-    wh_word = _wh_word(words)
     novel = novel_words(question, text)
     if not novel and (wh_word or len(profile.content) <= FRAGMENT_WORDS):
         return RESTATES
