@@ -59,7 +59,6 @@ import itertools
 import re
 import unicodedata
 from collections.abc import Sequence
-from functools import lru_cache
 
 from retrieval.answer.relevance import (
     _AUX,
@@ -277,16 +276,18 @@ DIRECTION_PAIRS: tuple[tuple[str, str], ...] = (
 )
 
 
-@lru_cache(maxsize=2)
-def _contrasts(directions: bool) -> dict[str, frozenset[str]]:
-    """Each pair word's stem → the stems of its other sides (with `DIRECTION_PAIRS` when
-    `directions`)."""
+def _other_sides(pairs: Sequence[tuple[str, str]]) -> dict[str, frozenset[str]]:
+    """Each pair word's stem → the stems of its other sides."""
     out: dict[str, frozenset[str]] = {}
-    for a, b in CONTRAST_PAIRS + (DIRECTION_PAIRS if directions else ()):
+    for a, b in pairs:
         sa, sb = fold(a), fold(b)
         out[sa] = out.get(sa, frozenset()) | {sb}
         out[sb] = out.get(sb, frozenset()) | {sa}
     return out
+
+
+_KINDS = _other_sides(CONTRAST_PAIRS)
+_KINDS_AND_DIRECTIONS = _other_sides(CONTRAST_PAIRS + DIRECTION_PAIRS)
 
 
 def _prose_stems(text: str) -> set[str]:
@@ -304,7 +305,7 @@ def contrast_swapped(
     claim nor its heading path nor its title holds, and the claim holds the other side; None
     otherwise (pure). A pair word right after "how" asks the question's kind ("how old"), not
     for one side of the pair."""
-    contrasts = _contrasts(directions)
+    contrasts = _KINDS_AND_DIRECTIONS if directions else _KINDS
     words = surface_stems(question)
     asked = {
         (surface, stem)

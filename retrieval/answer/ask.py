@@ -359,13 +359,13 @@ def relevance_step(
         for i in passing:
             out[i] = relevance_unavailable(out[i], str(exc))
         return out
-    idf = passage_idf(audience, question_profile(question))
+    profile = question_profile(question)
+    idf = passage_idf(audience, profile)
     candidates = [claim_candidate(out[i].claim, pack, sent_versions) for i in passing]
     scored = score_pairs(question, candidates, idf=idf, model=model)
     if scored.note:
         notes.append(scored.note)
     label = scored.model if scored.model == FALLBACK_MODEL else ""
-    profile = question_profile(question)
     for i, score, candidate in zip(passing, scored.scores, candidates, strict=True):
         out[i] = relevance_verdict(
             out[i],
