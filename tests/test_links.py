@@ -3,6 +3,8 @@ pages (issue 11: external hits once linked to the note view), and the one highli
 
 from __future__ import annotations
 
+import hashlib
+from types import SimpleNamespace
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -75,3 +77,59 @@ def test_the_template_filters_link_through_the_same_helpers():
         links.document_url(kind="external", document_id=4),
         links.permalink_path(12),
     ]
+
+
+@pytest.mark.parametrize("script_prefix", ["/", "/lode/"])
+def test_links_without_the_resolver_equal_reverse_for_every_value(script_prefix):
+    """The per-hit links are joined from a URL reversed once with stand-ins; they must equal
+    what `reverse()` gives, under a script prefix too, at the ends of the id range."""
+    from django.urls import get_script_prefix, reverse, set_script_prefix
+
+    from lode_site.ids import MAX_ID
+
+    sha = hashlib.sha256(b"x").hexdigest()
+    old = get_script_prefix()
+    set_script_prefix(script_prefix)
+    try:
+        for a, b, c in [(1, 2, 3), (7, 7, 7), (MAX_ID, MAX_ID - 1, 10**18), (123456, 9, 88)]:
+            assert links.version_url(kind="note", document_id=a, version_id=b) == reverse(
+                "notes:version", kwargs={"note_id": a, "version_id": b}
+            )
+            assert links.version_url(kind="external", document_id=a, version_id=b) == reverse(
+                "externals:snapshot", kwargs={"document_id": a, "version_id": b}
+            )
+            assert links.document_url(kind="note", document_id=c) == reverse(
+                "notes:detail", kwargs={"note_id": c}
+            )
+            passage = SimpleNamespace(
+                document_id=a, version_id=b, pk=c, version=SimpleNamespace(sha256=sha)
+            )
+            assert links.evidence_url(passage) == reverse(
+                "evidence",
+                kwargs={"document_id": a, "version_id": b, "passage_id": c, "sha256": sha},
+            )
+        assert links.version_url(kind="note", document_id=1, version_id=2).startswith(script_prefix)
+    finally:
+        set_script_prefix(old)
+
+
+def test_values_the_stand_ins_cannot_stand_for_go_through_reverse():
+    """An id out of the database's range, or a digest that is not lowercase hex, is reversed
+    by Django itself: the same URL, or the same error, as before."""
+    from django.urls import NoReverseMatch, reverse
+
+    from lode_site.ids import MAX_ID
+
+    for bad in (0, -1, MAX_ID + 1, 10**20):
+        try:
+            expected = reverse("notes:version", kwargs={"note_id": bad, "version_id": 1})
+        except NoReverseMatch:
+            with pytest.raises(NoReverseMatch):
+                links.version_url(kind="note", document_id=bad, version_id=1)
+        else:
+            assert links.version_url(kind="note", document_id=bad, version_id=1) == expected
+    odd = SimpleNamespace(document_id=1, version_id=2, pk=3, version=SimpleNamespace(sha256="A B"))
+    assert links.evidence_url(odd) == reverse(
+        "evidence", kwargs={"document_id": 1, "version_id": 2, "passage_id": 3, "sha256": "A B"}
+    )
+    assert "A%20B" in links.evidence_url(odd)
