@@ -54,3 +54,21 @@ def test_load_groups_refuses_holdout_rows(tmp_path: Path) -> None:
     dump.write_text(json.dumps({**row, "split": "tune"}) + "\n", encoding="utf-8")
     (loaded,) = refit.load_groups([str(dump)])
     assert loaded.x.shape == (0, len(FEATURE_NAMES))
+
+
+def test_part_rows_embeds_what_the_asking_user_has_pending(alice, alice_note, monkeypatch) -> None:
+    """`collect`'s set-up embeds the user's pending passages before asking (the space-aware
+    count: it once passed a user id where space ids go and failed before the first ask)."""
+    from retrieval.eligibility import member_space_ids
+    from retrieval.index.vectors import pending_count
+
+    commands: list[str] = []
+    monkeypatch.setattr(
+        "django.core.management.call_command", lambda name, **_: commands.append(name)
+    )
+    monkeypatch.setattr(refit, "ensure_user", lambda username: alice)
+    monkeypatch.setattr(refit, "notes_rows", lambda user, split: [])
+    assert pending_count(member_space_ids(alice.pk)) > 0  # the note's passages await vectors
+    user, rows = refit.part_rows("notes", "tune", train=False)
+    assert (user, rows) == (alice, [])
+    assert commands == ["migrate", "lode_embed_pending"]

@@ -217,6 +217,7 @@ def ensure_user(username: str) -> Any:
 def part_rows(part: str, split: str, train: bool) -> tuple[Any, list[Row]]:
     from django.core.management import call_command
 
+    from retrieval.eligibility import member_space_ids
     from retrieval.index.vectors import pending_count
 
     if part == "notes":
@@ -226,7 +227,7 @@ def part_rows(part: str, split: str, train: bool) -> tuple[Any, list[Row]]:
     else:
         user = ensure_user("eval")
         rows = scifact_rows(user, split, train)
-    if pending_count(user.pk):
+    if pending_count(member_space_ids(user.pk)):
         call_command("lode_embed_pending", verbosity=0)
     return user, rows
 
