@@ -54,7 +54,7 @@ def _reverse_ids(name: str, kwargs: Mapping[str, int | str]) -> str:
     hex digests (`sha256`), without walking the resolver for each call.
 
     Why: a search page links every hit twice (its version and its evidence), and Django's
-    `reverse()` costs ~36 µs a call — about 2 ms of CPU a page (`bench/request_cpu.py`).
+    `reverse()` costs ~37 µs a call — ~1.5 ms of CPU for a page of 20 hits (bench/README.md).
     The URL is reversed once with stand-in values and cut around them; each call then only
     joins strings. A value the stand-ins cannot stand for (not an id in range, not hex) goes
     through `reverse()` itself, which raises as it always did.
