@@ -2,20 +2,28 @@
 
     .venv/bin/python bench/answer_quality.py --scifact-data /work/scifact-data [--queries 809]
     .venv/bin/python bench/answer_quality.py --part notes          # the notes corpus only
+    .venv/bin/python bench/answer_quality.py --part corpora        # notes, lab and cafe
     .venv/bin/python bench/answer_quality.py --part scifact --scifact-data DIR
 
-Two parts, each in its own child process (a Django process has one data folder):
+Parts, each in its own child process (a Django process has one data folder):
 
-* **notes** — `bench/data/notes_corpus/` (runbooks, meeting notes, design docs, personal
-  notes; `.md` and `.txt`) loaded as notes of user `notes` into a fresh temporary data folder
-  and embedded with the bundled model (or `--notes-data DIR`, reused: loaded once).
+* **notes**, **lab**, **cafe** — a notes corpus each (`CORPORA`): `bench/data/notes_corpus/`
+  (a small ops team's runbooks, meeting notes, design docs, one engineer's personal notes),
+  `lab_corpus/` (a research group's protocols, lab meetings, equipment, a student's notes),
+  `cafe_corpus/` (a café-bakery's procedures, staff meetings, suppliers, the owner's notes);
+  `.md` and `.txt`, loaded as notes of the user named like the part into a fresh temporary
+  data folder and embedded with the bundled model (or `--notes-data DIR`, `--lab-data DIR`,
+  `--cafe-data DIR`, reused: loaded once). Each corpus has its own folder, so one corpus's
+  word statistics never weigh on another's.
   - retrieval, every mode (lexical, semantic, hybrid with the reranker off, hybrid with the
     learned reranker): **recall@5** of the passage that answers — a top-5 hit whose passage
-    overlaps the `answer` text of `bench/data/questions/notes_answerable.jsonl` in its file;
-  - `ask()` (extractive answerer, `--mode`, default hybrid, the configured reranker) on
-    `notes_answerable` (answer rate; *right* answers: a shown claim's quote overlaps the
-    answer text) and `notes_unanswerable` (near-topic, not answerable: **false answers**),
-    each per split (`tune`: what fitting may see; `holdout`: kept apart).
+    overlaps the `answer` text of the corpus's answerable set (`bench/data/questions/`) in its
+    file;
+  - `ask()` (extractive answerer, `--mode`, default hybrid, the configured reranker) on the
+    answerable sets (answer rate; *right* answers: a shown claim's quote overlaps the answer
+    text) and the near-topic unanswerable sets (**false answers**), each per split (`tune`:
+    what fitting may see; `holdout`, `fresh`, `fresh2`: kept apart). The false answers of a
+    split in the corpus's `unprinted` splits are counted, never printed.
 * **scifact** — a data folder with SciFact loaded and embedded for user `eval`
   (`--scifact-data`, see bench/README.md; the traces these asks store are deleted at the end):
   - the first `--queries` SciFact train queries: answer rate, and answers citing an abstract
@@ -39,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,16 +58,54 @@ from _common import ROOT, SCIFACT
 OUT = ROOT / "bench" / "out"
 DATA = ROOT / "bench" / "data"
 QUESTIONS = DATA / "questions"
-NOTES_CORPUS = DATA / "notes_corpus"
 OFFTOPIC = DATA / "offtopic_questions.txt"
 OFFTOPIC_HOLDOUT = DATA / "offtopic_questions_holdout.txt"
 ANSWERED = ("ANSWER", "ANSWER_WITH_CONFLICTS")
 # `fresh` and `fresh2`: notes sets kept apart whole (bench/data/questions/README.md). `fresh`
 # has been seen (its false answers were printed once); `fresh2` has never been run.
 SPLITS = ("tune", "holdout", "fresh", "fresh2")
-# Splits whose false answers are counted but never printed: they judge a change made without
-# looking at them (the rows stay in the JSON, for when a set is retired).
-UNPRINTED_SPLITS = frozenset({"fresh2"})
+
+
+@dataclass(frozen=True)
+class NotesCorpus:
+    """A folder of notes and the question sets written over it."""
+
+    name: str  # the part, the user that owns the notes, the prefix of their external keys
+    folder: Path
+    answerable: tuple[str, ...]  # question files (stems) under QUESTIONS
+    unanswerable: tuple[str, ...]
+    # Splits whose false answers are counted but never printed: they judge a change made
+    # without looking at them (the rows stay in the JSON, for when a set is retired).
+    unprinted: frozenset[str]
+
+
+CORPORA = {
+    c.name: c
+    for c in (
+        NotesCorpus(
+            "notes",
+            DATA / "notes_corpus",
+            ("notes_answerable", "notes_fresh_answerable", "notes_fresh2_answerable"),
+            ("notes_unanswerable", "notes_fresh_unanswerable", "notes_fresh2_unanswerable"),
+            frozenset({"fresh2"}),
+        ),
+        # Written on 2026-12-03; their holdout halves have never been printed.
+        NotesCorpus(
+            "lab",
+            DATA / "lab_corpus",
+            ("lab_answerable",),
+            ("lab_unanswerable",),
+            frozenset({"holdout"}),
+        ),
+        NotesCorpus(
+            "cafe",
+            DATA / "cafe_corpus",
+            ("cafe_answerable",),
+            ("cafe_unanswerable",),
+            frozenset({"holdout"}),
+        ),
+    )
+}
 # (label, search mode, reranker) for the retrieval table.
 RETRIEVAL_MODES = (
     ("lexical", "lexical", "off"),
@@ -194,25 +241,26 @@ def note_title(path: Path, text: str) -> str:
     return path.stem.replace("-", " ").replace("_", " ")
 
 
-def load_notes_corpus(user: Any) -> dict[str, int]:
-    """Every file of the notes corpus as a note of `user` (once); {relative path: doc id}."""
+def load_notes_corpus(corpus: NotesCorpus, user: Any) -> dict[str, int]:
+    """Every file of the corpus as a note of `user` (once); {relative path: doc id}."""
     from notes import services
     from notes.models import Document
 
     keys = {}
-    for path in sorted(NOTES_CORPUS.rglob("*")):
+    for path in sorted(corpus.folder.rglob("*")):
         if not path.is_file() or path.suffix not in (".md", ".txt"):
             continue
-        rel = path.relative_to(NOTES_CORPUS).as_posix()
-        existing = Document.objects.filter(owner=user, external_key=f"notes:{rel}").first()
+        rel = path.relative_to(corpus.folder).as_posix()
+        key = f"{corpus.name}:{rel}"
+        existing = Document.objects.filter(owner=user, external_key=key).first()
         if existing is None:
             text = path.read_text(encoding="utf-8")
             existing = services.note_create(
                 owner=user,
                 title=note_title(path, text),
                 body=text,
-                external_key=f"notes:{rel}",
-                source_name="notes_corpus",
+                external_key=key,
+                source_name=f"{corpus.name}_corpus",
             )
         keys[rel] = existing.pk
     return keys
@@ -235,8 +283,10 @@ def overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
-def notes_part(args: argparse.Namespace) -> dict[str, Any]:
-    data_dir = args.notes_data or tempfile.mkdtemp(prefix="lode-notes-bench-")
+def corpus_part(corpus: NotesCorpus, args: argparse.Namespace) -> dict[str, Any]:
+    data_dir = getattr(args, f"{corpus.name}_data") or tempfile.mkdtemp(
+        prefix=f"lode-{corpus.name}-bench-"
+    )
     setup_django(data_dir)
     from django.core.management import call_command
 
@@ -246,19 +296,15 @@ def notes_part(args: argparse.Namespace) -> dict[str, Any]:
     from retrieval.search.pipeline import search
 
     call_command("migrate", verbosity=0)
-    user = ensure_user("notes")
-    docs = load_notes_corpus(user)
+    user = ensure_user(corpus.name)
+    docs = load_notes_corpus(corpus, user)
     if pending_count(member_space_ids(user.pk)):
         call_command("lode_embed_pending", verbosity=0)
     answerable = [
-        row
-        for name in ("notes_answerable", "notes_fresh_answerable", "notes_fresh2_answerable")
-        for row in read_jsonl(QUESTIONS / f"{name}.jsonl")
+        row for name in corpus.answerable for row in read_jsonl(QUESTIONS / f"{name}.jsonl")
     ]
     unanswerable = [
-        row
-        for name in ("notes_unanswerable", "notes_fresh_unanswerable", "notes_fresh2_unanswerable")
-        for row in read_jsonl(QUESTIONS / f"{name}.jsonl")
+        row for name in corpus.unanswerable for row in read_jsonl(QUESTIONS / f"{name}.jsonl")
     ]
     for row in answerable:
         row["doc"] = docs[row["file"]]
@@ -306,7 +352,8 @@ def notes_part(args: argparse.Namespace) -> dict[str, Any]:
         un_rows.append(r)
     times = [r["ms"] for r in ans_rows + un_rows]
     return {
-        "part": "notes",
+        "part": corpus.name,
+        "corpus": corpus.folder.relative_to(ROOT).as_posix(),
         "mode": args.mode,
         "documents": len(docs),
         "retrieval_recall_at_5": retrieval,
@@ -440,8 +487,13 @@ def pct(block: dict[str, Any], key: str = "answered") -> str:
 
 
 def show(report: dict[str, Any]) -> None:
-    if report["part"] == "notes":
-        print(f"\n== notes corpus: {report['documents']} documents, ask mode {report['mode']}")
+    unprinted: frozenset[str] = frozenset()
+    if report["part"] in CORPORA:
+        unprinted = CORPORA[report["part"]].unprinted
+        print(
+            f"\n== {report['part']} corpus ({report['corpus']}): {report['documents']} "
+            f"documents, ask mode {report['mode']}"
+        )
         print(f"retrieval recall@{RECALL_K} of the answering passage:")
         for label, block in report["retrieval_recall_at_5"].items():
             splits = "   ".join(
@@ -484,7 +536,7 @@ def show(report: dict[str, Any]) -> None:
         )
     lat = report["latency_ms"]
     print(f"ask latency p50 {lat['p50']} ms, p95 {lat['p95']} ms")
-    shown = [row for row in report["false_answers"] if row["split"] not in UNPRINTED_SPLITS]
+    shown = [row for row in report["false_answers"] if row["split"] not in unprinted]
     for row in shown[:30]:
         print(f"   FALSE ANSWER [{row['split']}] {row['question']!r} → {row['claim'][:100]!r}")
 
@@ -505,8 +557,9 @@ def run_child(part: str, args: argparse.Namespace) -> dict[str, Any]:
     ]
     if args.scifact_data:
         command += ["--scifact-data", args.scifact_data]
-    if args.notes_data:
-        command += ["--notes-data", args.notes_data]
+    for name in CORPORA:
+        if getattr(args, f"{name}_data"):
+            command += [f"--{name}-data", getattr(args, f"{name}_data")]
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
     subprocess.run(command, cwd=ROOT, env=env, check=True)
     return json.loads(out.read_text(encoding="utf-8"))
@@ -516,20 +569,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--part", choices=("notes", "scifact", "both"), default="both")
+    parser.add_argument(
+        "--part",
+        choices=(*CORPORA, "corpora", "scifact", "all"),
+        default="all",
+        help="one part; 'corpora': every notes corpus; 'all': those and scifact",
+    )
     parser.add_argument("--scifact-data", default=None, help="SciFact loaded+embedded (SQLite)")
-    parser.add_argument("--notes-data", default=None, help="reuse this notes data folder")
+    for name in CORPORA:
+        parser.add_argument(
+            f"--{name}-data", default=None, help=f"reuse this data folder for the {name} corpus"
+        )
     parser.add_argument("--mode", choices=("lexical", "hybrid", "semantic"), default="hybrid")
     parser.add_argument("--queries", type=int, default=809, help="SciFact train queries")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        report = notes_part(args) if args.part == "notes" else scifact_part(args)
+        report = (
+            corpus_part(CORPORA[args.part], args) if args.part in CORPORA else scifact_part(args)
+        )
         (OUT / f"answer_quality_{args.part}.json").write_text(
             json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
         )
         return
-    parts = ("notes", "scifact") if args.part == "both" else (args.part,)
+    parts: tuple[str, ...] = (args.part,)
+    if args.part in ("corpora", "all"):
+        parts = (*CORPORA, "scifact") if args.part == "all" else tuple(CORPORA)
     for part in parts:
         show(run_child(part, args))
 

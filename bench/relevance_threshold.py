@@ -42,6 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 RELEVANCE_FILE = ROOT / "retrieval" / "data" / "relevance.json"
 THRESHOLDS = [round(0.02 * i, 2) for i in range(1, 50)]
+# bench/answer_quality.py's notes corpora; `notes` is required, the others are read when run.
+CORPUS_PARTS = ("notes", "lab", "cafe")
 
 
 def overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
@@ -86,6 +88,10 @@ def tally(rows: list[dict[str, Any]], threshold: float, right=None) -> tuple[int
     return len(rows), answered, correct
 
 
+def exists(part: str) -> bool:
+    return (OUT / f"answer_quality_{part}.json").is_file()
+
+
 def load(part: str) -> dict[str, Any]:
     path = OUT / f"answer_quality_{part}.json"
     if not path.is_file():
@@ -98,55 +104,71 @@ def split(rows: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
 
 
 def table(
-    notes: dict[str, Any], scifact: dict[str, Any], name: str, false_cost: float = 3.0
+    corpora: dict[str, dict[str, Any]], scifact: dict[str, Any], name: str, false_cost: float = 3.0
 ) -> list[dict[str, Any]]:
-    na, nu = notes["rows"]["answerable"], notes["rows"]["unanswerable"]
-    sa, su = scifact["rows"]["answerable"], scifact["rows"]["unanswerable"]
+    """One line per threshold over split `name`: right and false answers pooled over every
+    set, and each set's own rates (`{corpus}_answered`, `_right`, `_false`)."""
+    sets = {
+        part: (report["rows"]["answerable"], report["rows"]["unanswerable"], notes_right)
+        for part, report in corpora.items()
+    }
+    sets["scifact"] = (
+        scifact["rows"]["answerable"],
+        scifact["rows"]["unanswerable"],
+        scifact_right,
+    )
     train = scifact["rows"]["train"]
     lines = []
     for t in THRESHOLDS:
-        n_all, n_ans, n_right = tally(split(na, name), t, notes_right)
-        s_all, s_ans, s_right = tally(split(sa, name), t, scifact_right)
-        nu_all, nu_false, _ = tally(split(nu, name), t)
-        su_all, su_false, _ = tally(split(su, name), t)
+        line: dict[str, Any] = {"threshold": t}
+        right = false = asked_unanswerable = 0
+        for part, (answerable, unanswerable, is_right) in sets.items():
+            a_all, a_ans, a_right = tally(split(answerable, name), t, is_right)
+            u_all, u_false, _ = tally(split(unanswerable, name), t)
+            right, false, asked_unanswerable = (
+                right + a_right,
+                false + u_false,
+                asked_unanswerable + u_all,
+            )
+            line[f"{part}_answered"] = a_ans / a_all if a_all else 0.0
+            line[f"{part}_right"] = a_right / a_all if a_all else 0.0
+            line[f"{part}_false"] = u_false / u_all if u_all else 0.0
         tr_all, tr_ans, tr_rel = tally(train, t, scifact_right)
-        right, false = n_right + s_right, nu_false + su_false
-        lines.append(
-            {
-                "threshold": t,
-                "right": right,
-                "false": false,
-                "net": right - false_cost * false,
-                "notes_answered": n_ans / n_all,
-                "notes_right": n_right / n_all,
-                "scifact_answered": s_ans / s_all,
-                "scifact_right": s_right / s_all,
-                "near_topic_false": (nu_false + su_false) / (nu_all + su_all),
-                "notes_false": nu_false / nu_all,
-                "scifact_false": su_false / su_all,
-                "train_answered": tr_ans / tr_all,
-                "train_answers_relevant": tr_rel / tr_ans if tr_ans else 0.0,
-            }
-        )
+        line |= {
+            "right": right,
+            "false": false,
+            "net": right - false_cost * false,
+            "near_topic_false": false / asked_unanswerable if asked_unanswerable else 0.0,
+            "train_answered": tr_ans / tr_all,
+            "train_answers_relevant": tr_rel / tr_ans if tr_ans else 0.0,
+        }
+        lines.append(line)
     return lines
 
 
 def show(lines: list[dict[str, Any]], title: str) -> None:
+    parts = [key.removesuffix("_answered") for key in lines[0] if key.endswith("_answered")]
+    parts = [p for p in parts if p != "train"]
     print(f"\n{title}")
     print(
-        "thresh  notes ans/right  scifact ans/right  near-topic false (notes, scifact)  "
-        "train ans  relevant"
+        "thresh  "
+        + "  ".join(f"{p + ' ans/right/false':<22}" for p in parts)
+        + "  near-topic false  train ans  relevant"
     )
     for r in lines:
+        cells = "  ".join(
+            f"{r[p + '_answered']:6.1%} {r[p + '_right']:6.1%} {r[p + '_false']:6.1%} "
+            for p in parts
+        )
         print(
-            f"{r['threshold']:5.2f}   {r['notes_answered']:5.1%} {r['notes_right']:5.1%}    "
-            f"{r['scifact_answered']:5.1%} {r['scifact_right']:5.1%}     "
-            f"{r['near_topic_false']:5.1%} ({r['notes_false']:5.1%}, {r['scifact_false']:5.1%})"
-            f"          {r['train_answered']:5.1%}   {r['train_answers_relevant']:5.1%}"
+            f"{r['threshold']:5.2f}   {cells}  {r['near_topic_false']:6.1%}"
+            f"            {r['train_answered']:6.1%}   {r['train_answers_relevant']:6.1%}"
         )
 
 
-def egress_floor(notes: dict[str, Any], scifact: dict[str, Any], threshold: float) -> float:
+def egress_floor(
+    corpora: dict[str, dict[str, Any]], scifact: dict[str, Any], threshold: float
+) -> float:
     """The relevance an evidence item must reach to be sent to a remote model: the 5th
     percentile of the scores of the *right* claims of the tune halves, shown or not (so 95% of
     the sentences that answer would have been sent), never above `threshold` (see
@@ -155,7 +177,7 @@ def egress_floor(notes: dict[str, Any], scifact: dict[str, Any], threshold: floa
     scores = sorted(
         claim["score"]
         for rows, right in (
-            (split(notes["rows"]["answerable"], "tune"), notes_right),
+            *((split(r["rows"]["answerable"], "tune"), notes_right) for r in corpora.values()),
             (split(scifact["rows"]["answerable"], "tune"), scifact_right),
         )
         for row in rows
@@ -180,8 +202,10 @@ def main() -> None:
     parser.add_argument("--rule", choices=("strict", "cost"), default="cost")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
-    notes, scifact = load("notes"), load("scifact")
-    tune = table(notes, scifact, "tune", args.false_cost)
+    scifact = load("scifact")
+    corpora = {part: load(part) for part in CORPUS_PARTS if part == "notes" or exists(part)}
+    print(f"sets: {', '.join(corpora)} and scifact")
+    tune = table(corpora, scifact, "tune", args.false_cost)
     show(tune, "tune (chooses)")
     strict = next((r for r in tune if r["near_topic_false"] <= args.max_false), tune[-1])
     best_net = max(tune, key=lambda r: (r["net"], -r["threshold"]))
@@ -195,7 +219,7 @@ def main() -> None:
         f"{strict['threshold']} — right {strict['right']} / false {strict['false']} on tune"
     )
     holdout = next(
-        r for r in table(notes, scifact, "holdout") if r["threshold"] == chosen["threshold"]
+        r for r in table(corpora, scifact, "holdout") if r["threshold"] == chosen["threshold"]
     )
     print(f"chosen ({args.rule} rule): threshold {chosen['threshold']}")
     show([holdout], "holdout at the chosen threshold (reported, not used)")
@@ -220,7 +244,7 @@ def main() -> None:
             )
             + "; the fallback model's threshold moved by the same log-odds"
         )
-        data["egress_floor"] = egress_floor(notes, scifact, chosen["threshold"])
+        data["egress_floor"] = egress_floor(corpora, scifact, chosen["threshold"])
         data["ask_calibration"] = {
             "rule": args.rule,
             "max_false": args.max_false,

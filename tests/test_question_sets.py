@@ -4,14 +4,15 @@ Pure: no database, no network. The checks that need SciFact read `../shared/data
 there and are skipped otherwise (the data is not part of the repository).
 
 What is checked: every file parses; every row has its fields with the right types; ids are
-unique across all eight sets; no question repeats in any set once case and punctuation are
-ignored; each of the four first sets has at least 100 rows, split half and half (±1) by the
-even/odd rule the README states; the four fresh notes sets (two written 2026-12-02 as
-`fresh`, two later that day as `fresh2`) have at least 80 unanswerable and 60 answerable
-rows, every one of them in its one split, spread over many files;
-every notes answer occurs verbatim in its file; every notes `near` file exists; every SciFact
-document, sentence index and claim exists, and the sentences of an answerable row are one
-SUPPORT rationale of its claim.
+unique across all twelve sets; no question repeats in any set once case and punctuation are
+ignored; each of the four first sets and the four sets over the lab and cafe corpora
+(written 2026-12-03) has at least 100 rows, split half and half (±1) by the even/odd rule the
+README states, the lab and cafe sets spread over at least 30 files; the four fresh notes sets
+(two written 2026-12-02 as `fresh`, two later that day as `fresh2`) have at least 80
+unanswerable and 60 answerable rows, every one of them in its one split, spread over many
+files; every notes answer occurs verbatim in its file of its corpus; every `near` file exists;
+every SciFact document, sentence index and claim exists, and the sentences of an answerable
+row are one SUPPORT rationale of its claim.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = ROOT / "bench" / "data" / "questions"
 NOTES_CORPUS = ROOT / "bench" / "data" / "notes_corpus"
+# Each notes-like set's corpus: the prefix of its name names the folder.
+CORPORA = {name: ROOT / "bench" / "data" / f"{name}_corpus" for name in ("notes", "lab", "cafe")}
 SCIFACT_CLAIMS = ROOT.parent / "shared" / "data" / "scifact-claims"
 
 # The sets split into tune/holdout halves by the even/odd rule.
@@ -35,7 +38,13 @@ SETS = (
     "notes_unanswerable",
     "scifact_answerable",
     "scifact_unanswerable",
+    "lab_answerable",
+    "lab_unanswerable",
+    "cafe_answerable",
+    "cafe_unanswerable",
 )
+# The sets over the second and third notes corpora, written on 2026-12-03.
+NEW_CORPUS_SETS = ("lab_answerable", "lab_unanswerable", "cafe_answerable", "cafe_unanswerable")
 # The kept-apart notes sets, each whole in one split nobody tunes on: `fresh` (written and
 # first run on 2026-12-02; its false answers were printed once since) and `fresh2` (written
 # on 2026-12-02 after that, never run).
@@ -47,11 +56,19 @@ FRESH_SPLIT = {
 }
 FRESH_SETS = tuple(FRESH_SPLIT)
 ALL_SETS = SETS + FRESH_SETS
-NOTES_ANSWERABLE_SETS = ("notes_answerable", "notes_fresh_answerable", "notes_fresh2_answerable")
+NOTES_ANSWERABLE_SETS = (
+    "notes_answerable",
+    "notes_fresh_answerable",
+    "notes_fresh2_answerable",
+    "lab_answerable",
+    "cafe_answerable",
+)
 NOTES_UNANSWERABLE_SETS = (
     "notes_unanswerable",
     "notes_fresh_unanswerable",
     "notes_fresh2_unanswerable",
+    "lab_unanswerable",
+    "cafe_unanswerable",
 )
 MIN_ROWS: dict[str, int] = {
     **dict.fromkeys(SETS, 100),
@@ -72,6 +89,10 @@ ID_PREFIXES = {
     "notes_fresh_unanswerable": "notes-fu-",
     "notes_fresh2_answerable": "notes-ga-",
     "notes_fresh2_unanswerable": "notes-gu-",
+    "lab_answerable": "lab-a-",
+    "lab_unanswerable": "lab-u-",
+    "cafe_answerable": "cafe-a-",
+    "cafe_unanswerable": "cafe-u-",
 }
 ANSWER_TYPES = frozenset(
     {"how_many", "when", "who", "which", "what", "how", "why", "yes_no", "where"}
@@ -84,6 +105,10 @@ FIELDS: dict[str, dict[str, type]] = {
     "notes_fresh_unanswerable": {"near": str, "why": str},
     "notes_fresh2_answerable": {"file": str, "answer": str, "type": str},
     "notes_fresh2_unanswerable": {"near": str, "why": str},
+    "lab_answerable": {"file": str, "answer": str, "type": str},
+    "lab_unanswerable": {"near": str, "why": str},
+    "cafe_answerable": {"file": str, "answer": str, "type": str},
+    "cafe_unanswerable": {"near": str, "why": str},
     "scifact_answerable": {"doc_id": int, "sentences": list, "claim_id": int},
     "scifact_unanswerable": {"near_doc_id": int, "why": str},
 }
@@ -104,10 +129,11 @@ def load(name: str) -> list[dict[str, Any]]:
     return rows
 
 
-def note_text(relative: str) -> str:
-    """A notes-corpus file's text, refusing paths that leave the corpus folder."""
-    path = (NOTES_CORPUS / relative).resolve()
-    assert path.is_relative_to(NOTES_CORPUS.resolve()), relative
+def note_text(relative: str, set_name: str = "notes") -> str:
+    """A file's text in the corpus of `set_name`, refusing paths that leave its folder."""
+    folder = CORPORA[set_name.split("_", 1)[0]]
+    path = (folder / relative).resolve()
+    assert path.is_relative_to(folder.resolve()), relative
     return path.read_text(encoding="utf-8")
 
 
@@ -160,13 +186,14 @@ def test_fresh_sets_are_kept_apart_and_spread() -> None:
 def test_notes_answers_occur_verbatim_in_their_file(name: str) -> None:
     for row in load(name):
         assert row["type"] in ANSWER_TYPES, row["id"]
-        text = note_text(row["file"])
+        text = note_text(row["file"], name)
         assert row["answer"].strip(), row["id"]
         assert row["answer"] in text, (row["id"], row["file"], row["answer"])
 
 
-def test_notes_question_types_are_split_evenly() -> None:
-    rows = load("notes_answerable")
+@pytest.mark.parametrize("name", ("notes_answerable", "lab_answerable", "cafe_answerable"))
+def test_notes_question_types_are_split_evenly(name: str) -> None:
+    rows = load(name)
     by_split = {
         split: Counter(row["type"] for row in rows if row["split"] == split)
         for split in ("tune", "holdout")
@@ -180,8 +207,23 @@ def test_notes_question_types_are_split_evenly() -> None:
 @pytest.mark.parametrize("name", NOTES_UNANSWERABLE_SETS)
 def test_notes_unanswerable_near_files_exist(name: str) -> None:
     for row in load(name):
-        assert note_text(row["near"]).strip(), row["id"]
+        assert note_text(row["near"], name).strip(), row["id"]
         assert row["why"].strip(), row["id"]
+
+
+def test_new_corpus_sets_are_spread_and_named() -> None:
+    for name in NEW_CORPUS_SETS:
+        rows = load(name)
+        file_field = "file" if name.endswith("_answerable") else "near"
+        assert len({row[file_field] for row in rows}) >= 30, name
+        assert all(row["id"].startswith(ID_PREFIXES[name]) for row in rows), name
+
+
+@pytest.mark.parametrize("corpus", ("lab", "cafe"))
+def test_new_corpus_shape(corpus: str) -> None:
+    files = sorted(p for p in CORPORA[corpus].rglob("*") if p.is_file())
+    assert 30 <= len(files) <= 60
+    assert {p.suffix for p in files} == {".md", ".txt"}
 
 
 def test_notes_corpus_shape() -> None:

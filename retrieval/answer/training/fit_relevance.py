@@ -2,7 +2,8 @@
 
     LODE_DATA_DIR=var/fit .venv/bin/python -m retrieval.answer.training.fit_relevance fit \
         [--scifact ../shared/data/scifact-claims] [--questions bench/data/questions] \
-        [--notes-corpus bench/data/notes_corpus] [--offtopic bench/data/offtopic_questions.txt] \
+        [--notes-corpus bench/data/notes_corpus] [--lab-corpus bench/data/lab_corpus] \
+        [--cafe-corpus bench/data/cafe_corpus] [--offtopic bench/data/offtopic_questions.txt] \
         [--cache var/relevance_embeddings.npz] [--out retrieval/data/relevance.json]
 
     .venv/bin/python -m retrieval.answer.training.fit_relevance evaluate --split holdout \
@@ -12,9 +13,11 @@ No database: the fit builds what `ask()` would hand the gate from the files them
 
 * **Corpora.** SciFact (`corpus.jsonl` of scifact-claims: one note per abstract, body
   `# {title}\\n\\n{sentences joined by spaces}`, as `manage.py lode_load_beir` stores it) and the
-  notes corpus (every `.md`/`.txt` file, titled by its first `# ` heading or its file name, as
-  bench/answer_quality.py loads it). Each body is chunked with lode's own chunker
-  (`retrieval.index.chunking.chunk_markdown`) into passages with heading paths.
+  notes corpora — `notes`, `lab` and `cafe` (`NOTES_CORPORA`; every `.md`/`.txt` file, titled by
+  its first `# ` heading or its file name, as bench/answer_quality.py loads it), each with its
+  own BM25 statistics and IDF, as each is its own user's notes at run time. Each body is
+  chunked with lode's own chunker (`retrieval.index.chunking.chunk_markdown`) into passages
+  with heading paths.
 * **Retrieval.** A deterministic BM25 (k1 1.2, b 0.75, the passage's title text counted twice)
   over the passages of the question's corpus, question content stems as the OR-query: the top
   `--top-k` passages (12 = `LODE_ASK_MAX_ITEMS` for the question sets; `--scifact-top-k`, 5,
@@ -40,9 +43,9 @@ No database: the fit builds what `ask()` would hand the gate from the files them
   `no-embedding` (without the cosine, used when the embedding model cannot load).
 * **Threshold.** From out-of-fold probabilities (each question scored by a model that never
   saw it): a question is *answered* when any candidate reaches the threshold. The threshold is
-  the lowest at which every near-topic unanswerable tune set (`notes_unanswerable`,
-  `scifact_unanswerable`) has at most `--max-false` (1%) of its questions answered; the lowest
-  such threshold keeps the most answerable questions answered. The trade-off table is printed
+  the lowest at which every near-topic unanswerable tune set (`NEAR_TOPIC_SETS`) has at most
+  `--max-false` (1%) of its questions answered; the lowest such threshold keeps the most
+  answerable questions answered. The trade-off table is printed
   and stored in the report.
 
 Embeddings (question and sentences, the same calls as `relevance.embedding_cosines`) are cached
@@ -65,6 +68,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+if __name__ == "__main__":
+    # Run as a script: `relevance` imports the models (through eligibility), which need Django
+    # set up before they are imported.
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "lode_site.settings")
+    import django
+
+    django.setup()
 
 from retrieval.answer.relevance import (
     DF_CAP,
@@ -90,7 +101,9 @@ from retrieval.text import TOKEN_RE, split_sentences
 ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_SCIFACT = ROOT.parent / "shared" / "data" / "scifact-claims"
 DEFAULT_QUESTIONS = ROOT / "bench" / "data" / "questions"
-DEFAULT_NOTES = ROOT / "bench" / "data" / "notes_corpus"
+# The notes corpora with question sets `{name}_answerable` / `{name}_unanswerable`
+# (bench/data/questions/README.md), each loaded from `--{name}-corpus`.
+NOTES_CORPORA = ("notes", "lab", "cafe")
 DEFAULT_OFFTOPIC = ROOT / "bench" / "data" / "offtopic_questions.txt"
 DEFAULT_OFFTOPIC_HOLDOUT = ROOT / "bench" / "data" / "offtopic_questions_holdout.txt"
 DEFAULT_CACHE = ROOT / "var" / "relevance_embeddings.npz"
@@ -101,7 +114,7 @@ BM25_K1, BM25_B = 1.2, 0.75
 L2_GRID = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
 FOLDS = 5
 # The near-topic unanswerable sets the threshold is chosen on.
-NEAR_TOPIC_SETS = ("notes_unanswerable", "scifact_unanswerable")
+NEAR_TOPIC_SETS = (*(f"{name}_unanswerable" for name in NOTES_CORPORA), "scifact_unanswerable")
 SCIFACT_CLAIMS = "scifact_claims"
 
 
@@ -340,9 +353,9 @@ def question_sets(
     the other split are skipped before anything of them is read but their `split`."""
     questions: list[Question] = []
     missing: list[str] = []
+    sets = [(f"{c}_{kind}", c) for c in NOTES_CORPORA for kind in ("answerable", "unanswerable")]
     for name, corpus in (
-        ("notes_answerable", "notes"),
-        ("notes_unanswerable", "notes"),
+        *sets,
         ("scifact_answerable", "scifact"),
         ("scifact_unanswerable", "scifact"),
     ):
@@ -380,7 +393,7 @@ def _gold(row: dict[str, Any], corpus: str, data: Data) -> list[tuple[str, int, 
         ranges = data.scifact.sentence_ranges[key]
         return [(key, *ranges[i]) for i in row["sentences"]]
     key, answer = str(row["file"]), str(row.get("answer") or "")
-    doc = data.corpora["notes"].docs.get(key)
+    doc = data.corpora[corpus].docs.get(key)
     if doc is None or not answer:
         raise SystemExit(f"question {row.get('question')!r}: no document {key} or no answer text")
     where = _find(doc.body, answer)
@@ -743,8 +756,10 @@ def load_corpora(args: argparse.Namespace) -> Data:
     if args.scifact:
         scifact = scifact_docs(Path(args.scifact) / "corpus.jsonl")
         corpora["scifact"] = Corpus.build("scifact", scifact.docs)
-    if args.notes_corpus and Path(args.notes_corpus).is_dir():
-        corpora["notes"] = Corpus.build("notes", notes_docs(Path(args.notes_corpus)))
+    for name in NOTES_CORPORA:
+        folder = getattr(args, f"{name}_corpus")
+        if folder and Path(folder).is_dir():
+            corpora[name] = Corpus.build(name, notes_docs(Path(folder)))
     for name, corpus in corpora.items():
         print(f"corpus {name}: {len(corpus.docs)} documents, {len(corpus.passages)} passages")
     return Data(corpora=corpora, scifact=scifact)
@@ -913,7 +928,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--scifact", default=str(DEFAULT_SCIFACT), help="scifact-claims folder")
     p.add_argument("--no-claims", dest="claims", action="store_false", help="skip SciFact claims")
     p.add_argument("--questions", default=str(DEFAULT_QUESTIONS))
-    p.add_argument("--notes-corpus", default=str(DEFAULT_NOTES))
+    for name in NOTES_CORPORA:
+        p.add_argument(f"--{name}-corpus", default=str(ROOT / "bench" / "data" / f"{name}_corpus"))
     p.add_argument("--offtopic", default=str(DEFAULT_OFFTOPIC))
     p.add_argument("--offtopic-holdout", default=str(DEFAULT_OFFTOPIC_HOLDOUT))
     p.add_argument("--cache", default=str(DEFAULT_CACHE), help="embedding cache ('' for none)")
