@@ -369,3 +369,58 @@ def test_a_direction_refutes_a_fragment_but_does_not_answer_a_wh_question() -> N
     assert problem("Which drug decreases apoptosis?", "Drug X increased apoptosis.") == (
         shape.CONTRAST.format(asked="'decreases'", said="'increased'")
     )
+
+
+# --- rules 4: money, and one occasion rather than a schedule ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "claim", "reason"),
+    [
+        (
+            "How much do we sell the 250 g bags of Harbour Blend for?",
+            "**Retail bags**: Harbour Blend in 250 g bags for the shelf, 10 at a time.",
+            shape.NO_MONEY,
+        ),
+        ("roaster delivery fee", "The roaster delivers on Tuesdays and Fridays.", shape.NO_MONEY),
+        (
+            "When is Shieldline's next pest control visit?",
+            "**Pest control:** Shieldline, `+44 1632 960 544`, quarterly visits.",
+            shape.ONLY_SCHEDULE,
+        ),
+        (
+            "When was the SECRET_KEY last rotated?",
+            "The SECRET_KEY is rotated yearly, in January.",
+            shape.ONLY_SCHEDULE,
+        ),
+    ],
+)
+def test_rules_4_drop_a_claim_without_the_money_or_the_occasion_asked_for(
+    question: str, claim: str, reason: str
+) -> None:
+    assert problem(question, claim) == reason
+
+
+@pytest.mark.parametrize(
+    ("question", "claim"),
+    [
+        # the amount of money is the answer
+        ("How much do we sell the 250 g bags for?", "The 250 g bags sell for £7.50 each."),
+        ("What does a flat white cost now?", "From 1 December a flat white is £3.60."),
+        ("price of a latte", "Latte 3.70 GBP"),
+        # counting things sold, naming things sold, or a decision about prices: no money asked
+        ("How many loaves do we sell on Saturday?", "We sell about 120 loaves on a Saturday."),
+        ("What do we sell at the market?", "Sourdough, rye and pastries."),
+        ("What did we decide about prices?", "Decision: prices rise from 1 December."),
+        # a schedule with a clock time or a day names the next occasion
+        ("When is the next backup?", "Backups run nightly at 03:30 UTC."),
+        ("When is the next -80 defrost?", "The -80 is de-iced on the last Friday of each month."),
+        ("When was the oven last serviced?", "Its annual service was last done on 2026-06-18."),
+        # without "last" or "next", a schedule answers *when*
+        ("When is the SECRET_KEY rotated?", "The SECRET_KEY is rotated yearly, in January."),
+    ],
+)
+def test_rules_4_keep_a_claim_with_the_money_or_occasion_or_asked_for_neither(
+    question: str, claim: str
+) -> None:
+    assert problem(question, claim) == ""

@@ -90,7 +90,7 @@ from retrieval.text import (
 
 # Recorded with the relevance scorer's version in every ask's trace (`ask.relevance_manifest`),
 # so a replay that drops a claim differently says the rules changed.
-SHAPE_RULES_VERSION = "3"
+SHAPE_RULES_VERSION = "4"
 
 # How a drop by these rules begins after "does not answer the question: ".
 RESTATES = "it only repeats the question's own words"
@@ -101,6 +101,8 @@ NO_DURATION = "the question asks how long, and it gives no amount of time or len
 COUNTS_NOT_NAMES = "the question asks which, and it counts them without naming them"
 NO_DECISION = "the question asks what was decided, and it records no decision"
 CONTRAST = "the question asks about {asked}, and it is about {said}"
+NO_MONEY = "the question asks what something costs, and it gives no amount of money"
+ONLY_SCHEDULE = "the question asks when it last or next happens, and it gives only how often"
 
 # A question that starts with one of these asks yes or no: restating the question (with a
 # "not", or a qualification) is how such a question is answered.
@@ -197,6 +199,60 @@ _AMOUNT_RE = re.compile(
     rf"(?:\s|-)?(?:{_UNITS})\b|\b\d{{1,2}}:\d{{2}}:\d{{2}}\b",
     re.IGNORECASE,
 )
+
+
+# A question about what something costs (rules 4): "How much do we sell the 250 g bags for?",
+# "price of Castell's bread flour". "How many … do we sell" counts things and "What do we sell?"
+# asks for things, so a verb cue counts only after *how much*; a *what* question or a keyword
+# fragment needs a money noun (`asks_money`).
+MONEY_NOUNS = word_set("price prices cost costs fee fees charge charges rent salary wage wages")
+MONEY_VERBS = word_set("priced costing charged pay paid pays sell sells sold spend spent")
+_MONEY_RE = re.compile(
+    r"[£$€¥]\s?\d|\b\d+(?:[.,]\d+)*\s?(?:p|pence|pounds?|euros?|eur|gbp|usd|dollars?|cents?)\b",
+    re.IGNORECASE,
+)
+# A *when … last / next* question asks for one occasion: "yearly, in January" or "quarterly
+# visits" says how often, not when the last or the next one is (rules 4). A date, a day, a clock
+# time or a day-relative word answers it; a month alone does not when a schedule word is there.
+OCCASION_WORDS = word_set("last next")
+SCHEDULE_WORDS = word_set(
+    "daily nightly hourly weekly fortnightly monthly quarterly yearly annually annual biannual "
+    "every each"
+)
+_MONTHS = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
+_OCCASION_RE = re.compile(
+    rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}(?:/\d{{2,4}})?\b"
+    rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTHS}\b|\b{_MONTHS}\s+\d{{1,2}}(?:st|nd|rd|th)?\b"
+    rf"|\b{_MONTHS}\s+\d{{4}}\b|\b\d{{1,2}}:\d{{2}}\b"
+    r"|\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(?:today|tonight|tomorrow|yesterday)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_money(words: Sequence[str], kind: str, fragment: bool) -> bool:
+    """Whether the question asks what something costs (pure): *how much* with a money word,
+    or a money noun in a *what* question or a keyword fragment."""
+    if any(a == "how" and b == "much" for a, b in itertools.pairwise(words)):
+        return any(word in MONEY_NOUNS or word in MONEY_VERBS for word in words)
+    if kind == KIND_COUNT or not ("what" in words or fragment):
+        return False
+    return any(word in MONEY_NOUNS for word in words)
+
+
+def _has_money(question: str, text: str) -> bool:
+    asked = question.casefold()
+    return any(m.group(0).casefold() not in asked for m in _MONEY_RE.finditer(text))
+
+
+def only_schedule(words: Sequence[str], text: str) -> bool:
+    """Whether a *when … last/next* question's claim says how often and names no occasion."""
+    if not any(word in OCCASION_WORDS for word in words):
+        return False
+    said = question_words(text)
+    return any(word in SCHEDULE_WORDS for word in said) and not _OCCASION_RE.search(text)
 
 
 def _asks_how_long(words: Sequence[str]) -> bool:
@@ -420,12 +476,21 @@ def shape_problem(
         return NO_DECISION
     if kind == KIND_TIME and not _has_time(question, text, novel):
         return NO_TIME
+    if kind == KIND_TIME and wh_word == "when" and only_schedule(words, text):
+        return ONLY_SCHEDULE
     if kind == KIND_PERSON and not _has_person(text, novel):
         return NO_PERSON
     if kind == KIND_COUNT and not _has_number(novel):
         return NO_NUMBER
     if kind == KIND_COUNT and _asks_how_long(words) and not _has_amount(question, text):
         return NO_DURATION
+    fragment = not wh_word and len(profile.content) <= FRAGMENT_WORDS
+    if (
+        profile.intent != INTENT_DECISION
+        and asks_money(words, kind, fragment)
+        and not _has_money(question, text)
+    ):
+        return NO_MONEY
     if (
         kind == KIND_FOCUS
         and wh_word == "which"
