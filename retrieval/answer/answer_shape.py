@@ -33,6 +33,12 @@ understands, after the score:
   and pairs of directions (`DIRECTION_PAIRS`) count only against a wh-question: "DUSP4
   decreases apoptosis." is answered by the finding that it increased it.
 
+Rules 4 add two answer types, from false answers of the lab and café corpora's tune halves
+(`bench/data/questions/`, written 2026-12-03): *how much* with a money word, or a money noun in a
+*what* question or keyword fragment ("price of …", "roaster delivery fee"), wants an amount of
+money, not the "250 g" of the bag it asks the price of; *when … last / next* wants one occasion (a
+date, a day, a clock time), not a schedule alone ("quarterly visits", "yearly, in January").
+
 A *who* answer must name someone beyond the question (rules 3): "Who runs the drill while Mei is
 on holiday?" is not answered by "… owned by Mei", nor by a day's name ("Tuesday") or a word
 that only says someone is responsible ("owned").
