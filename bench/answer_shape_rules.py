@@ -3,7 +3,7 @@
     LODE_RELEVANCE_THRESHOLD=0.000001 .venv/bin/python bench/answer_quality.py --part notes
     .venv/bin/python bench/answer_shape_rules.py [--threshold 0.30]
 
-Reads `bench/out/answer_quality_notes.json` (and `answer_quality_scifact.json` when present),
+Reads `bench/out/answer_quality_notes.json` (and the lab, cafe and scifact parts' when present),
 whose gate rows record each claim's relevance score and, when a shape rule dropped it, why
 (`shape_problem`). At `--threshold` (default: the shipped full model's) it replays the
 relevance step twice — with the shape rules and as if they did not exist — and counts, per
@@ -90,7 +90,7 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=default)
     args = parser.parse_args()
     parts = []
-    for part in ("notes", "scifact"):
+    for part in ("notes", "lab", "cafe", "scifact"):
         path = OUT / f"answer_quality_{part}.json"
         if path.is_file():
             parts.append((part, json.loads(path.read_text(encoding="utf-8"))))
@@ -98,14 +98,15 @@ def main() -> None:
         raise SystemExit("run bench/answer_quality.py first (see above)")
     print(f"relevance threshold {args.threshold:g}")
     for part, report in parts:
-        right_of = notes_right if part == "notes" else scifact_right
+        right_of = scifact_right if part == "scifact" else notes_right
         answerable = report["rows"]["answerable"]
         unanswerable = report["rows"]["unanswerable"]
         removed, totals = tally(answerable, args.threshold, right_of)
         removed_false, totals_false = tally(unanswerable, args.threshold, None)
         removed.update(removed_false)
         print(f"\n== {part}")
-        for split in ("tune", "holdout", "fresh"):
+        # counts only, never rows: a kept-apart split's questions stay unread
+        for split in ("tune", "holdout", "fresh", "fresh2"):
             if not totals[split]:
                 continue
             print(
