@@ -12,16 +12,15 @@ question × claim pair and is used twice:
 The scorer is an L2-regularised logistic regression over standardised features of the pair
 (`FEATURE_NAMES`), fitted by `retrieval/answer/training/fit_relevance.py` on SciFact train
 (rationale sentences positive, the other sentences of the retrieved abstracts negative) and on
-the tune half of the question sets in `bench/data/questions/` — over SciFact and three notes
-corpora written for this (a small ops team's, a research lab's, a café-bakery's), since one
-corpus alone taught it that corpus more than the task; weights, means, scales, the
+the tune half of the question sets in `bench/data/questions/`; weights, means, scales, the
 threshold and what it was fitted on are in `retrieval/data/relevance.json`. The threshold is
 chosen on data, never by hand, in two stages: the fit picks one for the step alone (below),
 then `bench/relevance_threshold.py` re-chooses it on whole asks — the claims the abstention
 rule, the answerer and the faithfulness steps actually let through, scored on the tune halves
-— by maximising right answers − 3 × false answers among the thresholds at which SciFact train
-answers cite a relevant abstract at least 85% of the time (0.34; the fallback model's threshold
-moves by the same log-odds). `LODE_RELEVANCE_THRESHOLD` overrides it.
+— by maximising right answers − 3 × false answers (0.30; the fallback model's threshold moves
+by the same log-odds; since 2026-12-03 the rule only looks at thresholds where SciFact train
+answers cite a relevant abstract ≥ 85% of the time, and still chooses 0.30).
+`LODE_RELEVANCE_THRESHOLD` overrides it.
 
 Features (all per pair, none relative to the other candidates, so a score means the same for
 one claim at the gate as for one of fifty sentences in the answerer):
@@ -59,18 +58,18 @@ one claim at the gate as for one of fifty sentences in the answerer):
   decision (under a heading like "Decisions", or saying what was decided or changed).
 
 The fit's own figures (retrieval/data/relevance.json `report`, at its step-alone threshold
-0.654; a question counts as answered when any sentence of its top 12 BM25 passages reaches the
+0.549; a question counts as answered when any sentence of its top 12 BM25 passages reaches the
 threshold, so these are the step's own figures, before the answerer's and the decision's
-filters): out of fold on the tune halves, none of the 252 near-topic unanswerable questions are
-answered, nor more than 8–20% of the answerable notes questions and 34% of the answerable
-SciFact ones; the kept-apart halves' figures are in the report's `holdout` entry (`fit_relevance
-evaluate --split holdout --record`). Answerable questions whose answer lies only in code (a
-command in a fence, which lode never quotes) are left out of the fit (`quotable`). The features
-cannot tell a verified near-topic quote from an answer much better than that: holding false
-answers near 1% costs most answers (the fit prints the whole trade-off table; lower thresholds
-answer more and falsely answer more). Whole-ask figures at the chosen threshold are
-`bench/answer_quality.py`'s (bench/README.md, "Answers that answer"); `ask_calibration` in
-relevance.json holds the trade-off table.
+filters): out of fold on the tune halves, 0 of 59 + 58 near-topic unanswerable questions are
+answered and 30% of the answerable notes questions and 40% of the answerable SciFact questions
+are; the kept-apart halves' figures are in the report's `holdout` entry (`fit_relevance evaluate
+--split holdout --record`). Answerable questions whose answer lies only in code (a command in a
+fence, which lode never quotes) are left out of the fit (`quotable`). The features cannot tell a
+verified near-topic quote from an answer much better than that: holding false answers near 1%
+costs most answers (the fit prints the whole trade-off table; lower thresholds answer more and
+falsely answer more). Whole-ask figures at the chosen threshold are `bench/answer_quality.py`'s
+(bench/README.md, "Answers that answer"); `ask_calibration` in relevance.json holds the
+trade-off table.
 
 One rule stands beside the score (`section_answers`): a procedure question ("how do I promote the
 replica during a failover?") is answered by a step of the section named for it — every content
@@ -506,7 +505,7 @@ def is_step(text: str) -> bool:
 # A procedure question answered by the section it names (issue 12 item 2): "How do I promote
 # the replica during a failover?" over "Run `pg_ctl promote` on the standby host." under
 # "Failover > Promote the replica". The step's own words never say "replica", so the fitted
-# scorer, which has seen few procedure questions, scored it low (0.21 against 0.30); a runbook
+# scorer, which has seen few procedure questions, scores it low (0.21 against 0.30); a runbook
 # section whose headings hold every word of the question is the author saying what its steps
 # are for. The rule is narrow on purpose, since a near-topic question that swaps one word
 # ("... promote the replica in staging?") must not pass: every content word of the question in
