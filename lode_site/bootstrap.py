@@ -6,8 +6,8 @@ any `python3` (even one too old for Django) can start it:
     python3 -m lode_site.bootstrap deploy-local --database-url postgres://…
                                            # the scale-out topology on one machine
 
-`run` serves with gunicorn (lode_site/gunicorn_conf.py) and one background worker;
-`run --debug` with Django's development server and DEBUG on. `deploy-local` starts what
+`run` serves with gunicorn (lode_site/gunicorn_conf.py) and one background worker, restarted
+with back-off if it dies; `run --debug` with Django's development server and DEBUG on. `deploy-local` starts what
 docs/deploy.md spreads over several machines: a Chroma server, N workers and gunicorn with
 M processes, against PostgreSQL.
 
@@ -32,7 +32,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from types import FrameType
 
@@ -229,6 +229,7 @@ def run(args: argparse.Namespace) -> int:
             "worker": worker_command(),
         },
         env=env,
+        restart={"worker"},
     )
 
 
@@ -288,7 +289,10 @@ def deploy_local(args: argparse.Namespace) -> int:
     say(f"{args.workers} background worker(s); gunicorn with {args.web_workers} process(es)")
     say(f"serving lode at http://{args.host}:{args.port}/  (Ctrl-C or SIGTERM stops it all)")
     return supervise(
-        commands, env=env, ready={"chroma server": (chroma_ready(chroma_url), CHROMA_START_TIMEOUT)}
+        commands,
+        env=env,
+        ready={"chroma server": (chroma_ready(chroma_url), CHROMA_START_TIMEOUT)},
+        restart={name for name in commands if name.startswith("worker")},
     )
 
 
@@ -298,6 +302,28 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 # gunicorn lets requests in flight finish for 30 s (its graceful_timeout, the ask budget)
 # before it stops its workers; the supervisor waits a little longer before killing.
 STOP_GRACE_SECONDS = 35.0
+# A background worker that exits is started again after 1, 2, 4 … seconds (at most
+# `RESTART_MAX_DELAY_SECONDS`) as long as it keeps dying soon after starting; one that stayed
+# up `RESTART_STABLE_SECONDS` starts again after the shortest delay.
+RESTART_FIRST_DELAY_SECONDS = 1.0
+RESTART_MAX_DELAY_SECONDS = 60.0
+RESTART_STABLE_SECONDS = 120.0
+
+
+def restart_delay(failures: int) -> float:
+    """Seconds to wait before restarting a child that has exited `failures` times in a row
+    (1 for the first exit): doubling from `RESTART_FIRST_DELAY_SECONDS`, capped at
+    `RESTART_MAX_DELAY_SECONDS`, so a worker that cannot start costs a log line a minute."""
+    if failures < 1:
+        raise ValueError("failures counts exits, starting at 1")
+    doublings = min(failures - 1, 32)  # 2**32 s is far past the cap already
+    return min(RESTART_MAX_DELAY_SECONDS, RESTART_FIRST_DELAY_SECONDS * 2**doublings)
+
+
+def failures_in_a_row(previous: int, uptime: float) -> int:
+    """The exit count after a child that ran `uptime` seconds exits: the streak goes on
+    while it dies soon after starting, and starts again at 1 once it had stayed up."""
+    return 1 if uptime >= RESTART_STABLE_SECONDS else previous + 1
 
 
 def _die_with_parent(supervisor_pid: int) -> Callable[[], None]:
@@ -362,20 +388,36 @@ def _install_stop_handlers(received: list[int]) -> dict[int, Callable | int | No
     return previous
 
 
+def _start(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,  # its own process group, reachable with killpg
+        preexec_fn=_die_with_parent(os.getpid()),
+    )
+
+
 def supervise(
     commands: dict[str, list[str]],
     *,
     env: dict[str, str],
     ready: dict[str, tuple[Callable[[], bool], float]] | None = None,
+    restart: Collection[str] = (),
 ) -> int:
     """Run `commands` side by side; stop them all on SIGTERM, SIGHUP or Ctrl-C, or as soon
-    as one exits.
+    as one not named in `restart` exits (the web server, the Chroma server), with an exit
+    code that says it failed.
 
-    A silently dead worker would leave dense search stale with no visible sign, so either
-    process dying stops both and the exit code says which failed. Each child leads its own
-    process group: a signal sent to lode (by a service manager, `kill`, or a closed
-    terminal) is forwarded to the groups, which get `STOP_GRACE_SECONDS` to exit before
-    they are killed — so the port is free when this returns.
+    A child named in `restart` (a background worker) that exits is started again after
+    `restart_delay` seconds, each exit and restart said on stdout, while the others keep
+    running: a dead worker must not take the site down. Until it is back, new notes are
+    found by keywords and pages say that passages are waiting for meaning search; on start
+    it recovers the task it was running (`db_worker`).
+
+    Each child leads its own process group: a signal sent to lode (by a service manager,
+    `kill`, or a closed terminal) is forwarded to the groups, which get `STOP_GRACE_SECONDS`
+    to exit before they are killed — so the port is free when this returns.
 
     `ready` maps a command's name to a check and a timeout in seconds: the commands after it
     start only once the check passes (the Chroma server before the processes that use it).
@@ -383,29 +425,45 @@ def supervise(
     received: list[int] = []
     previous = _install_stop_handlers(received)
     children: dict[str, subprocess.Popen[bytes]] = {}
+    started_at: dict[str, float] = {}
+    failures: dict[str, int] = {}
+    restart_at: dict[str, float] = {}  # exited children waiting for their restart
     try:
         for name, command in commands.items():
             if received:
                 break
-            children[name] = subprocess.Popen(
-                command,
-                cwd=ROOT,
-                env=env,
-                start_new_session=True,  # its own process group, reachable with killpg
-                preexec_fn=_die_with_parent(os.getpid()),
-            )
+            children[name] = _start(command, env)
+            started_at[name] = time.monotonic()
             if ready and name in ready:
                 failed = _wait_ready(name, *ready[name], children=children, received=received)
                 if failed is not None:
                     stop_all(children)
                     return failed
         while not received:
-            for name, child in children.items():
+            now = time.monotonic()
+            for name, child in list(children.items()):
+                if name in restart_at:
+                    if now >= restart_at[name]:
+                        del restart_at[name]
+                        children[name] = _start(commands[name], env)
+                        started_at[name] = now
+                        say(f"restarted the {name} (pid {children[name].pid})")
+                    continue
                 code = child.poll()
-                if code is not None:
+                if code is None:
+                    continue
+                if name not in restart:
                     say(f"the {name} exited (code {code}); stopping lode")
                     stop_all(children)
                     return code or 1
+                _signal_group(child, signal.SIGKILL)  # whatever it left in its group
+                failures[name] = failures_in_a_row(failures.get(name, 0), now - started_at[name])
+                delay = restart_delay(failures[name])
+                restart_at[name] = now + delay
+                say(
+                    f"the {name} exited (code {code}); restarting it in {delay:g} s "
+                    f"({failures[name]} exit(s) in a row); the web server keeps serving"
+                )
             time.sleep(0.2)
         say(f"{signal.Signals(received[0]).name} received; stopping lode")
         stop_all(children)
