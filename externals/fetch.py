@@ -4,12 +4,15 @@ bounded, SSRF-aware HTTP GET.
 Address policy: every hop's host is resolved once, and refused unless every address is
 globally routable (`ipaddress` `is_global`, not multicast or site-local; an IPv4 address
 embedded in an IPv6 one — IPv4-mapped, IPv4-translated, IPv4-compatible, NAT64, 6to4,
-Teredo — must be global too). The connection then goes to one of exactly those checked
-addresses: the network backend below is handed the checked list and never resolves the
-name again, so a DNS answer that changes between check and connect (rebinding) cannot
-redirect it. The URL keeps its host name, so the Host header, TLS SNI and certificate check
-use the name as usual. `LODE_FETCH_ALLOW_PRIVATE` (tests serve pages from 127.0.0.1) skips
-the refusal but not the pinning.
+Teredo — must be global too) and outside `SPECIAL_PURPOSE_DENY`, the IANA special-purpose
+ranges that are not globally reachable, kept as data beside `is_global` because Python's
+table lags the registries (it still calls 192.88.99.0/24, 3fff::/20 and 5f00::/16 global).
+The connection then goes to one of exactly those checked addresses: the network backend
+below is handed the checked list and never resolves the name again, so a DNS answer that
+changes between check and connect (rebinding) cannot redirect it. The URL keeps its host
+name, so the Host header, TLS SNI and certificate check use the name as usual.
+`LODE_FETCH_ALLOW_PRIVATE` (tests serve pages from 127.0.0.1) skips the refusal but not the
+pinning.
 
 Bounds: one deadline for the whole fetch (`LODE_FETCH_TIMEOUT_SECONDS`, every name look-up,
 redirect hop, connect, TLS and every read together — not per read), a minimum transfer rate
@@ -52,6 +55,71 @@ NAT64_NETWORK = ipaddress.ip_network("64:ff9b::/96")
 # IPv4-translated addresses (RFC 2765, SIIT): ::ffff:0:a.b.c.d reaches a.b.c.d too. Python
 # does not count them as IPv4-mapped (::ffff:a.b.c.d) nor as non-global.
 IPV4_TRANSLATED_NETWORK = ipaddress.ip_network("::ffff:0:0:0/96")
+
+
+@dataclass(frozen=True)
+class SpecialRange:
+    """One row of an IANA Special-Purpose Address Registry that lode refuses to fetch from."""
+
+    network: str
+    name: str
+    rfc: str  # the registry's RFC column
+
+
+# The "Last Updated" dates of the registry versions `SPECIAL_PURPOSE_DENY` was transcribed
+# from (https://www.iana.org/assignments/iana-ipv4-special-registry and
+# …/iana-ipv6-special-registry). A newer registry may add ranges: compare, then move these.
+IPV4_SPECIAL_REGISTRY_DATE = "2020-09-04"
+IPV6_SPECIAL_REGISTRY_DATE = "2024-10-22"
+
+# Every entry of both registries whose "Globally Reachable" is False or N/A. A block with a
+# globally reachable entry inside it (192.0.0.0/24 holds the PCP and TURN anycast addresses,
+# 2001::/23 holds AMT, AS112 and ORCHIDv2) is refused whole: no web page is served there.
+# Multicast has its own registries and is refused by `is_multicast`. The IPv6 registry's
+# IPv4-mapped row (::ffff:0:0/96, RFC4291) is left out on purpose: such an address is its
+# IPv4 address on the wire, and `is_public_address` judges it as that.
+SPECIAL_PURPOSE_DENY: tuple[SpecialRange, ...] = (
+    SpecialRange("0.0.0.0/8", '"This network"', "RFC791, Section 3.2"),
+    SpecialRange("0.0.0.0/32", '"This host on this network"', "RFC1122, Section 3.2.1.3"),
+    SpecialRange("10.0.0.0/8", "Private-Use", "RFC1918"),
+    SpecialRange("100.64.0.0/10", "Shared Address Space", "RFC6598"),
+    SpecialRange("127.0.0.0/8", "Loopback", "RFC1122, Section 3.2.1.3"),
+    SpecialRange("169.254.0.0/16", "Link Local", "RFC3927"),
+    SpecialRange("172.16.0.0/12", "Private-Use", "RFC1918"),
+    SpecialRange("192.0.0.0/24", "IETF Protocol Assignments", "RFC6890, Section 2.1"),
+    SpecialRange("192.0.0.0/29", "IPv4 Service Continuity Prefix", "RFC7335"),
+    SpecialRange("192.0.0.8/32", "IPv4 dummy address", "RFC7600"),
+    SpecialRange("192.0.0.170/32", "NAT64/DNS64 Discovery", "RFC8880, RFC7050 Section 2.2"),
+    SpecialRange("192.0.0.171/32", "NAT64/DNS64 Discovery", "RFC8880, RFC7050 Section 2.2"),
+    SpecialRange("192.0.2.0/24", "Documentation (TEST-NET-1)", "RFC5737"),
+    SpecialRange("192.88.99.0/24", "Deprecated (6to4 Relay Anycast)", "RFC7526"),
+    SpecialRange("192.168.0.0/16", "Private-Use", "RFC1918"),
+    SpecialRange("198.18.0.0/15", "Benchmarking", "RFC2544"),
+    SpecialRange("198.51.100.0/24", "Documentation (TEST-NET-2)", "RFC5737"),
+    SpecialRange("203.0.113.0/24", "Documentation (TEST-NET-3)", "RFC5737"),
+    SpecialRange("240.0.0.0/4", "Reserved", "RFC1112, Section 4"),
+    SpecialRange("255.255.255.255/32", "Limited Broadcast", "RFC8190, RFC919 Section 7"),
+    SpecialRange("::1/128", "Loopback Address", "RFC4291"),
+    SpecialRange("::/128", "Unspecified Address", "RFC4291"),
+    SpecialRange("64:ff9b:1::/48", "IPv4-IPv6 Translat.", "RFC8215"),
+    SpecialRange("100::/64", "Discard-Only Address Block", "RFC6666"),
+    SpecialRange("2001::/23", "IETF Protocol Assignments", "RFC2928"),
+    SpecialRange("2001::/32", "TEREDO", "RFC4380, RFC8190"),
+    SpecialRange("2001:2::/48", "Benchmarking", "RFC5180, RFC Errata 1752"),
+    SpecialRange("2001:10::/28", "Deprecated (previously ORCHID)", "RFC4843"),
+    SpecialRange("2001:db8::/32", "Documentation", "RFC3849"),
+    SpecialRange("2002::/16", "6to4", "RFC3056"),
+    SpecialRange("3fff::/20", "Documentation", "RFC9637"),
+    SpecialRange("5f00::/16", "Segment Routing (SRv6) SIDs", "RFC9602"),
+    SpecialRange("fc00::/7", "Unique-Local", "RFC4193, RFC8190"),
+    SpecialRange("fe80::/10", "Link-Local Unicast", "RFC4291"),
+)
+_DENIED_NETWORKS = tuple(ipaddress.ip_network(row.network) for row in SPECIAL_PURPOSE_DENY)
+
+
+def in_special_purpose_range(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether `ip` lies in a `SPECIAL_PURPOSE_DENY` range."""
+    return any(ip in network for network in _DENIED_NETWORKS if network.version == ip.version)
 
 
 class FetchError(Exception):
@@ -102,7 +170,8 @@ def is_public_address(address: str) -> bool:
     """Whether lode may connect to `address`: globally routable, and so is any IPv4
     address embedded in it. What is allowed is listed (`is_global`), not what is refused,
     so a special range nobody thought of (shared address space 100.64.0.0/10, benchmarking
-    198.18.0.0/15, …) is refused by default."""
+    198.18.0.0/15, …) is refused by default; `SPECIAL_PURPOSE_DENY` refuses what
+    `is_global` does not know yet. Either one refusing is enough."""
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
@@ -117,7 +186,7 @@ def is_public_address(address: str) -> bool:
             return False  # fec0::/10, deprecated, still routed privately
         if not all(is_public_address(str(inner)) for inner in _embedded_ipv4(ip)):
             return False
-    return ip.is_global and not ip.is_multicast
+    return ip.is_global and not ip.is_multicast and not in_special_purpose_range(ip)
 
 
 def resolve_host(host: str, port: int) -> list[str]:
