@@ -17,6 +17,9 @@ checked the same way — by an independent reconstruction, never trusted blindly
   version the document's head, origin = `from`, no self-edge, no duplicate (*invalid*); and
   for their basis: made under the active manifest, the current threshold and rule version
   (*stale*).
+* A bulk import leaves the scan for older notes that mention its titles to the worker
+  (`sync.scan_title_mentions`). While such a scan is queued or running, missing `mentions`
+  edges are what it is about to add: they are reported as *pending*, not as a problem.
 
 `repair_edges` re-derives the documents that differ (`edges.refresh_edges(ids,
 reverse=False, changed=False)`: the documents did not change, only their derived rows),
@@ -45,6 +48,7 @@ from retrieval.index.related import (
     RELATED_RULE_VERSION,
     refresh_related,
 )
+from retrieval.index.sync import mention_scans_pending
 from retrieval.index.vectors import VectorStoreUnavailable, chunked
 from retrieval.models import Edge, VectorIndexState
 
@@ -57,6 +61,7 @@ EXAMPLES = 5  # examples listed per finding (the counts are always complete)
 # Where a link was read: a missing and an extra edge that share this were the same link.
 _PLACE = ("kind", "from_document_id", "from_source_id", "rule", "start", "end")
 _PLACE_AT = tuple(edge_index.EDGE_FIELDS.index(name) for name in _PLACE)
+_KIND_AT = edge_index.EDGE_FIELDS.index("kind")
 
 
 # --- the report --------------------------------------------------------------------------
@@ -71,6 +76,8 @@ class EdgeHealth:
     expected: int = 0  # edges the derivation gives (all kinds but `related`)
     stored: int = 0  # stored edges of those kinds
     missing: int = 0  # derived, not stored
+    missing_mentions: int = 0  # of `missing`, `mentions` edges (a title mentioned in text)
+    mention_scans: int = 0  # title-mention scans queued or running (they add such edges)
     extra: int = 0  # stored, not derived (orphans, old versions, bogus rows)
     altered: int = 0  # stored at the same place as a derived one, but different
     drifted_documents: int = 0  # documents whose stored edges differ from the derivation
@@ -82,11 +89,27 @@ class EdgeHealth:
     examples: dict[str, list[Any]] = field(default_factory=dict)
 
     @property
+    def awaited(self) -> int:
+        """Missing edges a queued or running title-mention scan is about to add."""
+        return self.missing_mentions if self.mention_scans else 0
+
+    @property
+    def pending(self) -> list[str]:
+        """Work the worker has queued that will bring the graph in step (not a problem)."""
+        if not self.checked or not self.mention_scans:
+            return []
+        return [
+            f"{self.mention_scans} title-mention scans are queued or running"
+            + (f"; {self.awaited} mention edges wait for them" if self.awaited else "")
+        ]
+
+    @property
     def problems(self) -> list[str]:
         if not self.checked:
             return []
+        unexpected = self.missing - self.awaited
         counts = [
-            (self.missing, "edges the head versions give are missing from the graph"),
+            (unexpected, "edges the head versions give are missing from the graph"),
             (
                 self.extra,
                 "stored edges are not what any head version gives (orphans, edges of old "
@@ -104,7 +127,7 @@ class EdgeHealth:
             ),
         ]
         problems = [f"{count} {what}" for count, what in counts if count]
-        if self.drifted_documents and (self.missing or self.extra or self.altered):
+        if self.drifted_documents and (unexpected or self.extra or self.altered):
             problems.append(
                 f"{self.drifted_documents} documents have drifted edges; "
                 "`lode_index repair` re-derives them"
@@ -212,6 +235,9 @@ def _compare_batch(
         for signature in extra.elements():
             _example(examples, "extra", _describe(signature))
         totals["missing"] += sum(missing.values())
+        totals["missing_mentions"] += sum(
+            n for signature, n in missing.items() if signature[_KIND_AT] == Edge.Kind.MENTIONS
+        )
         totals["extra"] += sum(extra.values())
         totals["altered"] += altered
         drifted.append(document.pk)
@@ -308,6 +334,8 @@ def check_edges() -> _Findings:
     totals: Counter = Counter()
     examples: dict[str, list[Any]] = {}
     findings = _Findings(health=EdgeHealth(checked=True))
+    # Read before the comparison: a scan that finishes during it has added its edges.
+    scans = mention_scans_pending()
     for documents in _documents():
         _compare_batch(documents, totals, examples, findings.drifted)
     _check_related(totals, examples, findings)
@@ -317,6 +345,8 @@ def check_edges() -> _Findings:
         expected=totals["expected"],
         stored=totals["stored"],
         missing=totals["missing"],
+        missing_mentions=totals["missing_mentions"],
+        mention_scans=scans,
         extra=totals["extra"],
         altered=totals["altered"],
         drifted_documents=len(findings.drifted),

@@ -614,16 +614,27 @@ def _reverse_candidates(
         .values_list("origin_id", flat=True)
         .distinct()[:limit]
     )
-    for document in documents if scan_mentions else ():
+    if scan_mentions:
+        origins |= _mentioning_documents(documents, limit=limit)
+    return origins - ids
+
+
+def _mentioning_documents(documents: Sequence[Document], *, limit: int | None) -> set[int]:
+    """Other documents whose head text holds the title of one of `documents` (one substring
+    scan of the head passages per mentionable title; at most `limit` per title)."""
+    ids = {d.pk for d in documents}
+    found: set[int] = set()
+    for document in documents:
         if document.deleted_at is None and mentionable(document.title_key):
             phrase = " ".join(document.title.split())
-            origins.update(
+            rows = (
                 Passage.objects.filter(is_head=True, text__icontains=phrase)
                 .exclude(document_id__in=ids)
                 .values_list("document_id", flat=True)
-                .distinct()[:limit]
+                .distinct()
             )
-    return origins - ids
+            found.update(rows if limit is None else rows[:limit])
+    return found
 
 
 def refresh_edges(
@@ -668,6 +679,22 @@ def refresh_edges(
             if skipped:
                 transaction.on_commit(lambda: _refresh_later(sorted(skipped)))
         GraphGeneration.objects.create(documents=count)
+    return written
+
+
+def refresh_mentioning(document_ids: Iterable[int], *, batch: int = 200) -> int:
+    """Re-derive every document whose head text mentions the title of one of these
+    documents, `batch` documents per transaction, and return the edges written. A bulk
+    loader writes its documents' edges without this scan (`refresh_edges(scan_mentions=
+    False)`) and queues it as a background task (`sync.scan_title_mentions`), so earlier
+    notes that mention a new title gain their `mentions` edge once the worker runs it.
+    These documents themselves are not re-derived: they were derived together, in one
+    transaction that saw each other's titles."""
+    documents = list(Document.objects.filter(pk__in=set(document_ids)).order_by("pk"))
+    others = sorted(_mentioning_documents(documents, limit=None))
+    written = 0
+    for i in range(0, len(others), batch):
+        written += refresh_edges(others[i : i + batch], reverse=False, changed=False)
     return written
 
 

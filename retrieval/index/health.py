@@ -192,7 +192,9 @@ class HealthReport:
     """Every check of the derived indexes against the canonical passages.
 
     `healthy` holds only when every check passed; `problems` says what failed in plain
-    words. Equal reports (timing aside) mean the same findings and digests.
+    words. `pending` names queued work that will bring an index in step (a bulk import's
+    title-mention scan): not a problem, but not in step yet either — `verdict` says
+    *pending* then. Equal reports (timing aside) mean the same findings and digests.
     """
 
     canonical: CanonicalHealth
@@ -216,9 +218,27 @@ class HealthReport:
     def healthy(self) -> bool:
         return not self.problems
 
+    @property
+    def pending(self) -> list[str]:
+        return [*self.edges.pending]
+
+    @property
+    def verdict(self) -> str:
+        """`UNHEALTHY` when a check failed, else `pending` while queued work is
+        outstanding, else `healthy`."""
+        if self.problems:
+            return "UNHEALTHY"
+        return "pending" if self.pending else "healthy"
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: the verdict and problems first, then every check's figures."""
-        return {"healthy": self.healthy, "problems": self.problems, **asdict(self)}
+        return {
+            "healthy": self.healthy,
+            "verdict": self.verdict,
+            "problems": self.problems,
+            "pending": self.pending,
+            **asdict(self),
+        }
 
 
 # --- the checks --------------------------------------------------------------------------

@@ -27,7 +27,11 @@ from django.db.models.functions import Length
 from notes.models import Document, Version, title_key
 from retrieval.index.chunking import chunk_markdown
 from retrieval.index.edges import refresh_edges
-from retrieval.index.sync import enqueue_document_sync_on_commit, enqueue_pending_sweep
+from retrieval.index.sync import (
+    enqueue_document_sync_on_commit,
+    enqueue_mention_scan,
+    enqueue_pending_sweep,
+)
 from retrieval.index.vectors import mark_new_pending
 from retrieval.models import Passage
 
@@ -104,10 +108,13 @@ def index_new_heads(versions: Sequence[Version]) -> list[int]:
     """
     written = _write_heads(versions)
     # Edges for all of them at once; other documents' text is not scanned for their titles
-    # here (one scan per document would dominate an import): health reports such mentions
-    # and `lode_index repair` adds them.
-    refresh_edges([version.document_id for version in versions], scan_mentions=False)
+    # here (one scan per document would dominate an import): the worker does it, queued on
+    # commit, and health says *pending* until it has.
+    document_ids = [version.document_id for version in versions]
+    refresh_edges(document_ids, scan_mentions=False)
     transaction.on_commit(enqueue_pending_sweep)
+    if document_ids:
+        transaction.on_commit(lambda: enqueue_mention_scan(document_ids))
     return written
 
 

@@ -41,6 +41,7 @@ from django.db.models import F, Q, QuerySet
 from django.tasks import task
 from django.utils import timezone
 
+from retrieval.index.edges import refresh_mentioning
 from retrieval.index.embeddings import (
     BATCH_SIZE,
     EmbedderLike,
@@ -716,6 +717,36 @@ def enqueue_document_sync_on_commit(document_id: int) -> None:
     a task behind).
     """
     transaction.on_commit(lambda: enqueue_document_sync(document_id))
+
+
+@task()
+def scan_title_mentions(document_ids: list[int]) -> dict[str, object]:
+    """Give the documents that mention these documents' titles their `mentions` edges
+    (`edges.refresh_mentioning`): the scan a bulk import leaves to the worker."""
+    return {"documents": len(document_ids), "edges": refresh_mentioning(document_ids)}
+
+
+def enqueue_mention_scan(document_ids: list[int]) -> None:
+    """Queue `scan_title_mentions`; never raises: the edges are derived data (health reports
+    the missing mentions and `lode_index repair` adds them) and the notes are saved."""
+    try:
+        scan_title_mentions.enqueue(sorted(document_ids))
+    except Exception:
+        logger.exception(
+            "could not queue the title-mention scan of %d documents", len(document_ids)
+        )
+
+
+def mention_scans_pending() -> int:
+    """Title-mention scans queued or running: until they finish, mentions of the imported
+    titles are expected to be missing from the graph (health says *pending*)."""
+    from django_tasks_db.compat import TaskResultStatus
+    from django_tasks_db.models import DBTaskResult
+
+    return DBTaskResult.objects.filter(
+        task_path=scan_title_mentions.module_path,
+        status__in=[TaskResultStatus.READY, TaskResultStatus.RUNNING],
+    ).count()
 
 
 def enqueue_pending_sweep() -> bool:

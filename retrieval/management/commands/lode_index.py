@@ -48,9 +48,8 @@ def _short(digest: str) -> str:
 def health_lines(report: HealthReport, title: str = "index health") -> list[str]:
     """A readable report: the verdict, each index's figures, then the problems."""
     canonical, lex, vec = report.canonical, report.lexical, report.vectors
-    verdict = "healthy" if report.healthy else "UNHEALTHY"
     lines = [
-        f"{title}: {verdict} ({report.seconds:.2f} s)",
+        f"{title}: {report.verdict} ({report.seconds:.2f} s)",
         f"  canonical  {canonical.head_passages} head passages, digest {_short(canonical.digest)}"
         f"; {canonical.oversized} longer than {canonical.max_chars} characters",
         f"  lexical    {lex.engine}: {lex.indexed_rows} rows indexed for "
@@ -81,6 +80,9 @@ def health_lines(report: HealthReport, title: str = "index health") -> list[str]
     if report.problems:
         lines.append("  problems")
         lines += [f"    - {problem}" for problem in report.problems]
+    if report.pending:
+        lines.append("  pending (the worker brings these in step)")
+        lines += [f"    - {item}" for item in report.pending]
     return lines
 
 
