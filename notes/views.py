@@ -205,8 +205,9 @@ def graph_context(request: HttpRequest, document: Document) -> dict[str, object]
         "graph_hood": hood,
         # Built by graph_picture with every user string escaped, so the template may
         # include it with |safe (see retrieval/web/graph_picture.py).
-        "graph_picture": neighbourhood_svg(hood),
-        "graph_picture_narrow": neighbourhood_svg(hood, **NARROW),  # shown under 40rem
+        "graph_picture": neighbourhood_svg(hood, viewer_id=request.user.pk),
+        # Shown under 40rem.
+        "graph_picture_narrow": neighbourhood_svg(hood, viewer_id=request.user.pk, **NARROW),
         "graph_hops": hops,
         "graph_page_url": request.path,
     }

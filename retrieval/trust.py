@@ -16,9 +16,10 @@ buried under a barely relevant note.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from notes.models import TrustTier
+from retrieval.eligibility import visible_documents
 
 PENALTY: dict[str, float] = {
     TrustTier.NOTE: 0.0,
@@ -53,3 +54,47 @@ def trust_rank[T](items: Sequence[T], *, tier_of, passage_id_of) -> list[T]:
     ]
     keyed.sort(key=lambda row: row[:3])
     return [row[3] for row in keyed]
+
+
+# --- the tier as a reader sees it -------------------------------------------------------------
+#
+# A tier is a property of the document, the same for every reader, so ranking (and a shared
+# link) means the same to everyone. Its *name* depends on who reads: a note is "Your note" only
+# to the person who wrote it. A teammate's note keeps the note tier (people write notes;
+# externals only corroborate them) and is named by its author, so a reader can tell their own
+# word from a colleague's.
+
+
+def tier_label(tier: str, *, mine: bool, author: str = "") -> str:
+    """The words for `tier` as one reader sees a document of it: "Your note" / "Your
+    annotation" when the reader wrote it, "Note by carol" / "Annotation by carol" when
+    `author` (someone else) did, "Note" / "Annotation" when the author is not to be named.
+    Other tiers are nobody's own: their `TrustTier` label; an unknown tier, its value."""
+    if tier in (TrustTier.NOTE, TrustTier.ANNOTATION):
+        noun = "note" if tier == TrustTier.NOTE else "annotation"
+        if mine:
+            return f"Your {noun}"
+        return f"{noun.capitalize()} by {author}" if author else noun.capitalize()
+    try:
+        return str(TrustTier(tier).label)
+    except ValueError:
+        return str(tier)
+
+
+def document_tier_labels(user_id: int | None, document_ids: Iterable[int]) -> dict[int, str]:
+    """`tier_label` of each of `document_ids` that the user may see (through
+    `eligibility.visible_documents`), keyed by document id; one query. A document the user
+    may not see is left out, so its author is never named (callers fall back to
+    `tier_label(tier, mine=False)`)."""
+    wanted = {int(pk) for pk in document_ids}
+    if not wanted or user_id is None:
+        return {}
+    rows = (
+        visible_documents(user_id)
+        .filter(pk__in=wanted)
+        .values_list("pk", "trust_tier", "owner_id", "owner__username")
+    )
+    return {
+        pk: tier_label(tier, mine=owner_id == user_id, author=username or "")
+        for pk, tier, owner_id, username in rows
+    }

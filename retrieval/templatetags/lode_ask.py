@@ -14,8 +14,8 @@ from django import template
 from django.utils import timezone
 from django.utils.timesince import timesince
 
-from notes.models import TrustTier
 from retrieval.trust import PENALTY
+from retrieval.trust import tier_label as trust_tier_label
 
 register = template.Library()
 
@@ -44,12 +44,20 @@ def age(value: str | datetime | None) -> str:
 
 
 @register.filter
-def tier_label(value: str) -> str:
-    """The human name of a trust tier value ("note" → "Your note")."""
-    try:
-        return TrustTier(value).label
-    except ValueError:
-        return str(value)
+def tier_label(item: Any, labels: dict[int, str] | None = None) -> str:
+    """The trust tier of a cited item (a support, closest passage or conflict value: a dict
+    or an object with `document_id` and `trust_tier`) as the reader sees it: its entry in
+    `labels` (`retrieval.trust.document_tier_labels`, "Your note" / "Note by carol"), else
+    the tier's words naming nobody ("Note"). A bare tier value gets the latter too."""
+    if isinstance(item, str):
+        return trust_tier_label(item, mine=False)
+    get = (
+        item.get
+        if isinstance(item, dict)
+        else lambda name, default=None: getattr(item, name, default)
+    )
+    found = (labels or {}).get(get("document_id"))
+    return found or trust_tier_label(str(get("trust_tier", "")), mine=False)
 
 
 @register.filter

@@ -56,6 +56,7 @@ from retrieval.highlight import as_segments
 from retrieval.links import permalink_path
 from retrieval.models import AskTrace
 from retrieval.search.pipeline import DEFAULT_MODE
+from retrieval.trust import document_tier_labels
 from retrieval.web.forms import AskForm
 from spaces.current import current_space_id
 
@@ -184,9 +185,22 @@ def answer_context(
         "differences": differences,
         "pinned_document": trace.pinned_document,
         "conflicts": shown_conflicts(outcome.conflicts),
+        "tier_labels": document_tier_labels(request.user.pk, cited_document_ids(outcome)),
         "search_instead_url": search_instead_url(outcome.question, trace.space_id),
         **expansion_context(trace),
     }
+
+
+def cited_document_ids(outcome: AskOutcome) -> set[int]:
+    """The documents the answer page names a trust tier for: those its claims quote, its
+    closest passages come from and its conflicting values cite."""
+    ids = {s.document_id for claim in outcome.claims for s in claim.support}
+    ids |= {p.document_id for p in outcome.closest}
+    for conflict in outcome.conflicts:
+        for value in conflict.get("values") or ():
+            if isinstance(value, dict) and isinstance(value.get("document_id"), int):
+                ids.add(value["document_id"])
+    return ids
 
 
 def expansion_context(trace: AskTrace) -> dict[str, Any]:

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from notes.models import TrustTier
-from retrieval.search.backlinks import Neighbourhood
+from retrieval.search.backlinks import HoodNode, Neighbourhood
+from retrieval.trust import document_tier_labels, tier_label
 
 # Edge kinds: colour and the legend's words. Inferred kinds are also dashed.
 KIND_STYLE: dict[str, tuple[str, str]] = {
@@ -62,7 +62,9 @@ class PictureNode:
     label: str
     url: str
     kind: str
-    tier: str
+    # The trust tier in the reader's words ("Your note", "Note by carol"): see
+    # `retrieval.trust.tier_label` and `node_tier_labels`.
+    tier_label: str
 
 
 @dataclass(frozen=True)
@@ -83,11 +85,11 @@ def _class_safe(value: str) -> str:
     return re.sub(r"[^a-z0-9_-]", "", value.lower())[:32] or "other"
 
 
-def _tier_label(tier: str) -> str:
-    try:
-        return str(TrustTier(tier).label)
-    except ValueError:
-        return tier
+def node_tier_labels(viewer_id: int | None, nodes: Sequence[HoodNode]) -> dict[int, str]:
+    """Each document node's trust tier in `viewer_id`'s words, by node id (one query): "Your
+    note" only on the notes the viewer wrote."""
+    labels = document_tier_labels(viewer_id, [n.id for n in nodes])
+    return {n.id: labels.get(n.id) or tier_label(n.tier, mine=False) for n in nodes}
 
 
 def _rings(
@@ -392,7 +394,7 @@ def _node(
         " gp-focus" if is_focus else "",
         node.label,
         node.kind,
-        _tier_label(node.tier),
+        node.tier_label,
         x,
         y,
         radius,
@@ -410,9 +412,18 @@ def _node(
 NARROW = {"width": 380, "height": 460}
 
 
-def neighbourhood_svg(hood: Neighbourhood, *, width: int = 640, height: int = 420) -> str:
-    """The picture of a document's neighbourhood (`retrieval.search.backlinks.neighbourhood`)."""
-    nodes = [PictureNode(n.id, n.title, n.url, n.kind, n.tier) for n in hood.nodes]
+def hood_picture_nodes(hood: Neighbourhood, *, viewer_id: int | None) -> list[PictureNode]:
+    """The neighbourhood's documents as picture nodes, their tiers in `viewer_id`'s words."""
+    labels = node_tier_labels(viewer_id, hood.nodes)
+    return [PictureNode(n.id, n.title, n.url, n.kind, labels[n.id]) for n in hood.nodes]
+
+
+def neighbourhood_svg(
+    hood: Neighbourhood, *, viewer_id: int | None, width: int = 640, height: int = 420
+) -> str:
+    """The picture of a document's neighbourhood (`retrieval.search.backlinks.neighbourhood`)
+    as `viewer_id` sees it."""
+    nodes = hood_picture_nodes(hood, viewer_id=viewer_id)
     edges = [PictureEdge(e.source, e.target, e.kind, e.inferred) for e in hood.edges]
     if len(nodes) <= 4:  # a few documents: a lower picture, not an empty frame
         height = min(height, 280)

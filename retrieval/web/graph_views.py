@@ -44,7 +44,14 @@ from retrieval.search.graph_query import (
     GraphResult,
 )
 from retrieval.search.pipeline import DEFAULT_MODE, MODES, search
-from retrieval.web.graph_picture import NARROW, PictureEdge, PictureNode, graph_svg
+from retrieval.trust import document_tier_labels, tier_label
+from retrieval.web.graph_picture import (
+    NARROW,
+    PictureEdge,
+    PictureNode,
+    graph_svg,
+    hood_picture_nodes,
+)
 from retrieval.web.search_views import chosen_space
 
 KINDS = [str(kind) for kind in ALL_KINDS]
@@ -88,21 +95,30 @@ def query_path(params: dict[str, Any]) -> str:
     return f"{path}?{urlencode(items)}" if items else path
 
 
-def picture(result: GraphResult, focus: int | None, *, width: int = 640, height: int = 420) -> str:
-    """The result graph as SVG (helper A's `graph_svg`, which escapes every string). A
-    source (the `from` end of `contains`) is drawn under a negative id, so it never
-    collides with a document's."""
+def picture(
+    result: GraphResult,
+    focus: int | None,
+    *,
+    viewer_id: int | None,
+    width: int = 640,
+    height: int = 420,
+) -> str:
+    """The result graph as SVG (helper A's `graph_svg`, which escapes every string), trust
+    tiers in `viewer_id`'s words. A source (the `from` end of `contains`) is drawn under a
+    negative id, so it never collides with a document's."""
 
     def node_id(node) -> int:
         return node.id if node.type == "document" else -node.id
 
+    labels = document_tier_labels(viewer_id, [n.id for n in result.nodes if n.type == "document"])
     nodes = [
         PictureNode(
             id=node_id(n),
             label=n.title,
             url=n.url,
             kind=n.kind if n.type == "document" else "source",
-            tier=n.tier,
+            tier_label=(labels.get(n.id) if n.type == "document" else None)
+            or tier_label(n.tier, mine=False),
         )
         for n in result.nodes
     ]
@@ -220,10 +236,12 @@ def graph_query_page(request: HttpRequest) -> HttpResponse:
             "by_lookup": by_lookup,
             "error": error,
             "result": result,
-            "picture": picture(result, focus) if result else "",
+            "picture": picture(result, focus, viewer_id=request.user.pk) if result else "",
             # A phone gets its own layout (lode.css shows one of the two): the wide one
             # scaled to 360 px leaves its labels unreadable.
-            "picture_narrow": picture(result, focus, **NARROW) if result else "",
+            "picture_narrow": picture(result, focus, viewer_id=request.user.pk, **NARROW)
+            if result
+            else "",
             "share_url": request.build_absolute_uri(query_path(params)) if lookups else "",
             # Arrived from a question in words (`graph_ask_page`): what was asked, and whether
             # the rules or the model turned it into this query.
@@ -339,7 +357,7 @@ def graph_results_page(request: HttpRequest) -> HttpResponse:
     def drawn(width: int, height: int) -> str:
         if hood is None:
             return ""
-        nodes = [PictureNode(n.id, n.title, n.url, n.kind, n.tier) for n in hood.nodes]
+        nodes = hood_picture_nodes(hood, viewer_id=request.user.pk)
         edges = [PictureEdge(e.source, e.target, e.kind, e.inferred) for e in hood.edges]
         return graph_svg(nodes, edges, width=width, height=height)
 

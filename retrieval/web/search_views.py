@@ -48,7 +48,7 @@ from externals.selectors import externals_for_user, sources_for_user
 from lode_site.errors import no_access
 from lode_site.htmx import HtmxHttpRequest
 from lode_site.ids import parse_id
-from notes.models import Document
+from notes.models import Document, TrustTier
 from notes.selectors import notes_for_user
 
 # The one Markdown-to-readable-text rule and heading label (the answer page's quotes use
@@ -59,6 +59,7 @@ from retrieval.highlight import Segment
 from retrieval.links import search_path
 from retrieval.search.pipeline import DEFAULT_MODE, MODES, Hit, search
 from retrieval.search.rerank import RERANK_CHOICES
+from retrieval.trust import document_tier_labels, tier_label
 from spaces.context import read_member_spaces
 from spaces.current import current_space_id
 from spaces.models import Space
@@ -79,6 +80,10 @@ class ShownHit:
     # answer page labels a quote).
     headings: tuple[str, ...]
     age: str
+    # The trust tier in the reader's words ("Your note", "Note by carol", "External
+    # snapshot"); the calm view shows it as a badge on every hit but the reader's own notes.
+    tier: str = ""
+    tier_badge: bool = True
 
 
 def _flag(request: HtmxHttpRequest, name: str) -> bool:
@@ -163,7 +168,9 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
             "modes": MODES,
             "rerank_choices": RERANK_CHOICES,
             "result": result,
-            "hits": shown_hits(result.hits, space_names=_space_names(spaces))
+            "hits": shown_hits(
+                result.hits, space_names=_space_names(spaces), viewer_id=request.user.pk
+            )
             if result is not None
             else [],
             "weaker": weaker,
@@ -252,11 +259,23 @@ def _space_names(spaces: Sequence[Space]) -> dict[int, str]:
     }
 
 
-def shown_hits(hits: Sequence[Hit], *, space_names: dict[int, str] | None = None) -> list[ShownHit]:
-    """The hits as the calm view shows them; one query for the sources of the externals.
-    With `space_names`, each hit also says which space it is in."""
+def shown_hits(
+    hits: Sequence[Hit],
+    *,
+    space_names: dict[int, str] | None = None,
+    viewer_id: int | None = None,
+) -> list[ShownHit]:
+    """The hits as the calm view shows them; one query for the sources of the externals and
+    one for the trust tiers in `viewer_id`'s words. With `space_names`, each hit also says
+    which space it is in."""
     where = _where_externals_live([hit.passage.document for hit in hits])
     names = space_names or {}
+    tiers = document_tier_labels(viewer_id, {hit.passage.document_id for hit in hits})
+
+    def tier_of(hit: Hit) -> str:
+        document = hit.passage.document
+        return tiers.get(document.pk) or tier_label(document.trust_tier, mine=False)
+
     return [
         ShownHit(
             hit=hit,
@@ -270,6 +289,11 @@ def shown_hits(hits: Sequence[Hit], *, space_names: dict[int, str] | None = None
             ),
             headings=heading_label(hit.passage, hit.passage.document.title),
             age=age_words(hit.passage.version.created_at),
+            tier=tier_of(hit),
+            tier_badge=not (
+                hit.passage.document.trust_tier == TrustTier.NOTE
+                and hit.passage.document.owner_id == viewer_id
+            ),
         )
         for hit in hits
     ]
