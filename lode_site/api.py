@@ -8,15 +8,18 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
 from ninja import NinjaAPI
+from ninja.errors import HttpError
 from ninja.openapi.schema import OpenAPISchema
-from ninja.security import HttpBearer, django_auth
+from ninja.security import APIKeyCookie, HttpBearer
 
+from lode_site.api_bodies import BoundedJSONParser, JsonBodyRefused
 from lode_site.budget import ASK_PATHS
 from lode_site.models import ApiToken, token_digest
 
@@ -43,6 +46,23 @@ class TokenAuth(HttpBearer):
         return row.user
 
 
+class SessionAuth(APIKeyCookie):
+    """The signed-in session (Django's session cookie), with Django's CSRF check on unsafe
+    methods. The check runs only for a session that is signed in: a request with no
+    credentials at all is a 401, as the schema says, and a signed-in session's write
+    without the CSRF token is a 403 (declared on every unsafe operation)."""
+
+    param_name = settings.SESSION_COOKIE_NAME
+
+    def _get_key(self, request: HttpRequest) -> str | None:
+        if not request.user.is_authenticated:
+            return None
+        return super()._get_key(request)  # raises the 403 when the CSRF check fails
+
+    def authenticate(self, request: HttpRequest, key: str | None):
+        return request.user if request.user.is_authenticated else None
+
+
 _DETAIL_SCHEMA = {
     "type": "object",
     "properties": {"detail": {"type": "string"}},
@@ -58,6 +78,10 @@ _VALIDATION_SCHEMA = {
 _COMMON_RESPONSES = {
     "400": {"description": "The request body is not JSON (or not the declared content type)."},
     "401": {"description": "Not signed in (no session, or a missing or unknown bearer token)."},
+    "403": {
+        "description": "A signed-in session's write without the CSRF token (send the "
+        "`csrftoken` cookie's value as `X-CSRFToken`; bearer-token calls need none).",
+    },
     "404": {
         "description": "No endpoint matches the URL (for instance an id outside 1..2**63-1).",
     },
@@ -106,6 +130,9 @@ class LodeNinjaAPI(NinjaAPI):
         return schema
 
 
+SAFE_METHODS = frozenset({"get", "head", "options", "trace"})
+
+
 def _declare_common_responses(path: str, method: str, operation: dict) -> None:
     # Ninja keys responses by int; JSON makes them strings. Use strings, so an endpoint's own
     # declaration of a code (say, evidence's 404 body) is found and kept.
@@ -119,8 +146,15 @@ def _declare_common_responses(path: str, method: str, operation: dict) -> None:
                 "content": {"application/json": {"schema": body}},
             }
 
-    if operation.get("security"):
+    security = operation.get("security") or []
+    if security:
         declare("401", _DETAIL_SCHEMA)
+    if method not in SAFE_METHODS and any("SessionAuth" in option for option in security):
+        if "403" in responses:  # the endpoint's own 403 (a role): the CSRF 403 is one too
+            own = responses["403"].get("description", "")
+            csrf = _COMMON_RESPONSES["403"]["description"]
+            responses["403"]["description"] = f"{own} Also: {csrf}" if own else csrf
+        declare("403", _DETAIL_SCHEMA)
     if operation.get("requestBody"):
         declare("400", _DETAIL_SCHEMA)
     if operation.get("parameters") or operation.get("requestBody"):
@@ -136,10 +170,20 @@ api = LodeNinjaAPI(
     title="lode API",
     version="1",
     description="",  # API_DESCRIPTION, filled in by get_openapi_schema
-    auth=[TokenAuth(), django_auth],
+    auth=[TokenAuth(), SessionAuth()],
     docs_decorator=login_required,
     urls_namespace="api",
+    parser=BoundedJSONParser(),
 )
+
+
+@api.exception_handler(HttpError)
+def http_error(request: HttpRequest, exc: HttpError):
+    # Ninja turns any error of the parser into "Cannot parse request body"; a body the API
+    # refused to parse says why (lode_site/api_bodies.py).
+    cause = exc.__cause__
+    detail = str(cause) if isinstance(cause, JsonBodyRefused) else str(exc)
+    return api.create_response(request, {"detail": detail}, status=exc.status_code)
 
 
 @api.exception_handler(ValidationError)

@@ -13,6 +13,7 @@ from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
 
+from lode_site.api_bodies import BodySchema
 from lode_site.errors import NO_ACCESS
 from lode_site.ids import DbId, Offset
 from notes import selectors, services
@@ -54,7 +55,7 @@ class NoteOut(Schema):
     updated_at: datetime
 
 
-class NoteIn(Schema):
+class NoteIn(BodySchema):
     title: str
     body: str = ""
     tags: list[str] = []
@@ -77,7 +78,7 @@ class NoteUpdateIn(NoteIn):
     )
 
 
-class RestoreIn(Schema):
+class RestoreIn(BodySchema):
     base_version_id: DbId = Field(
         description="The id of the head version you saw when choosing to restore. If the "
         "note has moved on since, nothing is restored (409); an id that is not a version of "

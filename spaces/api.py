@@ -16,6 +16,7 @@ from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
 from externals.models import Source
+from lode_site.api_bodies import BodySchema
 from lode_site.errors import NO_ACCESS
 from lode_site.ids import DbId
 from retrieval.eligibility import member_space_ids, role_in, visible_documents
@@ -56,28 +57,28 @@ class SpaceDetailOut(SpaceOut):
     members: list[MemberOut]
 
 
-class SpaceIn(Schema):
+class SpaceIn(BodySchema):
     name: str = Field(description="1 to 100 characters (surrounding spaces are stripped).")
     description: str = ""
 
 
-class SpaceUpdateIn(Schema):
+class SpaceUpdateIn(BodySchema):
     name: str | None = None
     description: str | None = None
     no_egress: bool | None = None
     public_links_enabled: bool | None = None
 
 
-class MemberIn(Schema):
+class MemberIn(BodySchema):
     username: str
     role: RoleName = "viewer"
 
 
-class RoleIn(Schema):
+class RoleIn(BodySchema):
     role: RoleName
 
 
-class MoveIn(Schema):
+class MoveIn(BodySchema):
     to_space: DbId = Field(description="The id of a space you are an editor (or admin) of.")
 
 

@@ -55,6 +55,10 @@ EXPLICIT: dict[str, str] = {
     "retrieval.links": "vocabulary",
     # The request type of the views that read `request.htmx`.
     "lode_site.htmx": "web",
+    # Settings → Access tokens.
+    "lode_site.token_views": "web",
+    # How the API reads request bodies (depth limit, objects only).
+    "lode_site.api_bodies": "web",
     # An entry point: gunicorn's configuration warms each worker's embedding model.
     "lode_site.gunicorn_conf": "web",
     # The time budget is enforced through the lexical backends' vendor mechanism.

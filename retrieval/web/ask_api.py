@@ -16,6 +16,7 @@ from django.http import HttpRequest
 from ninja import Field, Router, Schema, Status
 from pydantic import StrictBool
 
+from lode_site.api_bodies import BodySchema
 from lode_site.errors import NO_ACCESS
 from lode_site.ids import DbId
 from retrieval.answer.ask import ask
@@ -30,7 +31,7 @@ from retrieval.web.search_api import ExpansionOut, expansion_out
 router = Router(tags=["ask"])
 
 
-class AskIn(Schema):
+class AskIn(BodySchema):
     question: str = Field(description="The question; at most LODE_MAX_QUERY_CHARS characters.")
     pinned_document_id: int | None = Field(
         None,

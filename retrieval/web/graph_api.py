@@ -6,18 +6,19 @@ the `/graph/query` page runs.
 The body is read and validated by `retrieval.search.graph_query` itself (pydantic, strict,
 `extra="forbid"`), not by Ninja, so every refusal — an unknown kind, an extra property, more
 hops, a seed outside the discovered set, a malformed parameter — is a 422 whose `detail` is
-one clear sentence (a model writing queries can act on it). A body that is not JSON is a
-400; a space the user is not a member of is a 404, as everywhere in the API.
+one clear sentence (a model writing queries can act on it). A body that is not JSON, or
+nests deeper than the API reads (`lode_site.api_bodies`), is a 400; a space the user is not
+a member of is a 404, as everywhere in the API.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.http import HttpRequest
 from ninja import Field, Router, Schema, Status
 
+from lode_site.api_bodies import JsonBodyRefused, parse_json_body
 from lode_site.errors import NO_ACCESS
 from retrieval.eligibility import NoAccess, audience_for
 from retrieval.search import graph_query
@@ -114,9 +115,9 @@ def graph_query_endpoint(request: HttpRequest):
     seeds must be among the documents the `lookups` discover. At most 20 rows and 4
     evidence excerpts (2,400 characters in all), on one graph generation."""
     try:
-        raw = json.loads(request.body or b"null")
-    except (ValueError, UnicodeDecodeError):
-        return Status(400, ErrorOut(detail="The request body is not JSON."))
+        raw = parse_json_body(request.body or b"null")  # the API's depth limit, too
+    except JsonBodyRefused as exc:
+        return Status(400, ErrorOut(detail=str(exc)))
     try:
         parsed = graph_query.parse(raw)
         audience = audience_for(request.user.pk, space_id=parsed.space)

@@ -17,6 +17,7 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Field, Router, Schema, Status
 
+from lode_site.api_bodies import BodySchema
 from lode_site.errors import NO_ACCESS
 from retrieval.answer.graph_words import WordsError, ask_graph
 from retrieval.eligibility import NoAccess
@@ -24,7 +25,7 @@ from retrieval.eligibility import NoAccess
 router = Router(tags=["graph"])
 
 
-class GraphAskIn(Schema):
+class GraphAskIn(BodySchema):
     question: str = Field(
         description='A graph question in words, e.g. "what links to Backup Policy?" or "how '
         'is \\"Restore runbook\\" connected to \\"Deploy\\"?"; at most LODE_MAX_QUERY_CHARS '

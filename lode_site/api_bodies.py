@@ -1,0 +1,103 @@
+"""How the API reads JSON request bodies: depth-limited, and objects only.
+
+Python's `json.loads` recurses once per nesting level, so a body such as 100,000 `[` raises
+RecursionError (a server error) before any schema is consulted. `BoundedJSONParser`, the
+API's parser (`lode_site/api.py`), scans the bytes first, without recursion, and refuses a
+body nested deeper than `MAX_JSON_DEPTH` levels with `JsonBodyRefused`; the API answers
+that with a 400 whose `detail` says what was wrong.
+
+Every endpoint's body is a JSON object. Ninja's `Schema` also accepts any Python object by
+reading its attributes (for ORM rows), so a JSON string "abc" would fill `title` from
+`"abc".title()` and `[null, null]` would read as "no fields". `BodySchema`, the base of
+every request-body schema, refuses anything but an object with a 422 that names the type
+that arrived.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from itertools import accumulate
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import Schema
+from ninja.parser import Parser
+from ninja.schema import DjangoGetter
+from pydantic import model_validator
+from pydantic_core import PydanticCustomError
+
+# Deeper than any body the API's schemas describe (the graph query is four levels deep),
+# and far below the recursion limit of the parser and of pydantic.
+MAX_JSON_DEPTH = 64
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+_JSON_TYPES = {
+    str: "a string",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+    list: "an array",
+    type(None): "null",
+}
+
+
+class JsonBodyRefused(ValueError):
+    """A request body the API will not parse; the message is the 400's `detail`."""
+
+
+def json_depth(body: bytes) -> int:
+    """How deeply `body`'s arrays and objects nest (0 for a scalar), counted without
+    recursion. Brackets inside strings do not count."""
+    if body.count(b"[") + body.count(b"{") == 0:
+        return 0
+    brackets = _STRING.sub(b"", body).translate(None, _NOT_BRACKETS)
+    return max(accumulate(_STEP[b] for b in brackets), default=0)
+
+
+def parse_json_body(body: bytes) -> Any:
+    """`body` parsed as JSON, or `JsonBodyRefused` saying why not (not UTF-8 JSON, or
+    nested deeper than `MAX_JSON_DEPTH`)."""
+    if body.count(b"[") + body.count(b"{") > MAX_JSON_DEPTH:
+        depth = json_depth(body)
+        if depth > MAX_JSON_DEPTH:
+            raise JsonBodyRefused(
+                f"The request body nests arrays and objects {depth} levels deep; "
+                f"the API reads at most {MAX_JSON_DEPTH}."
+            )
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise JsonBodyRefused(f"Cannot parse the request body as JSON: {exc}") from None
+
+
+class BoundedJSONParser(Parser):
+    """Ninja's JSON parser with `parse_json_body`'s depth limit."""
+
+    def parse_body(self, request: HttpRequest) -> Any:
+        return parse_json_body(request.body)
+
+
+def json_type_name(value: object) -> str:
+    """How a JSON value's type is called in an error message ("a string", "an array"…)."""
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+class BodySchema(Schema):
+    """The base of request-body schemas: the body must be a JSON object (422 otherwise)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _json_object_only(cls, data: Any) -> Any:
+        # Ninja's own validator has already wrapped the value for attribute access.
+        value = data._obj if isinstance(data, DjangoGetter) else data
+        if not isinstance(value, dict):
+            raise PydanticCustomError(
+                "json_object",
+                "The request body must be a JSON object, not {got}.",
+                {"got": json_type_name(value)},
+            )
+        return data
