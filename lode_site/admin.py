@@ -3,14 +3,30 @@ from __future__ import annotations
 from django.contrib import admin
 from django.utils.html import format_html
 
-from lode_site.models import ApiToken, JobProgress
+from lode_site.models import ApiToken, JobProgress, McpCall
 from notes.admin import ReadOnlyAdmin
 
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ["name", "user", "created_at", "last_used_at"]
+    list_display = [
+        "name", "user", "scope", "created_at", "expires_at", "revoked_at", "last_used_at",
+    ]
+    list_filter = ["scope"]
     readonly_fields = ["digest", "created_at", "last_used_at"]
+    filter_horizontal = ["spaces"]
+
+
+@admin.register(McpCall)
+class McpCallAdmin(ReadOnlyAdmin):
+    """Every MCP tool call: token, tool, time taken and bytes returned; refusals say why."""
+
+    list_display = [
+        "created_at", "tool", "token", "user", "transport", "milliseconds", "response_bytes",
+        "refused",
+    ]
+    list_filter = ["tool", "transport"]
+    date_hierarchy = "created_at"
 
 
 @admin.register(JobProgress)

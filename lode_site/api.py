@@ -37,7 +37,9 @@ class TokenAuth(HttpBearer):
             row = ApiToken.objects.select_related("user").get(digest=token_digest(token))
         except ApiToken.DoesNotExist:
             return None
-        if not row.user.is_active:
+        # Revoked, expired or deactivated tokens fail; so do tokens narrowed to some spaces
+        # or to reading, which only the MCP server enforces (its tools take their scope).
+        if row.refusal() or not row.can_ask or row.spaces.exists():
             return None
         now = timezone.now()
         if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:

@@ -1,4 +1,5 @@
-"""Site-wide models: API tokens for scripts and agents; progress of long commands."""
+"""Site-wide models: API tokens for scripts and agents, the MCP call log; progress of long
+commands."""
 
 from __future__ import annotations
 
@@ -6,13 +7,19 @@ import contextlib
 import hashlib
 import logging
 import os
+import secrets
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from datetime import datetime
 
 from django.conf import settings
-from django.db import models
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import models, transaction
 from django.utils import timezone
+
+from spaces.models import Membership
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +29,19 @@ def token_digest(raw: str) -> str:
 
 
 class ApiToken(models.Model):
-    """A bearer token for `/api/`. Only its SHA-256 is stored; the raw token is shown once."""
+    """A bearer token for `/api/` and the MCP server (`/mcp`, `manage.py lode_mcp`). Only its
+    SHA-256 is stored; the raw token is shown once.
+
+    A token covers all of its user's spaces, or only the `spaces` chosen for it (always
+    within the user's memberships, re-checked on every use), and may `read` (search, open
+    evidence, graph queries, list spaces) or also `ask`. It stops working when revoked or past
+    `expires_at`. `/api/` takes only tokens that cover every space and may ask, because its
+    endpoints read the user's whole audience; narrowed tokens are for the MCP server.
+    """
+
+    class Scope(models.TextChoices):
+        READ = "read", "Read: search, open evidence, graph queries"
+        READ_ASK = "read_ask", "Read and ask questions"
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
@@ -31,9 +50,117 @@ class ApiToken(models.Model):
     digest = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    scope = models.CharField(max_length=8, choices=Scope.choices, default=Scope.READ_ASK)
+    # Empty: every space the user is a member of at the time of each request.
+    spaces = models.ManyToManyField("spaces.Space", blank=True, related_name="+")
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.name} ({self.user})"
+
+    @property
+    def can_ask(self) -> bool:
+        return self.scope == self.Scope.READ_ASK
+
+    def refusal(self, now: datetime | None = None) -> str:
+        """Why this token may not be used now, in one sentence ("" when it may)."""
+        now = now or timezone.now()
+        if self.revoked_at is not None:
+            return "This token was revoked; create a new one under Settings → Access tokens."
+        if self.expires_at is not None and self.expires_at <= now:
+            return "This token has expired; create a new one under Settings → Access tokens."
+        if not self.user.is_active:
+            return "This token's account is deactivated."
+        return ""
+
+    @property
+    def status(self) -> str:
+        """"active", "expired" or "revoked", for lists of tokens."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= timezone.now():
+            return "expired"
+        return "active"
+
+
+def new_raw_token() -> str:
+    return "lode_" + secrets.token_urlsafe(32)
+
+
+def token_create(
+    *,
+    user: AbstractBaseUser,
+    name: str,
+    scope: str = ApiToken.Scope.READ_ASK,
+    space_ids: Iterable[int] = (),
+    expires_at: datetime | None = None,
+) -> tuple[ApiToken, str]:
+    """A new token for `user` and its raw secret (shown once, never stored). `space_ids`
+    must be spaces the user is a member of (`ValidationError` otherwise); none means all."""
+    space_ids = sorted(set(space_ids))
+    member_of = set(
+        Membership.objects.filter(user=user, space_id__in=space_ids).values_list(
+            "space_id", flat=True
+        )
+    )
+    if set(space_ids) - member_of:
+        raise ValidationError("A token can only cover spaces you are a member of.")
+    if scope not in ApiToken.Scope.values:
+        raise ValidationError(f"Unknown scope {scope!r}: use read or read_ask.")
+    if expires_at is not None and expires_at <= timezone.now():
+        raise ValidationError("The expiry must be in the future.")
+    raw = new_raw_token()
+    with transaction.atomic():
+        token = ApiToken(
+            user=user, name=name, digest=token_digest(raw), scope=scope, expires_at=expires_at
+        )
+        token.full_clean(exclude=["digest"])
+        token.save()
+        token.spaces.set(space_ids)
+    return token, raw
+
+
+def token_revoke(token: ApiToken) -> None:
+    """Revoke `token` now (kept, so its call log still names it); revoking twice is a no-op."""
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        ApiToken.objects.filter(pk=token.pk, revoked_at=None).update(revoked_at=token.revoked_at)
+
+
+def token_expire(token: ApiToken, *, at: datetime | None = None) -> None:
+    """Set `token` to expire at `at` (now by default)."""
+    token.expires_at = at or timezone.now()
+    ApiToken.objects.filter(pk=token.pk).update(expires_at=token.expires_at)
+
+
+class McpCall(models.Model):
+    """One MCP tool call: which token called which tool, how long it took and how many bytes
+    it returned; a refused call keeps its one-sentence reason. Shown in the admin."""
+
+    token = models.ForeignKey(
+        ApiToken, on_delete=models.SET_NULL, null=True, blank=True, related_name="mcp_calls"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    tool = models.CharField(max_length=40)
+    transport = models.CharField(max_length=8)  # "stdio" or "http"
+    milliseconds = models.FloatField()
+    response_bytes = models.PositiveIntegerField()
+    refused = models.CharField(max_length=300, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = "MCP call"
+
+    def __str__(self) -> str:
+        return f"{self.tool} {self.created_at:%Y-%m-%d %H:%M:%S}"
 
 
 class JobProgress(models.Model):

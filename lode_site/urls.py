@@ -3,6 +3,7 @@ from django.urls import include, path
 
 from lode_site import ids, views  # noqa: F401  (ids registers the `<id:...>` converter first)
 from lode_site.api import api
+from lode_site.token_views import token_revoke_view, tokens_page
 from retrieval.web.ask_views import ask_page, ask_permalink
 from retrieval.web.evidence_views import evidence_page
 from retrieval.web.graph_views import graph_ask_page, graph_query_page, graph_results_page
@@ -14,6 +15,12 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
+    path("settings/tokens", tokens_page, name="settings-tokens"),
+    path(
+        "settings/tokens/<id:token_id>/revoke",
+        token_revoke_view,
+        name="settings-token-revoke",
+    ),
     path("notes/", include("notes.urls")),
     # Public read-only links (issue 15, item 4): the token page needs no login; managing
     # links is under share/ (spaces/public_manage_views.py).
@@ -28,6 +35,11 @@ urlpatterns = [
         "share/spaces/<id:space_id>/links",
         public_manage_views.space_links,
         name="public-links",
+    ),
+    path(
+        "share/spaces/<id:space_id>/links/turn-on",
+        public_manage_views.links_turn_on,
+        name="public-links-turn-on",
     ),
     path("spaces/", include("spaces.urls")),
     path("", include("externals.urls")),
