@@ -8,6 +8,7 @@ from retrieval.web.ask_views import ask_page, ask_permalink
 from retrieval.web.evidence_views import evidence_page
 from retrieval.web.graph_views import graph_ask_page, graph_query_page, graph_results_page
 from retrieval.web.help_views import search_help
+from retrieval.web.mcp_views import mcp_endpoint
 from spaces import public_manage_views, public_views
 
 urlpatterns = [
@@ -15,6 +16,7 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
+    path("mcp", mcp_endpoint, name="mcp"),  # the MCP server for agents (docs/agents.md)
     path("settings/tokens", tokens_page, name="settings-tokens"),
     path(
         "settings/tokens/<id:token_id>/revoke",
