@@ -38,6 +38,11 @@ urlpatterns = [
         public_manage_views.space_links,
         name="public-links",
     ),
+    path(
+        "share/spaces/<id:space_id>/links/turn-on",
+        public_manage_views.links_turn_on,
+        name="public-links-turn-on",
+    ),
     path("spaces/", include("spaces.urls")),
     path("", include("externals.urls")),
     path("ask", ask_page, name="ask"),

@@ -9,11 +9,13 @@ changing roles is meant for the space pages; the admin is for inspection and rep
 
 from __future__ import annotations
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from retrieval.eligibility import member_space_ids
+from spaces import services
 from spaces.models import DocumentMove, Membership, Space
 
 
@@ -40,6 +42,23 @@ class SpaceAdmin(admin.ModelAdmin):
     search_fields = ["name", "personal_of__username"]
     readonly_fields = ["personal_of", "created_by", "created_at"]
     inlines = [MembershipInline]
+
+    def save_model(self, request: HttpRequest, obj: Space, form, change: bool) -> None:
+        """Turning public links back on here brings back none of the earlier links: they are
+        revoked (the space's page lets its admin choose which to keep)."""
+        turning_on = (
+            change and "public_links_enabled" in form.changed_data and obj.public_links_enabled
+        )
+        with transaction.atomic():
+            if turning_on:
+                revoked = services.earlier_links_revoke(space=obj, by=request.user)
+                if revoked:
+                    self.message_user(
+                        request,
+                        f"Public links are on; the {revoked} earlier link(s) stay revoked.",
+                        messages.WARNING,
+                    )
+            super().save_model(request, obj, form, change)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Space]:
         spaces = super().get_queryset(request).select_related("personal_of")

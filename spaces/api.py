@@ -20,8 +20,8 @@ from lode_site.api_bodies import BodySchema
 from lode_site.errors import NO_ACCESS
 from lode_site.ids import DbId
 from retrieval.eligibility import member_space_ids, role_in, visible_documents
-from spaces import services
-from spaces.models import Membership, Space
+from spaces import public, services
+from spaces.models import Membership, Role, Space
 
 router = Router(tags=["spaces"])
 
@@ -67,6 +67,26 @@ class SpaceUpdateIn(BodySchema):
     description: str | None = None
     no_egress: bool | None = None
     public_links_enabled: bool | None = None
+    revive_public_links: list[DbId] = Field(
+        default_factory=list,
+        description="Only with `public_links_enabled: true` on a space whose public links are "
+        "off: the ids of earlier links (`GET /api/spaces/{id}/public-links`) that work again. "
+        "Every other earlier link is revoked for good; left out, none comes back.",
+    )
+
+
+class PublicLinkOut(Schema):
+    id: int
+    kind: Literal["version", "answer"]
+    shows: str = Field(description="What the link shows, in words.")
+    url: str = Field(description="The public page's path.")
+    created_by: str | None = Field(description="The username of who made it.")
+    created_at: datetime
+    expires_at: datetime | None
+    opens: bool = Field(
+        description="False while the space's public links are off (an earlier link, waiting "
+        "for an admin to bring it back or let it be revoked when they are turned on)."
+    )
 
 
 class MemberIn(BodySchema):
@@ -150,7 +170,8 @@ def get_space(request: HttpRequest, space_id: DbId):
 )
 def update_space(request: HttpRequest, space_id: DbId, payload: SpaceUpdateIn):
     """Change the name, description, no-egress or public-link setting (admins). Fields
-    left out (or null) stay as they are."""
+    left out (or null) stay as they are. Turning public links back on revives only the
+    earlier links listed in `revive_public_links`; the others are revoked."""
     space = _member_space(request, space_id)
     services.space_update(
         by=request.auth,
@@ -159,8 +180,32 @@ def update_space(request: HttpRequest, space_id: DbId, payload: SpaceUpdateIn):
         description=payload.description,
         no_egress=payload.no_egress,
         public_links_enabled=payload.public_links_enabled,
+        revive_links=payload.revive_public_links,
     )
     return _detail(request, space_id)
+
+
+@router.get("/{id:space_id}/public-links", response={200: list[PublicLinkOut], 404: ErrorOut})
+def list_public_links(request: HttpRequest, space_id: DbId):
+    """The space's live public links, newest first: every one for its admins, your own for
+    other members (as on the space's links page). While public links are off these are the
+    earlier links an admin may bring back when turning them on."""
+    space = _member_space(request, space_id)
+    is_admin = role_in(request.auth.pk, space_id) == Role.ADMIN
+    links = public.live_links(space, created_by=None if is_admin else request.auth)
+    return [
+        PublicLinkOut(
+            id=link.pk,
+            kind=link.kind,
+            shows=link.target_words(),
+            url=public.public_url(link),
+            created_by=link.created_by.get_username() if link.created_by else None,
+            created_at=link.created_at,
+            expires_at=link.expires_at,
+            opens=space.public_links_enabled,
+        )
+        for link in links
+    ]
 
 
 @router.delete("/{id:space_id}", response={204: None, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut})

@@ -26,6 +26,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
+from django.utils.text import Truncator
 
 PERSONAL_SPACE_NAME = "Personal"
 
@@ -214,6 +215,15 @@ class DocumentMove(models.Model):
         return f"document {self.document_id}: {self.from_space_name} → {self.to_space_name}"
 
 
+def live_link_q(now=None) -> models.Q:
+    """The condition on PublicLink of a link that is neither revoked nor expired (the rule
+    `PublicLink.is_live` applies to one row)."""
+    now = now or timezone.now()
+    return models.Q(revoked_at__isnull=True) & (
+        models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now)
+    )
+
+
 def new_link_token() -> str:
     # 32 random bytes: unguessable, URL-safe.
     return secrets.token_urlsafe(32)
@@ -264,6 +274,15 @@ class PublicLink(models.Model):
     def is_live(self, *, now=None) -> bool:
         now = now or timezone.now()
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+    def target_words(self) -> str:
+        """What the link shows, in words: 'Note “Runbook”, version 3' or 'Answer: “How do
+        we…”' (the question cut to 80 characters). The pages and the API say it alike."""
+        if self.kind == self.Kind.VERSION and self.version is not None:
+            return f"Note “{self.version.document.title}”, version {self.version.number}"
+        if self.answer is not None:
+            return f"Answer: “{Truncator(self.answer.question).chars(80)}”"
+        return "Nothing any more"
 
 
 class PublicLinkView(models.Model):

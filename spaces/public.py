@@ -50,7 +50,7 @@ from retrieval.eligibility import can, role_in
 from retrieval.models import AskTrace
 from retrieval.search.evidence import check_source, source_size_limit
 from retrieval.text import nfc_collapsed
-from spaces.models import PublicLink, PublicLinkView, Role, Space
+from spaces.models import PublicLink, PublicLinkView, Role, Space, live_link_q
 
 # --- messages (shown to the member who tried; never to a public visitor) ----------------------
 
@@ -173,8 +173,7 @@ def link_revoke(*, by: AbstractBaseUser, link: PublicLink) -> PublicLink:
 
 def live_q(now: datetime | None = None) -> Q:
     """The condition on PublicLink of a link that is neither revoked nor expired."""
-    now = now or timezone.now()
-    return Q(revoked_at__isnull=True) & (Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+    return live_link_q(now)
 
 
 def live_links(space: Space, *, created_by: AbstractBaseUser | None = None) -> QuerySet[PublicLink]:
@@ -186,6 +185,16 @@ def live_links(space: Space, *, created_by: AbstractBaseUser | None = None) -> Q
     return links.select_related("version__document", "answer", "created_by").order_by(
         "-created_at", "-id"
     )
+
+
+def earlier_links(space: Space) -> QuerySet[PublicLink]:
+    """The links that turning the space's public links back on could bring back: its live
+    links while public links are off (none while they are on), newest first. Which of them
+    do come back is the admin's choice (`spaces.services.space_update`'s `revive_links`);
+    the rest are revoked."""
+    if space.public_links_enabled:
+        return PublicLink.objects.none()
+    return live_links(space)
 
 
 def link_resolve(token: str) -> PublicLink | None:

@@ -4,7 +4,9 @@
   templates/spaces/_public_link_form.html: `kind`, `target_id`, optional `expires_in_days`);
 * `POST /share/links/<id>/revoke` — revoke one (its creator or an admin of its space);
 * `GET /share/spaces/<space_id>/links` — the space's live links: all of them for its admins,
-  each member's own for everyone else.
+  each member's own for everyone else;
+* `GET|POST /share/spaces/<space_id>/links/turn-on` — an admin turns public links back on,
+  choosing which earlier links come back (none ticked: every other one is revoked).
 
 Targets and spaces are looked up only through `retrieval.eligibility`: anything the member
 may not see answers the no-access page, exactly like something that does not exist. What a
@@ -26,13 +28,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from lode_site.errors import no_access
 from notes.models import Version
 from retrieval.eligibility import member_space_ids, role_in, visible_documents
 from retrieval.models import AskTrace
-from spaces import public
+from spaces import public, services
 from spaces.models import PublicLink, Role, Space, personal_space_id
 
 
@@ -181,3 +183,68 @@ def _links_page(
         },
         status=status,
     )
+
+
+class ReviveLinksForm(forms.Form):
+    """Which earlier links to bring back: any of `choices` (the space's `earlier_links`)."""
+
+    revive = forms.TypedMultipleChoiceField(coerce=int, required=False)
+
+    def __init__(self, *args, earlier: list[PublicLink], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["revive"].choices = [(link.pk, str(link.pk)) for link in earlier]
+        self.fields["revive"].error_messages["invalid_choice"] = (
+            "That link is no longer one of this space's earlier links; choose again."
+        )
+
+
+def turn_on_url(space_id: int) -> str:
+    return reverse("public-links-turn-on", kwargs={"space_id": space_id})
+
+
+@require_http_methods(["GET", "POST"])
+def links_turn_on(request: HttpRequest, space_id: int) -> HttpResponse:
+    """Turn a space's public links back on (its admins): the page lists the links that were
+    live when they were turned off, none ticked; the ticked ones come back, the others are
+    revoked (`spaces.services.space_update`). Already on: back to the links page."""
+    role = role_in(request.user.pk, space_id)
+    if role is None:
+        return no_access(request)
+    if role != Role.ADMIN:
+        raise PermissionDenied(services.NOT_ADMIN)
+    space = Space.objects.get(pk=space_id)
+    if space.public_links_enabled:
+        messages.info(request, "Public links are already on for this space.")
+        return redirect(links_url(space.pk))
+    earlier = list(public.earlier_links(space).annotate(view_count=Count("views")))
+    form = ReviveLinksForm(request.POST if request.method == "POST" else None, earlier=earlier)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            kept = form.cleaned_data["revive"]
+            try:
+                services.space_update(
+                    by=request.user, space=space, public_links_enabled=True, revive_links=kept
+                )
+            except ValidationError as exc:
+                form.add_error(None, exc)
+            else:
+                messages.success(request, turned_on_words(len(kept), len(earlier) - len(kept)))
+                return redirect(links_url(space.pk))
+        status = 400
+    return render(
+        request,
+        "spaces/links_turn_on.html",
+        {"space": space, "form": form, "earlier": earlier},
+        status=status,
+    )
+
+
+def turned_on_words(kept: int, revoked: int) -> str:
+    """What turning public links on did, in words."""
+    words = ["Public links are on."]
+    if kept:
+        words.append(f"Earlier links brought back: {kept}.")
+    if revoked:
+        words.append(f"Earlier links revoked for good (they open nothing): {revoked}.")
+    return " ".join(words)

@@ -16,25 +16,40 @@ to commit and then sees its result.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from externals.models import Annotation, Source, SourceItem
 from notes.models import Document
 from retrieval.eligibility import member_spaces, role_in
 from retrieval.index.edges import refresh_edges
 from retrieval.index.sync import enqueue_document_sync_on_commit
-from spaces.models import DocumentMove, Membership, Role, Space, role_at_least
+from spaces.models import (
+    DocumentMove,
+    Membership,
+    PublicLink,
+    Role,
+    Space,
+    live_link_q,
+    role_at_least,
+)
 
 NAME_MAX_CHARS = 100
 DESCRIPTION_MAX_CHARS = 500
 
 NOT_ADMIN = "Only an admin of this space can do that."
 NOT_MEMBER = "You are not a member of that space."
+REVIVE_NOT_TURNING_ON = (
+    "Earlier public links can only be brought back while turning public links on."
+)
+NOT_EARLIER_LINK = "Not an earlier public link of this space: {ids}."
 LAST_ADMIN = (
     "This space needs at least one admin: make another member an admin first, then try again."
 )
@@ -119,10 +134,16 @@ def space_update(
     description: str | None = None,
     no_egress: bool | None = None,
     public_links_enabled: bool | None = None,
+    revive_links: Collection[int] = (),
 ) -> Space:
     """Change a space's name, description, no-egress or public-link setting (admins only).
     None leaves a field as it is. A personal space's settings may change too, but its name
-    can never become empty."""
+    can never become empty.
+
+    Turning public links back on brings back only the earlier links named in `revive_links`
+    (ids of links that were live when they were turned off); every other one is revoked, by
+    `by`, so its token opens nothing ever again — the default revives none. `revive_links`
+    is refused unless public links are being turned on."""
     with transaction.atomic():
         space = _locked(space)
         _require_role(by, space, Role.ADMIN, NOT_ADMIN)
@@ -132,11 +153,29 @@ def space_update(
             space.description = _clean_description(description)
         if no_egress is not None:
             space.no_egress = bool(no_egress)
+        turning_on = bool(public_links_enabled) and not space.public_links_enabled
+        if revive_links and not turning_on:
+            raise ValidationError(REVIVE_NOT_TURNING_ON)
+        if turning_on:
+            earlier_links_revoke(space=space, by=by, keep=revive_links)
         if public_links_enabled is not None:
             space.public_links_enabled = bool(public_links_enabled)
         space.full_clean()
         space.save()
     return space
+
+
+def earlier_links_revoke(*, space: Space, by: AbstractBaseUser, keep: Collection[int] = ()) -> int:
+    """Revoke the space's live public links except those in `keep` (which must all be among
+    them); how many were revoked. Called while public links are off, so every live link is
+    one made before they were turned off. The caller has checked that `by` may manage the
+    space (`space_update`: its admin; the Django admin: staff)."""
+    earlier = PublicLink.objects.filter(live_link_q(), space_id=space.pk)
+    keep = set(keep)
+    unknown = keep - set(earlier.filter(pk__in=keep).values_list("pk", flat=True))
+    if unknown:
+        raise ValidationError(NOT_EARLIER_LINK.format(ids=", ".join(map(str, sorted(unknown)))))
+    return earlier.exclude(pk__in=keep).update(revoked_at=timezone.now(), revoked_by_id=by.pk)
 
 
 def space_delete(*, by: AbstractBaseUser, space: Space) -> None:

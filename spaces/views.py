@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from lode_site.errors import no_access
 from retrieval import links
 from retrieval.eligibility import member_space_ids, role_in, visible_documents
-from spaces import services
+from spaces import public, services
 from spaces.current import current_space_id, set_current_space
 from spaces.forms import (
     MemberAddForm,
@@ -32,6 +32,11 @@ from spaces.forms import (
     SpaceSettingsForm,
 )
 from spaces.models import DocumentMove, Membership, Role, Space, role_at_least
+
+SETTINGS_SAVED_CHOOSE_LINKS = (
+    "Saved the space's settings. Public links are still off: choose which earlier links to "
+    "bring back, then turn them on."
+)
 
 
 def _member_space(request: HttpRequest, space_id: int) -> tuple[Space, str] | None:
@@ -184,7 +189,14 @@ def space_settings(request: HttpRequest, space_id: int) -> HttpResponse:
     if not form.is_valid():
         return _render_detail(request, space, role, settings_form=form, status=400)
     data = form.cleaned_data
-    _attempt(
+    # Turning public links back on while earlier links exist goes through the page that asks
+    # which of them to bring back; the other settings are saved here first.
+    choose_links = (
+        data["public_links_enabled"]
+        and not space.public_links_enabled
+        and public.earlier_links(space).exists()
+    )
+    saved = _attempt(
         request,
         lambda: services.space_update(
             by=request.user,
@@ -192,10 +204,12 @@ def space_settings(request: HttpRequest, space_id: int) -> HttpResponse:
             name=data["name"],
             description=data["description"],
             no_egress=data["no_egress"],
-            public_links_enabled=data["public_links_enabled"],
+            public_links_enabled=None if choose_links else data["public_links_enabled"],
         ),
-        "Saved the space's settings.",
+        SETTINGS_SAVED_CHOOSE_LINKS if choose_links else "Saved the space's settings.",
     )
+    if saved and choose_links:
+        return redirect("public-links-turn-on", space_id=space.pk)
     return redirect("spaces:detail", space_id=space.pk)
 
 

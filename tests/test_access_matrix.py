@@ -614,6 +614,11 @@ RULES: dict[str, dict[str, tuple[Case, ...]]] = {
     },
     "/share/links/<link_id>/revoke": {"POST": (Case("team_link", ADMIN_MANAGE),)},
     "/share/spaces/<space_id>/links": {"GET": (Case("team", MEMBER_READ),)},
+    # Bivouac's public links are off: its admin is asked which earlier links to bring back.
+    "/share/spaces/<space_id>/links/turn-on": {
+        "GET": (Case("spare", ADMIN_MANAGE),),
+        "POST": (Case("spare", ADMIN_MANAGE, body={}),),
+    },
     # --- the API: notes ---------------------------------------------------------------------
     "/api/notes/": {
         "GET": (Case("team", LOGIN_ONLY), Case("team", MEMBER_READ, query=team_search)),
@@ -681,6 +686,7 @@ RULES: dict[str, dict[str, tuple[Case, ...]]] = {
         "PATCH": (Case("team", ADMIN_MANAGE, body={"description": "Matrix"}),),
         "DELETE": (Case("spare", ADMIN_MANAGE),),
     },
+    "/api/spaces/{space_id}/public-links": {"GET": (Case("team", MEMBER_READ),)},
     "/api/spaces/{space_id}/members": {
         "POST": (Case("team", ADMIN_MANAGE, body={"username": "dave", "role": "viewer"}),),
     },

@@ -629,6 +629,7 @@ def test_every_spaces_endpoint_is_in_the_api_docs(alice):
         "/api/spaces/{space_id}",
         "/api/spaces/{space_id}/members",
         "/api/spaces/{space_id}/members/{user_id}",
+        "/api/spaces/{space_id}/public-links",
         "/api/spaces/{space_id}/leave",
         "/api/spaces/move/document/{document_id}",
         "/api/spaces/move/source/{source_id}",
