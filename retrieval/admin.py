@@ -11,7 +11,13 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_GET
 
 from notes.admin import ReadOnlyAdmin
-from retrieval.eligibility import member_space_ids, visible_answers
+from retrieval.answer.stored_view import read_stored_answer, trace_for_reader
+from retrieval.eligibility import (
+    NO_LONGER_VISIBLE,
+    citable_for_user,
+    member_space_ids,
+    visible_answers,
+)
 from retrieval.index.health import index_health
 from retrieval.index.worker_health import STALE_AFTER_SECONDS
 from retrieval.models import (
@@ -69,10 +75,24 @@ class PassageAdmin(ReadOnlyAdmin):
         return TemplateResponse(request, "admin/retrieval/index_health.html", context)
 
 
+# Set on the stored answer the change page opens (`AskTraceAdmin.get_object`): whose eyes it
+# is for, or `_EVERYTHING` for a superuser. An answer read without it shows nothing cited.
+_READER = "_lode_admin_reader"
+_EVERYTHING = "everything"
+TRACE_HIDDEN = (
+    "Not shown: this trace names a note no longer visible to you (a superuser can read it)."
+)
+
+
 @admin.register(AskTrace)
 class AskTraceAdmin(ReadOnlyAdmin):
     """Stored answers and their traces, read-only: the flight recorder is evidence of what was
-    shown, so nobody edits it here (replay: `manage.py lode_trace replay ID`)."""
+    shown, so nobody edits it here (replay: `manage.py lode_trace replay ID`).
+
+    A superuser reads everything as stored. Other staff read an answer as its permalink shows
+    it to them (`stored_view.read_stored_answer`: a claim citing a document they may not see
+    now is hidden), the trace only when every document it names is one they may see
+    (`stored_view.trace_for_reader`), and the pinned note only when they may see it."""
 
     list_display = ["id", "user", "short_question", "decision", "answerer", "created_at"]
     list_filter = ["decision", "answerer"]
@@ -83,7 +103,7 @@ class AskTraceAdmin(ReadOnlyAdmin):
         "user",
         "created_at",
         "question",
-        "pinned_document",
+        "pinned_note",
         "decision",
         "answerer",
         "code_version",
@@ -100,17 +120,45 @@ class AskTraceAdmin(ReadOnlyAdmin):
             return queryset
         return queryset.filter(pk__in=visible_answers(request.user.pk).values("pk"))
 
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> AskTrace | None:
+        answer = super().get_object(request, object_id, from_field)
+        if answer is not None:
+            reader = _EVERYTHING if request.user.is_superuser else request.user.pk
+            setattr(answer, _READER, reader)
+        return answer
+
     @admin.display(description="question")
     def short_question(self, obj: AskTrace) -> str:
         return obj.question if len(obj.question) <= 80 else obj.question[:79] + "…"
 
+    @admin.display(description="pinned note")
+    def pinned_note(self, obj: AskTrace) -> str:
+        pinned = obj.pinned_document
+        if pinned is None:
+            return "—"
+        reader = getattr(obj, _READER, None)
+        if reader != _EVERYTHING:
+            citable = citable_for_user(reader, version_ids=(), document_ids=[pinned.pk])
+            if not citable.shows(documents=[pinned.pk]):
+                return NO_LONGER_VISIBLE
+        return str(pinned)
+
     @admin.display(description="answer")
     def answer_json(self, obj: AskTrace) -> str:
-        return _pretty_json(obj.answer)
+        reader = getattr(obj, _READER, None)
+        if reader == _EVERYTHING:
+            return _pretty_json(obj.answer)
+        return _pretty_json(read_stored_answer(obj, user_id=reader).outcome.as_dict())
 
     @admin.display(description="trace")
     def trace_json(self, obj: AskTrace) -> str:
-        return _pretty_json(obj.trace)
+        reader = getattr(obj, _READER, None)
+        if reader == _EVERYTHING:
+            return _pretty_json(obj.trace)
+        trace = trace_for_reader(obj, user_id=reader)
+        return _pretty_json(trace) if trace is not None else TRACE_HIDDEN
 
 
 @admin.register(GraphQuestionTrace)

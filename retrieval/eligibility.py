@@ -38,7 +38,7 @@ from datetime import UTC, date, datetime, time
 from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from notes.models import Document
+from notes.models import Document, Version
 from retrieval.models import AskTrace
 from retrieval.query import Filter, ParsedQuery
 from spaces.models import Membership, Role, Space, role_at_least
@@ -273,3 +273,80 @@ def visible_answers(user_id: int | None) -> QuerySet[AskTrace]:
     return AskTrace.objects.filter(
         Q(space__memberships__user_id=user_id) | Q(space__isnull=True, user_id=user_id)
     ).distinct()
+
+
+# --- what a stored answer may still quote (invariant 14) ------------------------------------
+
+# What a stored answer shows in place of a claim (or a closest passage, a conflicting value)
+# citing a document its reader may not see now: nothing of the claim's text, quote, title,
+# link or version.
+NO_LONGER_VISIBLE = "A note cited here is no longer visible to you."
+
+
+@dataclass(frozen=True)
+class Citable:
+    """Of the versions and documents a stored answer cites, those its reader may see now."""
+
+    version_ids: frozenset[int]
+    document_ids: frozenset[int]
+
+    def shows(self, *, versions: Iterable[object] = (), documents: Iterable[object] = ()) -> bool:
+        """Whether every one of `versions` and `documents` (ids) may be shown; an id that is
+        missing or not an integer never may (fail closed)."""
+        return all(_as_id(v) in self.version_ids for v in versions) and all(
+            _as_id(d) in self.document_ids for d in documents
+        )
+
+
+def _as_id(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return None
+
+
+def _ids(values: Iterable[object]) -> set[int]:
+    return {i for i in map(_as_id, values) if i is not None}
+
+
+def _citable(
+    documents: QuerySet[Document], version_ids: Iterable[object], document_ids: Iterable[object]
+) -> Citable:
+    versions = Version.objects.filter(pk__in=_ids(version_ids), document__in=documents)
+    return Citable(
+        version_ids=frozenset(versions.values_list("pk", flat=True)),
+        document_ids=frozenset(
+            documents.filter(pk__in=_ids(document_ids)).values_list("pk", flat=True)
+        ),
+    )
+
+
+def citable_for_user(
+    user_id: int | None, *, version_ids: Iterable[object], document_ids: Iterable[object]
+) -> Citable:
+    """Which of the cited versions and documents a stored answer may show `user_id` now: those
+    of documents still stored, not in the trash, and in a space the user is a member of now.
+    A version counts through its own document row, never the document id stored beside it.
+
+    A document in the trash counts as not visible: it left every search when it was deleted,
+    and a stored answer quoting it would bring its text back; restoring it brings the claim
+    back. Checked on every read, so leaving a space, a note moved out of it, or a new member
+    joining it changes what the same stored answer shows at once."""
+    live = Document.objects.filter(
+        space_id__in=sorted(member_space_ids(user_id)), deleted_at__isnull=True
+    )
+    return _citable(live, version_ids, document_ids)
+
+
+def citable_in_public_link(
+    space_id: int, *, version_ids: Iterable[object], document_ids: Iterable[object]
+) -> Citable:
+    """Which of the cited versions and documents the public page of an answer published from
+    `space_id` may show its anonymous reader: those of documents still stored, not in the
+    trash, and still in that space (the space the answer was asked in and published from). A
+    document moved to any other space, even one the publisher belongs to, is no longer
+    published; moved back, it is again."""
+    live = Document.objects.filter(space_id=space_id, deleted_at__isnull=True)
+    return _citable(live, version_ids, document_ids)

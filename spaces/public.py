@@ -14,6 +14,11 @@ same ones:
   expired, its space still allowing public links, and its target still in that space (a note
   moved out or deleted takes its links with it). It never says which of these failed: the
   page of a dead link is the page of a token that never existed.
+* **Hiding** (`verified_claims`): the reader of a public link is anonymous, so a claim is
+  shown only while every document it cites is still stored, not in the trash and in the
+  space the answer was published from (`eligibility.citable_in_public_link`); otherwise the
+  claim is replaced by `eligibility.NO_LONGER_VISIBLE` and nothing of its text, quotes or
+  titles is shown (DESIGN.md invariant 14).
 * **Verifying** (`verified_supports`) re-checks every evidence span of an answer against the
   stored version on every opening, as the evidence page does (`retrieval.search.evidence`):
   the version still in the link's space and not deleted, its body still hashing to its
@@ -46,7 +51,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from notes.models import Document, Version
-from retrieval.eligibility import can, role_in
+from retrieval.eligibility import NO_LONGER_VISIBLE, can, citable_in_public_link, role_in
 from retrieval.models import AskTrace
 from retrieval.search.evidence import check_source, source_size_limit
 from retrieval.text import nfc_collapsed
@@ -254,8 +259,12 @@ class PublicSupport:
 
 @dataclass(frozen=True)
 class PublicClaim:
+    """A published claim with its spans verified now; `hidden` when it cites a document the
+    public page no longer shows (`text` is then `NO_LONGER_VISIBLE`, `supports` empty)."""
+
     text: str
     supports: tuple[PublicSupport, ...]
+    hidden: bool = False
 
     @property
     def all_verified(self) -> bool:
@@ -305,8 +314,9 @@ def _verify(support: dict, versions: dict[int, Version], heads: dict[int, int]) 
 
 def verified_claims(link: PublicLink) -> list[PublicClaim]:
     """The published answer's claims, each evidence span verified now (see the module
-    docstring). Only versions of live documents in the link's space are read, so a span
-    citing anything else shows as not verifying, whatever the stored answer says."""
+    docstring). A claim citing any document that is gone, in the trash or no longer in the
+    link's space is hidden whole; only versions of live documents in the link's space are
+    read, so a span citing anything else could never verify either."""
     answer = link.answer.answer or {}
     claims = [c for c in answer.get("claims", []) if isinstance(c, dict)]
     supports = [s for c in claims for s in c.get("support", []) if isinstance(s, dict)]
@@ -326,15 +336,27 @@ def verified_claims(link: PublicLink) -> list[PublicClaim]:
     }
     head_ids = {v.document.head_id for v in versions.values() if v.document.head_id}
     heads = dict(Version.objects.filter(pk__in=head_ids).values_list("pk", "number"))
-    return [
-        PublicClaim(
-            text=str(claim.get("text", "")),
-            supports=tuple(
-                _verify(s, versions, heads) for s in claim.get("support", []) if isinstance(s, dict)
-            ),
+    citable = citable_in_public_link(
+        link.space_id,
+        version_ids=[s.get("version_id") for s in supports],
+        document_ids=[s.get("document_id") for s in supports],
+    )
+    shown: list[PublicClaim] = []
+    for claim in claims:
+        cited = [s for s in claim.get("support", []) if isinstance(s, dict)]
+        if not citable.shows(
+            versions=[s.get("version_id") for s in cited],
+            documents=[s.get("document_id") for s in cited],
+        ):
+            shown.append(PublicClaim(text=NO_LONGER_VISIBLE, supports=(), hidden=True))
+            continue
+        shown.append(
+            PublicClaim(
+                text=str(claim.get("text", "")),
+                supports=tuple(_verify(s, versions, heads) for s in cited),
+            )
         )
-        for claim in claims
-    ]
+    return shown
 
 
 def version_intact(version: Version) -> bool:

@@ -24,6 +24,7 @@ from django.utils.html import escape
 from lode_site.models import ApiToken, token_digest
 from notes import services
 from notes.models import Document, TrustTier
+from retrieval.answer import stored_view
 from retrieval.answer.types import (
     AskOutcome,
     Claim,
@@ -35,7 +36,8 @@ from retrieval.answer.types import (
     Support,
 )
 from retrieval.models import AskTrace
-from retrieval.web import ask_api, ask_views
+from retrieval.web import ask_views
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -385,7 +387,7 @@ def stored(monkeypatch, alice):
         return outcomes[trace.pk]
 
     monkeypatch.setattr(ask_views, "outcome_from_trace", fake_outcome_from_trace)
-    monkeypatch.setattr(ask_api, "outcome_from_trace", fake_outcome_from_trace)
+    monkeypatch.setattr(stored_view, "outcome_from_trace", fake_outcome_from_trace)
 
     def _store(outcome: AskOutcome) -> str:
         trace = AskTrace.objects.create(
@@ -464,6 +466,9 @@ def test_clarifying_questions_link_to_a_prefilled_form(alice_client, stored):
 
 
 def test_conflicts_show_both_values_higher_tier_first(alice_client, alice_note, stored):
+    vendor = factories.make_external(alice_note.owner, title="Vendor page")
+    cited = {"document_id": alice_note.pk, "version_id": alice_note.head_id}
+    cited_external = {"document_id": vendor.pk, "version_id": vendor.head_id}
     external = support(
         alice_note,
         kind="external",
@@ -486,8 +491,10 @@ def test_conflicts_show_both_values_higher_tier_first(alice_client, alice_note, 
                     {
                         "subject": "backup retention",
                         "values": [
-                            {"value": "30 days", "trust_tier": "external", "claim": "kept 30 days"},
-                            {"value": "14 days", "trust_tier": "note", "claim": "kept 14 days"},
+                            {"value": "30 days", "trust_tier": "external", "claim": "kept 30 days"}
+                            | cited_external,
+                            {"value": "14 days", "trust_tier": "note", "claim": "kept 14 days"}
+                            | cited,
                         ],
                     }
                 ],

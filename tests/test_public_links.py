@@ -17,6 +17,7 @@ from django.utils import timezone
 from notes import services
 from notes.models import Document, Version
 from retrieval.answer.types import ShownClaim, ShownSupport
+from retrieval.eligibility import NO_LONGER_VISIBLE
 from retrieval.models import AskTrace
 from spaces import public
 from spaces.admin_public import PublicLinkAdmin
@@ -360,11 +361,12 @@ def test_a_tampered_hash_also_fails_verification(alice, drill, answer):
     assert "no longer verifies" in html and QUOTE not in html
 
 
-def test_evidence_moved_out_of_the_space_no_longer_verifies(alice, drill, answer):
+def test_evidence_moved_out_of_the_space_hides_the_claim_whole(alice, drill, answer):
     link = public.link_create(by=alice, answer=answer)
     Document.objects.filter(pk=drill.pk).update(space=personal_space(alice))
     html = open_public(link).content.decode()
-    assert "no longer verifies" in html and QUOTE not in html and "Failover drill" not in html
+    assert NO_LONGER_VISIBLE in html and QUOTE not in html and "Failover drill" not in html
+    assert "Promote the replica, then repoint the pooler." not in html
 
 
 def test_a_stored_answer_citing_another_space_shows_nothing_of_it(alice, team, drill):
@@ -374,7 +376,9 @@ def test_a_stored_answer_citing_another_space_shows_nothing_of_it(alice, team, d
     trace.save()
     html = open_public(public.link_create(by=alice, answer=trace)).content.decode()
     assert "private plan" not in html and "Diary" not in html
-    assert html.count("no longer verifies") == 1 and f"<mark>{QUOTE}</mark>" in html
+    # The claim cites a note outside the space, so none of it is shown, not even its quote
+    # from the space's own note.
+    assert NO_LONGER_VISIBLE in html and QUOTE not in html
 
 
 def test_a_superseded_version_still_verifies_and_says_so(alice, drill, answer):

@@ -13,7 +13,8 @@
   (`passage_snippet`) and its verified-opening link. They are labelled as *not* answering.
 * `outcome_from_trace` — a stored answer exactly as it was given (the permalink): the answer
   JSON (`AskOutcome.as_dict`) and the withheld documents from the trace (`trace.Trace`).
-  Nothing is re-run or re-read.
+  Nothing is re-run or re-read. A page or endpoint shows it to a reader only through
+  `stored_view.read_stored_answer`, which hides what cites a document the reader may not see.
 """
 
 from __future__ import annotations

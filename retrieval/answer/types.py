@@ -227,11 +227,14 @@ class ClaimVerdict:
     # whatever its score. A later half of the step (answer shape, an LLM judge) may still drop
     # it; the flag then says the rule held, and `passed`/`reason` say what dropped it.
     section_match: bool = False
+    # Shown to a reader who may not see a document the claim cites: the claim and its
+    # reason are replaced by `eligibility.NO_LONGER_VISIBLE` (never stored).
+    hidden: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        """The verdict's JSON. `relevance_score`, `shape_problem` and `section_match` are
-        written only when there is one, so verdicts stored before those steps keep their
-        layout."""
+        """The verdict's JSON. `relevance_score`, `shape_problem`, `section_match` and
+        `hidden` are written only when there is one, so verdicts stored before those steps
+        keep their layout."""
         data: dict[str, Any] = {
             "claim": self.claim.as_dict(),
             "passed": self.passed,
@@ -246,6 +249,8 @@ class ClaimVerdict:
             data["shape_problem"] = self.shape_problem
         if self.section_match:
             data["section_match"] = True
+        if self.hidden:
+            data["hidden"] = True
         return data
 
     @classmethod
@@ -260,6 +265,7 @@ class ClaimVerdict:
             relevance_score=data.get("relevance_score"),
             shape_problem=data.get("shape_problem", ""),
             section_match=bool(data.get("section_match", False)),
+            hidden=bool(data.get("hidden", False)),
         )
 
 
@@ -321,17 +327,25 @@ class ShownSupport:
 
 @dataclass(frozen=True)
 class ShownClaim:
+    """A verified claim as shown. `hidden`: its reader may not see a document it cites, so
+    `text` is `eligibility.NO_LONGER_VISIBLE` and `support` is empty (never stored)."""
+
     text: str
     support: tuple[ShownSupport, ...]
+    hidden: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "support": [s.as_dict() for s in self.support]}
+        data: dict[str, Any] = {"text": self.text, "support": [s.as_dict() for s in self.support]}
+        if self.hidden:
+            data["hidden"] = True
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
         return cls(
             text=data["text"],
             support=tuple(ShownSupport.from_dict(s) for s in data.get("support", [])),
+            hidden=bool(data.get("hidden", False)),
         )
 
 
@@ -366,7 +380,9 @@ class ClarifyingChoice:
 class ClosestPassage:
     """A passage shown with an abstention: the evidence that came closest, which does *not*
     answer the question (the page says so). `snippet` is a short plain-text excerpt of the
-    passage; `evidence_url` opens the passage re-verified ("" if it no longer exists)."""
+    passage; `evidence_url` opens the passage re-verified ("" if it no longer exists).
+    `hidden`: its reader may not see its document, so every id is 0, every text field empty
+    but `snippet`, which is `eligibility.NO_LONGER_VISIBLE` (never stored)."""
 
     passage_id: int
     document_id: int
@@ -378,16 +394,24 @@ class ClosestPassage:
     heading_path: tuple[str, ...]
     snippet: str
     evidence_url: str
+    hidden: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["heading_path"] = list(self.heading_path)
+        if not self.hidden:
+            del data["hidden"]
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        values = {f.name: data[f.name] for f in fields(cls) if f.name != "heading_path"}
-        return cls(**values, heading_path=tuple(data.get("heading_path") or ()))
+        skip = ("heading_path", "hidden")
+        values = {f.name: data[f.name] for f in fields(cls) if f.name not in skip}
+        return cls(
+            **values,
+            heading_path=tuple(data.get("heading_path") or ()),
+            hidden=bool(data.get("hidden", False)),
+        )
 
     @property
     def version_url(self) -> str:

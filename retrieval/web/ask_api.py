@@ -1,4 +1,4 @@
-"""Cited answers over the API: the same `ask()` and `outcome_from_trace()` the answer page
+"""Cited answers over the API: the same `ask()` and `read_stored_answer()` the answer page
 calls (retrieval/web/ask_views.py explains the permalink), with the same input checks
 (`AskForm`) and the same authentication as every endpoint (session with CSRF, or a bearer
 token; see lode_site/api.py).
@@ -6,6 +6,11 @@ token; see lode_site/api.py).
     POST /api/ask             {question, pinned_document_id?, mode?, space?, follow_links?}
                               → the answer + permalink
     GET  /api/ask/{trace_id}  a stored answer; someone else's is a 404, like a missing one
+
+A stored answer shows a claim only while the caller may see every document it cites
+(`stored_view.read_stored_answer`): otherwise the claim (or closest passage, conflicting
+value) is `hidden`, its text the one sentence saying so, and nothing of the document is in
+the response.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from lode_site.api_bodies import BodySchema
 from lode_site.errors import NO_ACCESS
 from lode_site.ids import DbId
 from retrieval.answer.ask import ask
-from retrieval.answer.display import outcome_from_trace
+from retrieval.answer.stored_view import read_stored_answer
 from retrieval.answer.trace import Trace
 from retrieval.eligibility import visible_answers
 from retrieval.links import permalink_path
@@ -88,6 +93,11 @@ class SupportOut(Schema):
 class ClaimOut(Schema):
     text: str
     support: list[SupportOut]
+    hidden: bool = Field(
+        False,
+        description="True when the caller may no longer see a document the claim cites: "
+        "`text` then says so and `support` is empty.",
+    )
 
 
 class WithheldOut(Schema):
@@ -119,6 +129,11 @@ class ClosestOut(Schema):
     heading_path: list[str]
     snippet: str = Field(description="A short plain-text excerpt; render as text.")
     evidence_url: str = Field(description='Opens the passage re-verified; "" if it is gone.')
+    hidden: bool = Field(
+        False,
+        description="True when the caller may no longer see the passage's document: every id "
+        "is then 0 and `snippet` says so.",
+    )
 
 
 class AskOut(Schema):
@@ -165,11 +180,17 @@ class ErrorOut(Schema):
     detail: str
 
 
-def _out(request: HttpRequest, data: dict[str, Any]) -> dict[str, Any]:
+def _out(
+    request: HttpRequest, data: dict[str, Any], expansion: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The response: `data` with its permalink and graph expansion (`expansion` as the caller
+    may see it, else the stored trace's, for an answer just asked)."""
     data["permalink"] = (
         request.build_absolute_uri(permalink_path(data["trace_id"])) if data["trace_id"] else ""
     )
-    data["expansion"] = _expansion(data["trace_id"])
+    data["expansion"] = (
+        expansion_out(expansion) if expansion is not None else _expansion(data["trace_id"])
+    )
     return data
 
 
@@ -214,10 +235,11 @@ def ask_endpoint(request: HttpRequest, payload: AskIn):
 @router.get("/{id:trace_id}", response={200: AskOut, 404: ErrorOut})
 def stored_answer_endpoint(request: HttpRequest, trace_id: DbId):
     """A stored answer, exactly as it was given (nothing is re-run): for members of the space
-    it was asked in, or its asker when asked across all their spaces; 404 otherwise."""
+    it was asked in, or its asker when asked across all their spaces; 404 otherwise. A claim
+    citing a document the caller may no longer see is `hidden` (the module docstring)."""
     trace = visible_answers(request.auth.pk).filter(pk=trace_id).first()
     if trace is None:
         return Status(404, ErrorOut(detail=NO_ACCESS))
-    return Status(
-        200, _out(request, {**outcome_from_trace(trace).as_dict(), "space": trace.space_id})
-    )
+    stored = read_stored_answer(trace, user_id=request.auth.pk)
+    data = {**stored.outcome.as_dict(), "space": trace.space_id}
+    return Status(200, _out(request, data, stored.expansion))

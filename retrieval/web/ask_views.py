@@ -12,10 +12,11 @@ prefetch or crawler visit, and a shared `?q=` link would silently re-ask, with p
 different answer, instead of showing the one that was shared. So the question URL only
 pre-fills the form, and the URL that reproduces an answer is the permalink of its stored
 trace: `/ask/<id>` renders that trace (`outcome_from_trace`) exactly as it was answered,
-never re-running anything. Without JavaScript the POST redirects (303) to the permalink;
-with htmx it swaps the answer in and pushes the permalink into the address bar. A permalink
-the viewer may not open (`eligibility.visible_answers`) is the no-access page, exactly like a
-missing one.
+never re-running anything, showing each claim only while the viewer may see every document
+it cites (`stored_view.read_stored_answer`). Without JavaScript the POST redirects (303) to
+the permalink; with htmx it swaps the answer in and pushes the permalink into the address
+bar. A permalink the viewer may not open (`eligibility.visible_answers`) is the no-access
+page, exactly like a missing one.
 
 Graph expansion (issue 16): the *Follow links* box posts `follow_links=1` (always follow
 links from the top hits); unticked, the graph discipline rule decides. The answer shows
@@ -49,6 +50,7 @@ from lode_site.htmx import HtmxHttpRequest
 from notes.models import Document
 from retrieval.answer.ask import ask, pinnable
 from retrieval.answer.display import outcome_from_trace
+from retrieval.answer.stored_view import StoredAnswer, read_stored_answer
 from retrieval.answer.trace import Trace
 from retrieval.answer.types import ABSTAIN_MESSAGE, AskOutcome, Decision
 from retrieval.eligibility import audience_for, member_spaces, role_in, visible_answers
@@ -149,23 +151,30 @@ def ask_permalink(request: HttpRequest, trace_id: int) -> HttpResponse:
     trace = trace.filter(pk=trace_id).first()
     if trace is None:
         return no_access(request)
-    outcome = outcome_from_trace(trace)
+    stored = read_stored_answer(trace, user_id=request.user.pk)
     previous = _int_or_none(request.GET.get("previous", ""))
-    context = answer_context(request, trace, outcome, previous_id=previous)
-    context.update(question=outcome.question, pinned_document=trace.pinned_document)
+    context = answer_context(request, trace, stored.outcome, previous_id=previous, stored=stored)
+    context.update(question=stored.outcome.question, pinned_document=stored.pinned_document)
     return render(request, TEMPLATE, context)
 
 
 def answer_context(
-    request: HttpRequest, trace: AskTrace, outcome: AskOutcome, *, previous_id: int | None
+    request: HttpRequest,
+    trace: AskTrace,
+    outcome: AskOutcome,
+    *,
+    previous_id: int | None,
+    stored: StoredAnswer | None = None,
 ) -> dict[str, Any]:
-    """What the answer partial shows for one stored answer."""
+    """What the answer partial shows for one stored answer: `stored` as the viewer may see it
+    (the permalink), or `outcome` just asked (its asker sees all of it)."""
     previous = None
     differences: list[str] = []
     if previous_id and previous_id != trace.pk:
         previous = visible_answers(request.user.pk).filter(pk=previous_id).first()
         if previous is not None:
-            differences = answer_differences(outcome_from_trace(previous), outcome)
+            earlier = read_stored_answer(previous, user_id=request.user.pk).outcome
+            differences = answer_differences(earlier, outcome)
     return {
         "outcome": outcome,
         "decision_words": decision_words(outcome.decision, error=outcome.error),
@@ -183,11 +192,11 @@ def answer_context(
         "public_link_role": role_in(request.user.pk, trace.space_id) if trace.space_id else None,
         "previous": previous,
         "differences": differences,
-        "pinned_document": trace.pinned_document,
+        "pinned_document": stored.pinned_document if stored else trace.pinned_document,
         "conflicts": shown_conflicts(outcome.conflicts),
         "tier_labels": document_tier_labels(request.user.pk, cited_document_ids(outcome)),
         "search_instead_url": search_instead_url(outcome.question, trace.space_id),
-        **expansion_context(trace),
+        **expansion_context(trace, stored),
     }
 
 
@@ -203,17 +212,18 @@ def cited_document_ids(outcome: AskOutcome) -> set[int]:
     return ids
 
 
-def expansion_context(trace: AskTrace) -> dict[str, Any]:
+def expansion_context(trace: AskTrace, stored: StoredAnswer | None = None) -> dict[str, Any]:
     """Graph expansion as the answer page shows it (issue 16), from the stored trace: the
     decision and what was added (`expansion`), the documents added (a quote from one is
-    labelled "via link from X") and the user's *Follow links* choice, which Re-run keeps."""
-    stored = Trace.from_row(trace)
-    expansion = stored.expansion
+    labelled "via link from X") and the user's *Follow links* choice, which Re-run keeps.
+    With `stored`, only the rows naming documents the viewer may see."""
+    recorded = Trace.from_row(trace)
+    expansion = stored.expansion if stored is not None else recorded.expansion
     added = (expansion or {}).get("added") or []
     return {
         "expansion": expansion,
         "expansion_document_ids": [row.get("document_id") for row in added],
-        "follow_links": stored.settings.follow_links,
+        "follow_links": recorded.settings.follow_links,
     }
 
 
@@ -315,6 +325,11 @@ def answer_differences(previous: AskOutcome, current: AskOutcome) -> list[str]:
         out.append(f"{len(gone)} claim{'s' * (len(gone) != 1)} no longer shown: " + _quote(gone))
     if new:
         out.append(f"{len(new)} new claim{'s' * (len(new) != 1)}: " + _quote(new))
+    hidden = sum(c.hidden for c in previous.claims)
+    if hidden:
+        out.append(
+            f"{hidden} earlier claim{'s' * (hidden != 1)} cited a note no longer visible to you."
+        )
     if len(previous.dropped) != len(current.dropped):
         out.append(f"Dropped claims: {len(previous.dropped)} before, {len(current.dropped)} now.")
     if bool(previous.error) != bool(current.error):
@@ -325,7 +340,12 @@ def answer_differences(previous: AskOutcome, current: AskOutcome) -> list[str]:
 
 
 def _claim_keys(outcome: AskOutcome) -> list[tuple[str, tuple[int, ...]]]:
-    return [(c.text, tuple(sorted(s.version_id for s in c.support))) for c in outcome.claims]
+    """The shown claims by text and cited versions (hidden claims are counted apart)."""
+    return [
+        (c.text, tuple(sorted(s.version_id for s in c.support)))
+        for c in outcome.claims
+        if not c.hidden
+    ]
 
 
 def _quote(texts: list[str]) -> str:
