@@ -2,7 +2,9 @@
 list yours, revoke one. Only your own tokens; writes are POST with CSRF.
 
     GET  /settings/tokens               the list and the form
-    POST /settings/tokens               create (the page shows the secret once)
+    POST /settings/tokens               create, then redirect: the next GET shows the secret
+                                        once (kept in the session only until then), so a
+                                        reload neither repeats the create nor the secret
     POST /settings/tokens/<id>/revoke   revoke one of yours (someone else's is a 404)
 """
 
@@ -22,12 +24,18 @@ from lode_site.models import ApiToken, token_create, token_revoke
 from retrieval.eligibility import member_spaces
 
 MAX_EXPIRY_DAYS = 3650
+SECRET_SESSION_KEY = "lode_new_token_secret"
+# The scopes in a few words (the page is read at 360 px too).
+SCOPE_WORDS = {
+    ApiToken.Scope.READ: "Search and read",
+    ApiToken.Scope.READ_ASK: "Search, read and ask",
+}
 
 
 class TokenForm(forms.Form):
     name = forms.CharField(max_length=100, strip=True, label="Name")
     scope = forms.ChoiceField(
-        choices=ApiToken.Scope.choices, initial=ApiToken.Scope.READ, label="May"
+        choices=SCOPE_WORDS.items(), initial=ApiToken.Scope.READ, label="It may"
     )
     spaces = forms.TypedMultipleChoiceField(
         coerce=int,
@@ -69,7 +77,8 @@ def _page(request: HttpRequest, form: TokenForm, secret: str = "", status: int =
 @require_http_methods(["GET", "POST"])
 def tokens_page(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
-        return _page(request, TokenForm(user_id=request.user.pk))
+        secret = request.session.pop(SECRET_SESSION_KEY, "")
+        return _page(request, TokenForm(user_id=request.user.pk), secret=secret)
     form = TokenForm(request.POST, user_id=request.user.pk)
     if not form.is_valid():
         return _page(request, form, status=400)
@@ -85,7 +94,8 @@ def tokens_page(request: HttpRequest) -> HttpResponse:
     except ValidationError as exc:
         form.add_error(None, exc)
         return _page(request, form, status=400)
-    return _page(request, TokenForm(user_id=request.user.pk), secret=raw)
+    request.session[SECRET_SESSION_KEY] = raw
+    return redirect("settings-tokens")
 
 
 @require_POST
