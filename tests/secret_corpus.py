@@ -360,3 +360,217 @@ LOOK_ALIKES: tuple[tuple[str, str], ...] = (
      "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOC\n-----END PUBLIC KEY-----"),
     ("certificate-mention", "the BEGIN CERTIFICATE line starts the PEM file"),
 )  # fmt: skip
+
+
+# --- the rules ported from gitleaks' default configuration (retrieval/answer/redaction.py
+# `_GITLEAKS_RULES`, `_CONTEXT_RULES`): one secret and one near miss for each. The values are
+# stand-in characters of the rule's alphabet and length, made from a hash of a seed, so no
+# real token is written here.
+
+_HEX = "0123456789abcdef"
+_UPPER_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+_LOWER_ALNUM = "abcdefghijklmnopqrstuvwxyz0123456789"
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_ALNUM = _LETTERS + "0123456789"
+_URLSAFE = _ALNUM + "_-"
+_BASE64 = _ALNUM + "+/"
+
+
+def _fake(alphabet: str, length: int, seed: str) -> str:
+    """`length` characters of `alphabet`, the same on every run: stand-in token characters.
+    The first three are a digit, a lowercase and an uppercase letter where the alphabet has
+    them, so every stand-in has the classes a real token has."""
+    chars: list[str] = [
+        next((c for c in alphabet if c in group), "")
+        for group in ("0123456789", "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    ]
+    chars = [c for c in chars if c]
+    counter = 0
+    while len(chars) < length:
+        digest = hashlib.sha256(f"{seed}:{counter}".encode()).digest()
+        chars.extend(alphabet[b % len(alphabet)] for b in digest)
+        counter += 1
+    return "".join(chars[:length])
+
+
+def _uuid(seed: str) -> str:
+    h = _fake(_HEX, 32, seed)
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+_TEAMS_WEBHOOK = (
+    "https://contoso.webhook.office.com/webhookb2/" + _uuid("teams-1") + "@" + _uuid("teams-2")
+    + "/IncomingWebhook/" + _fake(_HEX, 32, "teams-3") + "/" + _uuid("teams-4")
+)  # fmt: skip
+_BECH32 = "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"
+
+# (id, kind, the secret, a text holding it, a near miss that must survive unchanged)
+GITLEAKS_CASES: tuple[tuple[str, str, str, str, str], ...] = tuple(
+    (case_id, kind, secret, text.format(secret), near)
+    for case_id, kind, secret, text, near in (
+        ("discord-webhook", "discord-webhook",
+         "https://discord.com/api/webhooks/" + "112233445566778899/" + _fake(_URLSAFE, 68, "dw"),
+         "Build alerts post to {} from CI.",
+         "Paste the https://discord.com/api/webhooks/<id>/<token> URL Discord shows."),
+        ("slack-workflow-webhook", "slack-webhook",
+         "https://hooks.slack.com/workflows/" + "T016M3G1GHZ/A04J4CKDBZL/442839164813213419/"
+         + _fake(_ALNUM, 24, "sw"),
+         "The release workflow is triggered by {}",
+         "Create one at https://api.slack.com/messaging/webhooks (hooks.slack.com URLs)."),
+        ("teams-webhook", "teams-webhook", _TEAMS_WEBHOOK, "Teams channel hook: {}",
+         "Teams gives a https://contoso.webhook.office.com/webhookb2/… URL per channel."),
+        ("heroku-key-v2", "heroku-key", "HRKU-AA" + _fake(_URLSAFE, 58, "hk"),
+         "heroku authorizations:create gave {} today",
+         "Heroku keys start HRKU-AA" + _fake(_ALNUM, 20, "hk-near") + " and are longer."),
+        ("heroku-key-uuid", "heroku-key", _uuid("heroku"), "HEROKU_API_KEY={}",
+         "the heroku release " + _uuid("heroku-release") + " failed to boot"),
+        ("1password-secret-key", "1password-secret-key",
+         "A3-" + _fake(_UPPER_ALNUM, 6, "op1") + "-" + _fake(_UPPER_ALNUM, 11, "op2") + "-"
+         + _fake(_UPPER_ALNUM, 5, "op3") + "-" + _fake(_UPPER_ALNUM, 5, "op4") + "-"
+         + _fake(_UPPER_ALNUM, 5, "op5"),
+         "Emergency kit secret key: {}",
+         "Form A3-" + _fake(_UPPER_ALNUM, 6, "opn") + "-1 is the expense form."),
+        ("1password-service-token", "1password-token", "ops_eyJ" + _fake(_BASE64, 300, "ops"),
+         "OP_SERVICE_ACCOUNT {}", "The ops_eyJ prefix marks 1Password service tokens."),
+        ("adobe-client-secret", "adobe-secret", "p8e-" + _fake(_ALNUM, 32, "adobe"),
+         "adobe io secret {}", "p8e-" + _fake(_ALNUM, 12, "adobe-near") + " is too short."),
+        ("age-secret-key", "age-secret-key", "AGE-SECRET-KEY-1" + _fake(_BECH32, 58, "age"),
+         "backup identity {}",
+         "recipient age1" + _fake(_BECH32.lower(), 58, "age-pub") + " is public"),
+        ("airtable-token", "airtable-token",
+         "pat" + _fake(_ALNUM, 14, "at1") + "." + _fake(_HEX, 64, "at2"),
+         "airtable base sync uses {}", "pattern." + _fake(_HEX, 20, "at-near") + " in the log"),
+        ("alibaba-access-key", "alibaba-access-key", "LTAI" + _fake(_ALNUM, 20, "ali"),
+         "aliyun key id {}", "LTAI" + _fake(_ALNUM, 9, "ali-near") + " looked truncated"),
+        ("artifactory-reference-token", "artifactory-token", "cmVmd" + _fake(_ALNUM, 59, "rt"),
+         "jfrog reference token {}", "cmVmd" + _fake(_ALNUM, 20, "rt-near") + " is cut off"),
+        ("atlassian-token", "atlassian-token", "ATATT3" + _fake(_URLSAFE, 186, "atl"),
+         "jira api token {}", "ATATT3 tokens are 192 characters long."),
+        ("aws-bedrock-key", "aws-bedrock-key", "ABSK" + _fake(_BASE64, 120, "br"),
+         "bedrock key {}", "ABSK" + _fake(_ALNUM, 40, "br-near") + " is half a key"),
+        ("azure-client-secret", "azure-client-secret",
+         _fake(_ALNUM, 3, "az1") + "8Q~" + _fake(_ALNUM + "_~.-", 34, "az2"),
+         "app registration secret {}", "The 8Q~ part of an Azure secret follows three chars."),
+        ("clojars-token", "clojars-token", "CLOJARS_" + _fake(_LOWER_ALNUM, 60, "clj"),
+         "deploy with {}", "CLOJARS_" + _fake(_LOWER_ALNUM, 20, "clj-near") + " is short"),
+        ("cloudflare-origin-ca-key", "cloudflare-origin-ca-key",
+         "v1.0-" + _fake(_HEX, 24, "cf1") + "-" + _fake(_HEX, 146, "cf2"),
+         "origin ca key {}", "release v1.0-" + _fake(_HEX, 24, "cf-near") + " shipped"),
+        ("databricks-token", "databricks-token", "dapi" + _fake(_HEX, 32, "dbx"),
+         "databricks host token {}", "dapi" + _fake(_HEX, 16, "dbx-near") + " is partial"),
+        ("doppler-token", "doppler-token", "dp.pt." + _fake(_ALNUM, 43, "dp"),
+         "doppler personal {}", "dp.pt." + _fake(_ALNUM, 10, "dp-near") + " is not all of it"),
+        ("dropbox-token", "dropbox-token", "sl." + _fake(_URLSAFE, 135, "dbox"),
+         "dropbox short-lived {}", "sl." + _fake(_ALNUM, 30, "dbox-near") + " only"),
+        ("duffel-token", "duffel-token", "duffel_test_" + _fake(_URLSAFE, 43, "duf"),
+         "flights sandbox {}", "the duffel_test_helpers module"),
+        ("dynatrace-token", "dynatrace-token",
+         "dt0c01." + _fake(_UPPER_ALNUM, 24, "dt1") + "." + _fake(_UPPER_ALNUM, 64, "dt2"),
+         "dynatrace {}", "token id dt0c01." + _fake(_UPPER_ALNUM, 24, "dt-near") + " (public)"),
+        ("easypost-key", "easypost-key", "EZAK" + _fake(_ALNUM, 54, "ez"),
+         "easypost production {}", "EZAK" + _fake(_ALNUM, 20, "ez-near") + " was cut"),
+        ("facebook-page-token", "facebook-token", "EAAC" + _fake(_ALNUM, 120, "fb"),
+         "page token {}", "EAAC" + _fake(_ALNUM, 40, "fb-near") + " is too short"),
+        ("flutterwave-secret-key", "flutterwave-key",
+         "FLWSECK_TEST-" + _fake("abcdefgh0123456789", 32, "flw") + "-X",
+         "flutterwave secret {}",
+         "public FLWPUBK_TEST-" + _fake("abcdefgh0123456789", 32, "flw-pub") + "-X is fine"),
+        ("flyio-token", "flyio-token", "fo1_" + _fake(_URLSAFE, 43, "fly"),
+         "fly deploy token {}", "fo1_" + _fake(_ALNUM, 20, "fly-near") + " is cut"),
+        ("frameio-token", "frameio-token", "fio-u-" + _fake(_URLSAFE, 64, "fio"),
+         "frame.io {}", "fio-u-" + _fake(_ALNUM, 20, "fio-near") + " is cut"),
+        ("gitlab-deploy-token", "gitlab-token", "gldt-" + _fake(_URLSAFE, 20, "gldt"),
+         "registry pull with {}", "gldt-" + _fake(_ALNUM, 10, "gldt-near") + " is cut"),
+        ("gitlab-pipeline-trigger", "gitlab-token", "glptt-" + _fake(_HEX, 40, "glptt"),
+         "trigger token {}", "glptt-" + _fake(_HEX, 20, "glptt-near") + " is cut"),
+        ("gitlab-runner-registration", "gitlab-token", "GR1348941" + _fake(_URLSAFE, 20, "gr"),
+         "runner registration {}", "GR1348941 prefixes old runner tokens."),
+        ("grafana-service-account", "grafana-token",
+         "glsa_" + _fake(_ALNUM, 32, "gsa") + "_" + _fake(_HEX, 8, "gsa2"),
+         "grafana sa token {}", "glsa_" + _fake(_ALNUM, 32, "gsa-near") + " lacks its suffix"),
+        ("grafana-cloud-token", "grafana-token", "glc_" + _fake(_BASE64, 60, "glc"),
+         "grafana cloud {}", "glc_" + _fake(_ALNUM, 16, "glc-near") + " is cut"),
+        ("harness-key", "harness-key",
+         "pat." + _fake(_URLSAFE, 22, "hn1") + "." + _fake(_ALNUM, 24, "hn2") + "."
+         + _fake(_ALNUM, 20, "hn3"),
+         "harness {}", "pat." + _fake(_ALNUM, 22, "hn-near") + " is only the account part"),
+        ("huggingface-org-token", "huggingface-token", "api_org_" + _fake(_LETTERS, 34, "hfo"),
+         "hf org {}", "api_org_" + _fake(_LETTERS, 12, "hfo-near") + " is cut"),
+        ("huggingface-letters-token", "huggingface-token", "hf_" + _fake(_LETTERS, 34, "hfl"),
+         "hf token {}", "hf_" + "abcdefghijklmnopqrstuvwxyzabcdefgh" + " is all lowercase"),
+        ("infracost-token", "infracost-token", "ico-" + _fake(_ALNUM, 32, "ico"),
+         "infracost {}", "ico-" + "abcdefghijklmnopqrstuvwxyzABCDEF" + " has no digit"),
+        ("intra42-secret", "intra42-secret", "s-s4t2ud-" + _fake(_HEX, 64, "i42"),
+         "42 intra app {}", "s-s4t2ud-" + _fake(_HEX, 30, "i42-near") + " is cut"),
+        ("linear-key", "linear-key", "lin_api_" + _fake(_ALNUM, 40, "lin"),
+         "linear {}", "lin_api_" + _fake(_ALNUM, 20, "lin-near") + " is cut"),
+        ("maxmind-key", "maxmind-key",
+         _fake(_ALNUM, 6, "mm1") + "_" + _fake(_ALNUM, 29, "mm2") + "_mmk",
+         "geoip license {}", "the _mmk suffix marks MaxMind license keys"),
+        ("newrelic-user-key", "newrelic-key", "NRAK-" + _fake(_UPPER_ALNUM, 27, "nr"),
+         "new relic {}", "browser NRJS-" + _fake(_HEX, 19, "nr-near") + " is public"),
+        ("notion-token", "notion-token",
+         "ntn_" + _fake("0123456789", 11, "ntn1") + _fake(_ALNUM, 35, "ntn2"),
+         "notion integration {}", "ntn_" + _fake("0123456789", 11, "ntn-near") + " is cut"),
+        ("octopus-key", "octopus-key", "API-" + _fake(_UPPER_ALNUM, 26, "oct"),
+         "octopus {}", "See API-" + "KEYROTATIONPOLICYDOCUMENTS" + " for the rules."),
+        ("openshift-token", "openshift-token", "sha256~" + _fake(_URLSAFE, 43, "osh"),
+         "oc login --token={}", "sha256~" + _fake(_ALNUM, 20, "osh-near") + " is cut"),
+        ("perplexity-key", "perplexity-key", "pplx-" + _fake(_ALNUM, 48, "pplx"),
+         "perplexity {}", "pplx-" + _fake(_ALNUM, 20, "pplx-near") + " is cut"),
+        ("planetscale-token", "planetscale-token", "pscale_tkn_" + _fake(_URLSAFE, 40, "ps"),
+         "planetscale {}", "pscale_tkn_" + _fake(_ALNUM, 12, "ps-near") + " is cut"),
+        ("postman-key", "postman-key",
+         "PMAK-" + _fake(_HEX, 24, "pm1") + "-" + _fake(_HEX, 34, "pm2"),
+         "postman {}", "PMAK-" + _fake(_HEX, 24, "pm-near") + " is only the id"),
+        ("prefect-key", "prefect-key", "pnu_" + _fake(_ALNUM, 36, "pnu"),
+         "prefect cloud {}", "pnu_" + _fake(_ALNUM, 20, "pnu-near") + " is cut"),
+        ("pulumi-token", "pulumi-token", "pul-" + _fake(_HEX, 40, "pul"),
+         "pulumi login {}", "pul-" + _fake(_HEX, 20, "pul-near") + " is cut"),
+        ("readme-key", "readme-key", "rdme_" + _fake(_LOWER_ALNUM, 70, "rdme"),
+         "readme.com {}", "rdme_" + _fake(_LOWER_ALNUM, 30, "rdme-near") + " is cut"),
+        ("rubygems-key", "rubygems-key", "rubygems_" + _fake(_HEX, 48, "gem"),
+         "gem push key {}", "rubygems_" + _fake(_HEX, 20, "gem-near") + " is cut"),
+        ("scalingo-token", "scalingo-token", "tk-us-" + _fake(_URLSAFE, 48, "scal"),
+         "scalingo {}", "tk-us-" + _fake(_ALNUM, 20, "scal-near") + " is cut"),
+        ("brevo-key", "brevo-key",
+         "xkeysib-" + _fake(_HEX, 64, "sib1") + "-" + _fake(_ALNUM, 16, "sib2"),
+         "sendinblue {}", "xkeysib-" + _fake(_HEX, 64, "sib-near") + " lacks its suffix"),
+        ("sentry-user-token", "sentry-token", "sntryu_" + _fake(_HEX, 64, "sen"),
+         "sentry-cli auth {}", "sntryu_" + _fake(_HEX, 30, "sen-near") + " is cut"),
+        ("settlemint-token", "settlemint-token", "sm_pat_" + _fake(_ALNUM, 16, "sm"),
+         "settlemint {}", "call sm_pat_" + "helperfunctions" + "x() first"),
+        ("shippo-token", "shippo-token", "shippo_live_" + _fake(_HEX, 40, "shp"),
+         "shippo {}", "shippo_live_" + _fake(_HEX, 20, "shp-near") + " is cut"),
+        ("shopify-token", "shopify-token", "shpat_" + _fake(_HEX, 32, "shop"),
+         "shopify admin {}", "shpat_" + _fake(_HEX, 20, "shop-near") + " is cut"),
+        ("sourcegraph-token", "sourcegraph-token",
+         "sgp_" + _fake(_HEX, 16, "sg1") + "_" + _fake(_HEX, 40, "sg2"),
+         "src login {}", "sgp_" + _fake(_HEX, 20, "sg-near") + " is cut"),
+        ("square-access-token", "square-token", "sq0atp-" + _fake(_URLSAFE, 22, "sq"),
+         "square {}", "sq0atp-" + _fake(_ALNUM, 10, "sq-near") + " is cut"),
+        ("terraform-token", "terraform-token",
+         _fake(_ALNUM, 14, "tf1") + ".atlasv1." + _fake(_URLSAFE, 65, "tf2"),
+         "TF_TOKEN_app_terraform_io {}", "Terraform tokens hold .atlasv1. in the middle."),
+        ("twitter-bearer", "twitter-bearer-token", "A" * 22 + _fake(_ALNUM, 90, "tw"),
+         "x.com bearer {}", "A" * 22 + _fake(_ALNUM, 20, "tw-near") + " is cut"),
+        ("typeform-token", "typeform-token", "tfp_" + _fake(_URLSAFE, 59, "tfp"),
+         "typeform {}", "tfp_" + _fake(_ALNUM, 20, "tfp-near") + " is cut"),
+        ("vault-token", "vault-token", "hvs." + _fake(_URLSAFE, 95, "hvs"),
+         "VAULT_TOKEN {}", "hvs." + _fake(_ALNUM, 24, "hvs-near") + " is cut"),
+        ("mailgun-key", "mailgun-key", "key-" + _fake(_HEX, 32, "mg"), "MAILGUN_API_KEY={}",
+         "the cache key-" + _fake(_HEX, 32, "mg-near") + " was evicted"),
+        ("discord-client-secret", "discord-key", _fake(_URLSAFE, 32, "dcs"),
+         "discord_client_secret: {}", "discord invite: qz7Hk2M (expires Friday)"),
+    )
+)  # fmt: skip
+
+SECRETS = (
+    *SECRETS,
+    *(SecretCase(f"gitleaks-{case_id}", text, secret, kind)
+      for case_id, kind, secret, text, _ in GITLEAKS_CASES),
+)  # fmt: skip
+LOOK_ALIKES = (
+    *LOOK_ALIKES,
+    *((f"gitleaks-near-{case_id}", near) for case_id, _, _, _, near in GITLEAKS_CASES),
+)  # fmt: skip
