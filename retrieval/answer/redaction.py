@@ -318,13 +318,13 @@ _TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 # Provider tokens ported from gitleaks' default rules (github.com/gitleaks/gitleaks,
-# config/gitleaks.toml at commit b58d3f1, for gitleaks >= 8.25; MIT licence, © Zachary Rice): those with a prefix or shape distinctive enough to match on
-# their own, for text a person keeps in notes. Left out: its generic entropy rule, rules for
-# publishable keys, and rules whose value is only a length of letters and digits after a
-# keyword (`_CONTEXT_RULES` takes the few whose value has a shape of its own). Where a
-# gitleaks prefix is also an ordinary identifier (`sm_pat_`, `API-`, `EAAA`), the value
-# needs a digit. They run as one alternation: one pass over a 2 MB note costs ~0.4 s, where
-# a pass per rule cost ~5 s.
+# config/gitleaks.toml at commit b58d3f1, for gitleaks >= 8.25; MIT licence, © Zachary
+# Rice): those with a prefix or shape distinctive enough to match on their own, for text a
+# person keeps in notes. Left out: its generic entropy rule, rules for publishable keys, and
+# rules whose value is only a length of letters and digits after a keyword (`_CONTEXT_RULES`
+# takes the few whose value has a shape of its own). Where a gitleaks prefix is also an
+# ordinary identifier (`sm_pat_`, `API-`, `EAAA`), the value needs a digit. They run as one
+# alternation: one pass over a 2 MB note costs ~0.4 s, where a pass per rule cost ~5 s.
 _GITLEAKS_RULES: tuple[tuple[str, str], ...] = (
     ("discord-webhook",  # Discord's documented webhook URL (not a gitleaks rule)
      r"https://(?:(?:canary|ptb)\.)?discord(?:app)?\.com/api/(?:v\d{1,2}/)?webhooks/"
