@@ -46,8 +46,11 @@ def pyproject_pins(*, dev: bool) -> dict[str, str]:
     requirements = list(project["dependencies"])
     if dev:
         requirements += project["optional-dependencies"]["dev"]
+        requirements += project["optional-dependencies"]["training"]
     pins: dict[str, str] = {}
     for requirement in requirements:
+        if requirement.startswith("lode["):
+            continue  # the dev extra includes lode's own training extra, pinned above
         match = ENTRY.match(requirement)
         assert match, f"pyproject.toml: {requirement!r} is not pinned with =="
         pins[normalise(match.group(1))] = match.group(2)
