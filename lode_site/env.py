@@ -7,6 +7,7 @@ variable, the value and what was expected, instead of silently falling back.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,29 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+_HOST_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_HOST_NAME = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*")
+
+
+def env_hosts(name: str) -> list[str]:
+    """Host names, comma-separated (`images.example.org,cdn.example.com`), lower-cased and
+    in ASCII (an international name as its `xn--` form, as URLs and the CSP carry it).
+    Anything else — a scheme, a path, a port, a `*` — is refused, naming the item."""
+    hosts = []
+    for item in env_list(name, []):
+        try:
+            host = item.encode("idna").decode("ascii").lower()
+        except UnicodeError:
+            host = ""
+        if not _HOST_NAME.fullmatch(host):
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not a host name (write only the name, like "
+                "images.example.org: no scheme, path, port or wildcard)"
+            )
+        hosts.append(host)
+    return hosts
 
 
 def data_dir(base_dir: Path) -> Path:

@@ -191,14 +191,16 @@ SILENCED_SYSTEM_CHECKS = ["security.W021"]  # "SECURE_HSTS_PRELOAD is not True":
 # Content-Security-Policy (Django's ContentSecurityPolicyMiddleware). lode's pages, the admin
 # and the API docs load scripts and styles only from lode's own static files: no inline
 # <script>, no on*="" handlers, no style="" attributes or <style> blocks (htmx's injected
-# indicator style is turned off in base.html and lives in lode.css), and no eval. Images may
-# come from https: too, because Markdown notes may show images from the web (the sanitiser allows
-# <img src="https://…">); they cannot run anything.
+# indicator style is turned off in base.html and lives in lode.css), and no eval. Images come
+# from lode itself, `data:` and only the hosts in LODE_REMOTE_IMAGE_HOSTS (comma-separated
+# host names, default none): a note's image from anywhere else is shown as a link
+# (notes/rendering.py), so no note can load a tracking pixel for the people who read it.
+LODE_REMOTE_IMAGE_HOSTS = env.env_hosts("LODE_REMOTE_IMAGE_HOSTS")
 SECURE_CSP = {
     "default-src": [CSP.SELF],
     "script-src": [CSP.SELF],
     "style-src": [CSP.SELF],
-    "img-src": [CSP.SELF, "data:", "https:"],
+    "img-src": [CSP.SELF, "data:", *(f"https://{host}" for host in LODE_REMOTE_IMAGE_HOSTS)],
     "object-src": [CSP.NONE],
     "base-uri": [CSP.NONE],
     "form-action": [CSP.SELF],

@@ -35,6 +35,20 @@ of one-character rows under a 181-column header rendered 851,786 `<td>` (8.6 MB,
 renderer itself never makes more than `PART_MAX_CELLS` cells in one call (the rows past it
 stay text), and a part whose HTML still comes out over `PART_MAX_HTML_CHARS` is shown as
 escaped text.
+
+A part is also bounded by its structure, counted on the parsed tokens before anything is
+rendered (`Structure`, `RenderBounds`): lists and block quotes nested more than
+`MAX_NESTING_DEPTH` deep (markdown-it would silently drop what lies deeper), more links,
+footnotes, headings or tokens than a part may have: such a part is shown as its escaped
+text under a notice saying why. The counts are deterministic, so the bound is the same on
+every machine and in every test, and bench/render_pathological.py prints what the densest
+inputs cost.
+
+Images load from lode's own origin (a relative URL) or a `data:image/…` URL only, unless
+their `https` host is one the operator listed in `LODE_REMOTE_IMAGE_HOSTS` (the
+Content-Security-Policy's `img-src` lists the same hosts): any other image becomes a link
+to it, saying it was not loaded, so a note cannot put a tracking pixel in front of the
+people it is shared with.
 """
 
 from __future__ import annotations
@@ -49,17 +63,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import version as package_version
 from typing import NamedTuple
+from urllib.parse import urlsplit
 
 import nh3
+from django.conf import settings
 from django.core.cache import caches
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import mdTrim
+from markdown_it.renderer import RendererHTML
 from markdown_it.rules_block.state_block import StateBlock
 from markdown_it.rules_block.table import escapedSplit, getLine
 from markdown_it.rules_block.table import table as gfm_table
+from markdown_it.rules_core import StateCore
 from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
+from markdown_it.utils import OptionsDict
 from mdit_py_plugins.footnote import footnote_plugin
 from mdit_py_plugins.tasklists import tasklists_plugin
 
@@ -67,7 +86,7 @@ logger = logging.getLogger("lode.rendering")
 
 # Bump whenever the HTML for the same markdown changes (pipeline, options, allow-lists or
 # the part bound): cached renderings of older versions are then never served again.
-RENDERER_VERSION = 5
+RENDERER_VERSION = 6
 # The packages whose upgrade can change the HTML for the same markdown: part of the cache
 # key too, so an upgraded sanitiser (say, a tightened allow-list) is never bypassed by
 # HTML cached under the old one.
@@ -130,6 +149,7 @@ ALLOWED_TAGS = frozenset(
         "pre",
         "s",
         "section",  # the footnotes at the end
+        "small",  # the note under a remote image that was not loaded
         "span",  # a wiki link's placeholder (class "wikilink" only)
         "strong",
         "sup",  # a footnote reference
@@ -172,10 +192,35 @@ INPUT_FORCED_ATTRIBUTES = {"type": "checkbox", "disabled": "disabled", "aria-lab
 _FOOTNOTE_ID = re.compile(r"fn(?:ref)?[0-9]{1,9}(?::[0-9]{1,9})?")
 ALLOWED_PROTOCOLS = frozenset({"http", "https", "mailto"})
 LINK_REL = "noopener noreferrer nofollow"
+# The inline images markdown-it accepts (its link validation allows no other `data:` URL):
+# bytes in the note itself, so nothing is fetched from anywhere.
+_DATA_IMAGE = re.compile(r"data:image/(?:gif|png|jpeg|webp);", re.IGNORECASE)
+# What a remote image that is not loaded says, after the link to it.
+_REMOTE_IMAGE_NOTE = "(remote image, not loaded)"
 
-# Where one render keeps the table cells it may still make (in markdown-it's `env`, which
-# is per call: nothing shared between threads or with other MarkdownIt instances).
+# Where one render keeps the table cells it may still make and the remote hosts images may
+# load from (in markdown-it's `env`, which is per call: nothing shared between threads or
+# with other MarkdownIt instances).
 _CELLS_LEFT = "lode_table_cells_left"
+_IMAGE_HOSTS = "lode_remote_image_hosts"
+
+# Lists and block quotes inside each other deeper than this show the part as text. A list
+# level is two of markdown-it's nesting levels (the list and its item) and a paragraph and
+# its text two more, so its own limit is set above what this depth needs: the parser never
+# drops content (as it silently does past its limit) before the depth is checked, and its
+# recursion stays bounded whatever the note holds.
+MAX_NESTING_DEPTH = 20
+_PARSER_MAX_NESTING = 2 * MAX_NESTING_DEPTH + 4
+# What one part may hold and still be rendered formatted: counted, not timed, so every
+# machine draws the same line. The links and footnotes sit above what the mark bound lets a
+# part hold (~1,200 bare domains, ~1,200 footnote pieces for ~600 inline footnotes), so a
+# part cut by the bounds above falls back only for markup they do not count (headings, list
+# items) or for nesting; called on a whole body (`render_markdown`) they bound it alone.
+# bench/render_pathological.py: the densest parts render in ~0.2 s of CPU.
+PART_MAX_LINKS = 2_000  # links, bare URLs made links and images
+PART_MAX_FOOTNOTES = 2_000  # footnote references and the footnotes shown for them
+PART_MAX_HEADINGS = 2_000
+PART_MAX_TOKENS = 40_000  # everything markdown-it makes: blocks and inline pieces
 
 
 def _header_columns(state: StateBlock, line: int) -> int:
@@ -260,6 +305,69 @@ def _render_wiki_link(
     return f'<span class="wikilink" title="{target}">{html_lib.escape(token.content)}</span>'
 
 
+def remote_image_hosts() -> frozenset[str]:
+    """The hosts images may load from besides lode itself (`LODE_REMOTE_IMAGE_HOSTS`)."""
+    return frozenset(getattr(settings, "LODE_REMOTE_IMAGE_HOSTS", ()))
+
+
+def image_source_allowed(src: str, hosts: frozenset[str]) -> bool:
+    """Whether a page may load the image at `src`: a relative URL (lode's own origin), a
+    `data:image/…` URL, or an `https` URL on the default port of one of `hosts`.
+
+    A URL with a backslash, blank or control character is refused outright, and so is one
+    starting with `//` (a browser reads `//host`, `///host` and `/\\host` as another site).
+    """
+    if not src or any(char == "\\" or char <= " " or char == "\x7f" for char in src):
+        return False
+    if _DATA_IMAGE.match(src):
+        return True
+    try:
+        parts = urlsplit(src)
+        port = parts.port
+    except ValueError:
+        return False
+    if not parts.scheme and not parts.netloc:
+        return not src.startswith("//")
+    return (
+        parts.scheme.lower() == "https"
+        and parts.username is None
+        and port in (None, 443)
+        and (parts.hostname or "") in hosts
+    )
+
+
+def _mark_images_in_links(state: StateCore) -> None:
+    """Mark each image inside a link's text (`[![alt](src)](url)`): not loaded, it becomes
+    text rather than a link, since a link may not contain another."""
+    for block in state.tokens:
+        depth = 0
+        for token in block.children or ():
+            if token.type == "link_open":
+                depth += 1
+            elif token.type == "link_close":
+                depth -= 1
+            elif token.type == "image" and depth > 0:
+                token.meta["in_link"] = True
+
+
+def _render_image(
+    self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: dict
+) -> str:
+    """An image the page may load as `<img>`; any other as a link to it (its alt text, or
+    the URL, as the link's text) followed by a note that it was not loaded."""
+    token = tokens[idx]
+    src = str(token.attrGet("src") or "")
+    if image_source_allowed(src, env.get(_IMAGE_HOSTS, frozenset())):
+        return RendererHTML.image(self, tokens, idx, options, env)
+    text = html_lib.escape(self.renderInlineAsText(token.children or [], options, env) or src)
+    note = f"<small>{_REMOTE_IMAGE_NOTE}</small>"
+    if token.meta.get("in_link"):
+        return f"{text} {note}"
+    title = token.attrGet("title")
+    title_attribute = f' title="{html_lib.escape(str(title))}"' if title else ""
+    return f'<a href="{html_lib.escape(src)}"{title_attribute}>{text}</a> {note}'
+
+
 _markdown = (
     MarkdownIt("commonmark", {"html": False, "linkify": True})
     .enable("table")
@@ -275,11 +383,19 @@ _markdown.use(tasklists_plugin).use(footnote_plugin)
 # Before "link", which would otherwise read `[[Title]]` as the text "[" and a link "[Title]".
 _markdown.inline.ruler.before("link", "wikilink", _wiki_link)
 _markdown.add_render_rule("wikilink", _render_wiki_link)
+_markdown.options["maxNesting"] = _PARSER_MAX_NESTING
+_markdown.core.ruler.push("lode_images_in_links", _mark_images_in_links)
+_markdown.add_render_rule("image", _render_image)
 
 
 def _allowed_attribute(tag: str, attribute: str, value: str) -> str | None:
-    """nh3's per-attribute check: an `id` only if it is a footnote anchor."""
+    """nh3's per-attribute check: an `id` only if it is a footnote anchor; a `data:` URL
+    only as an image's source; an image's source only if the page may load it."""
     if attribute == "id" and not _FOOTNOTE_ID.fullmatch(value):
+        return None
+    if tag == "img" and attribute == "src":
+        return value if image_source_allowed(value, remote_image_hosts()) else None
+    if value[:5].lower() == "data:":
         return None
     return value
 
@@ -291,10 +407,140 @@ _cleaner = nh3.Cleaner(
     tag_attribute_values={"input": INPUT_ATTRIBUTE_VALUES},
     set_tag_attribute_values={"input": INPUT_FORCED_ATTRIBUTES},
     allowed_classes=ALLOWED_CLASSES,
-    url_schemes=set(ALLOWED_PROTOCOLS),
+    # `data:` for images only (`_allowed_attribute` drops it anywhere else).
+    url_schemes=set(ALLOWED_PROTOCOLS | {"data"}),
     link_rel=LINK_REL,
     strip_comments=True,
 )
+
+
+@dataclass(frozen=True)
+class RenderBounds:
+    """The most structure one call renders formatted (see the `PART_MAX_…` bounds)."""
+
+    depth: int = MAX_NESTING_DEPTH
+    links: int = PART_MAX_LINKS
+    footnotes: int = PART_MAX_FOOTNOTES
+    headings: int = PART_MAX_HEADINGS
+    tokens: int = PART_MAX_TOKENS
+
+
+@dataclass(frozen=True)
+class Structure:
+    """What parsed markdown holds, counted on its tokens (block and inline)."""
+
+    depth: int  # lists and block quotes inside each other, at the deepest
+    links: int  # links (bare URLs made links too) and images
+    footnotes: int  # footnote references and the footnotes shown for them
+    headings: int
+    tokens: int
+    cut_short: bool  # the parser reached its own nesting limit and dropped what was deeper
+
+    def too_much(self, bounds: RenderBounds) -> str | None:
+        """Why this cannot be shown formatted within `bounds` (a sentence for the reader,
+        ending "showing its text"), or None when it can."""
+        if self.depth > bounds.depth or self.cut_short:
+            return (
+                "This note is nested too deeply to display formatted (lists or quotes more "
+                f"than {bounds.depth} levels deep); showing its text."
+            )
+        for what, count, limit in (
+            ("links", self.links, bounds.links),
+            ("footnotes", self.footnotes, bounds.footnotes),
+            ("headings", self.headings, bounds.headings),
+            ("pieces of formatting", self.tokens, bounds.tokens),
+        ):
+            if count > limit:
+                return (
+                    f"This part has too many {what} to display formatted ({count:,}; at most "
+                    f"{limit:,}); showing its text."
+                )
+        return None
+
+
+_CONTAINER_OPEN = frozenset({"bullet_list_open", "ordered_list_open", "blockquote_open"})
+_CONTAINER_CLOSE = frozenset({"bullet_list_close", "ordered_list_close", "blockquote_close"})
+_LINKS = frozenset({"link_open", "image"})
+_FOOTNOTES = frozenset({"footnote_ref", "footnote_open"})
+
+
+def structure_of(tokens: Sequence[Token]) -> Structure:
+    """Count what `tokens` (markdown-it's parse of one body) hold: one pass, no rendering."""
+    depth = deepest = links = footnotes = headings = count = 0
+    cut_short = False
+    for token in tokens:
+        count += 1
+        kind = token.type
+        if kind in _CONTAINER_OPEN:
+            depth += 1
+            deepest = max(deepest, depth)
+        elif kind in _CONTAINER_CLOSE:
+            depth -= 1
+        elif kind == "heading_open":
+            headings += 1
+        elif kind in _FOOTNOTES:
+            footnotes += 1
+        if token.nesting == 1 and token.level >= _PARSER_MAX_NESTING - 1:
+            cut_short = True
+        for child in token.children or ():
+            count += 1
+            if child.type in _LINKS:
+                links += 1
+            elif child.type in _FOOTNOTES:
+                footnotes += 1
+    return Structure(deepest, links, footnotes, headings, count, cut_short)
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """The safe HTML for some markdown, and why it is its escaped text instead (or None)."""
+
+    html: SafeString
+    shown_as_text: str | None = None
+
+
+def _as_text(body: str, notice: str) -> SafeString:
+    """`body` as escaped text under `notice`, through the sanitiser like any rendering."""
+    escaped = html_lib.escape(body, quote=False)
+    notice = html_lib.escape(notice, quote=False)
+    # Safe: escaped above and passed through nh3's allow-list.
+    return mark_safe(_cleaner.clean(f"<p><em>{notice}</em></p><pre>{escaped}</pre>"))
+
+
+def rendering_of(
+    body: str,
+    *,
+    max_cells: int = PART_MAX_CELLS,
+    max_html_chars: int = PART_MAX_HTML_CHARS,
+    bounds: RenderBounds = RenderBounds(),
+) -> Rendering:
+    """Render note markdown to HTML that is safe to insert into a page, or, when its
+    structure is over `bounds` or its HTML over `max_html_chars`, show it as escaped text
+    under a notice saying why.
+
+    Linear in the length of `body`, with at most `max_cells` table cells (rows of a table
+    past them are shown as text). Images load from lode itself and the operator's
+    `LODE_REMOTE_IMAGE_HOSTS` only; others become links.
+    """
+    env = {_CELLS_LEFT: max_cells, _IMAGE_HOSTS: remote_image_hosts()}
+    tokens = _markdown.parse(body, env)
+    too_much = structure_of(tokens).too_much(bounds)
+    if too_much is not None:
+        return Rendering(_as_text(body, too_much), too_much)
+    html = _cleaner.clean(_markdown.renderer.render(tokens, _markdown.options, env))
+    if len(html) > max_html_chars:
+        logger.warning(
+            "rendered %d characters of markdown to %d of HTML; shown as text instead",
+            len(body),
+            len(html),
+        )
+        notice = (
+            f"This part is shown as plain text: rendered, it would be {len(html):,} "
+            f"characters of HTML, more than the {max_html_chars:,} a part may have."
+        )
+        return Rendering(_as_text(body, notice), notice)
+    # Safe: every byte passed through nh3's allow-list above.
+    return Rendering(mark_safe(html))
 
 
 def render_markdown(
@@ -303,27 +549,9 @@ def render_markdown(
     max_cells: int = PART_MAX_CELLS,
     max_html_chars: int = PART_MAX_HTML_CHARS,
 ) -> SafeString:
-    """Render note markdown to HTML that is safe to insert into a page.
-
-    Linear in the length of `body`, with at most `max_cells` table cells (rows of a table
-    past them are shown as text); callers showing a whole note use `rendered_part`, which
-    bounds the input and caches the result. HTML longer than `max_html_chars` is replaced
-    by the markdown shown as escaped text, saying why.
-    """
-    html = _cleaner.clean(_markdown.render(body, {_CELLS_LEFT: max_cells}))
-    if len(html) > max_html_chars:
-        logger.warning(
-            "rendered %d characters of markdown to %d of HTML; shown as text instead",
-            len(body),
-            len(html),
-        )
-        html = _cleaner.clean(
-            f"<p><em>This part is shown as plain text: rendered, it would be {len(html):,} "
-            f"characters of HTML, more than the {max_html_chars:,} a part may have."
-            f"</em></p><pre>{html_lib.escape(body, quote=False)}</pre>"
-        )
-    # Safe: every byte passed through nh3's allow-list above.
-    return mark_safe(html)
+    """The HTML of `rendering_of(body)`: callers showing a whole note use `rendered_part`,
+    which bounds the input and caches the result."""
+    return rendering_of(body, max_cells=max_cells, max_html_chars=max_html_chars).html
 
 
 # A wiki link's placeholder as `_render_wiki_link` writes it and nh3 serialises it: the
@@ -394,7 +622,7 @@ class Part:
 # A fence opener or closer: up to three spaces, then ``` or ~~~ (CommonMark 4.5).
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})([^\n]*)$", re.MULTILINE)
 # A table's delimiter row: cells of dashes with optional colons, separated by pipes.
-_TABLE_DELIMITER = re.compile(r"^ {0,3}\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
+_TABLE_DELIMITER = re.compile(r"^(?: {0,3}\|\s*|\s*):?-+:?(?:\s*\|\s*:?-+:?)*\s*(?:\|\s*)?$")
 # Longest prefix repeated into a continuation part; a longer one would not bound the part.
 _MAX_PREFIX_CHARS = 2_000
 
@@ -478,7 +706,12 @@ def _cut(body: str, start: int, limit: int, fences: list[tuple[int, int, str]]) 
 # `:-- | --:`), also inside a block quote or list item; a one-column table makes one cell a
 # line, which the character bound covers. Only `\n` starts a line here, as everywhere in
 # this module: a body with bare `\r` line breaks relies on the renderer's own cell bound.
-_DELIMITER_ROW = re.compile(r"^[ \t>]*\|?[ \t]*:?-+:?[ \t]*\|[ \t]*:?-[|:\- \t\r]*$", re.MULTILINE)
+# No two neighbouring runs may take the same blank (`[ \t>]*\|?[ \t]*` would): the regex
+# engine then retries every split of a line's indentation, and 900 list levels indented two
+# spaces more each (815 KB) took 8 s to cut instead of milliseconds.
+_DELIMITER_ROW = re.compile(
+    r"^[ \t>]*(?:\|[ \t]*)?:?-+:?[ \t]*\|[ \t]*:?-[|:\- \t\r]*$", re.MULTILINE
+)
 # A blank line (or the end of the body): where a table ends at the latest.
 _BLANK_LINE = re.compile(r"\n[ \t\r]*(?:\n|\Z)")
 _NEWLINE = re.compile(r"\n")
@@ -509,9 +742,12 @@ def _delimiter_columns(row: str) -> int:
 @functools.lru_cache(maxsize=64)
 def _wider_delimiter_row(columns: int) -> re.Pattern[str]:
     """A delimiter row (as markdown-it parses one) of more than `columns` columns. Each
-    cell is dashes between optional colons and blanks, so nothing backtracks far."""
-    cell = r"[ \t]*:?-+:?[ \t]*"
-    return re.compile(rf"^[ \t>]*\|?{cell}(?:\|{cell}){{{columns},}}\|?[ \t\r]*$", re.MULTILINE)
+    cell is dashes between optional colons, and every run of blanks is bounded by a pipe or
+    a dash on both sides, so nothing backtracks far (as for `_DELIMITER_ROW`)."""
+    first = r"^[ \t>]*(?:\|[ \t]*)?:?-+:?"
+    more = r"[ \t]*\|[ \t]*:?-+:?"
+    end = r"(?:[ \t]*\|[ \t\r]*|[ \t\r]*)$"
+    return re.compile(rf"{first}(?:{more}){{{columns},}}{end}", re.MULTILINE)
 
 
 def _table_spans(body: str) -> list[_Table]:
@@ -696,8 +932,15 @@ def _remember(key: str, value: object) -> None:
 
 
 def _cache_key(sha256: str, what: str) -> str:
-    bounds = f"{PART_MAX_CHARS}:{PART_MAX_MARKS}:{PART_MAX_CELLS}:{PART_MAX_HTML_CHARS}"
-    return f"lode:render:{RENDERER_VERSION}:{RENDER_PACKAGES}:{bounds}:{sha256}:{what}"
+    """The key of a version's parts or part HTML: everything its HTML depends on besides
+    the body (the renderer, the packages, every bound, the hosts images may load from)."""
+    bounds = (
+        f"{PART_MAX_CHARS}:{PART_MAX_MARKS}:{PART_MAX_CELLS}:{PART_MAX_HTML_CHARS}:"
+        f"{MAX_NESTING_DEPTH}:{PART_MAX_LINKS}:{PART_MAX_FOOTNOTES}:{PART_MAX_HEADINGS}:"
+        f"{PART_MAX_TOKENS}"
+    )
+    hosts = ",".join(sorted(remote_image_hosts()))
+    return f"lode:render:{RENDERER_VERSION}:{RENDER_PACKAGES}:{bounds}:{hosts}:{sha256}:{what}"
 
 
 def rendered_part(*, sha256: str, body: str, number: int = 1) -> RenderedPart:
