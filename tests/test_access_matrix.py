@@ -188,6 +188,8 @@ PUBLIC = {role: OK for role in ROLES}
 NOWHERE = {role: HIDDEN for role in ROLES}
 # A signed endpoint (the webhook) tried without a signature: the same refusal for everyone.
 SIGNED = {role: REFUSED for role in ROLES}
+# Something of nobody's (an id no one holds): 404 for anyone signed in.
+NOT_YOURS = {**NOWHERE, "anonymous": LOGIN}
 # Leaving a space: any member, except its last admin.
 MEMBER_LEAVE = {"alice": REFUSED, "carol": OK, "bob": OK, "dave": HIDDEN, "anonymous": LOGIN}
 # The same on a page, where the refusal is a redirect back with a message.
@@ -371,6 +373,16 @@ RULES: dict[str, dict[str, tuple[Case, ...]]] = {
     },
     "/accounts/reset/done/": {"GET": (Case("team", PUBLIC),)},
     "/search/help": {"GET": (Case("team", LOGIN_ONLY),)},
+    # Access tokens: your own only; revoking a token id that is not yours is a 404.
+    "/settings/tokens": {
+        "GET": (Case("team", LOGIN_ONLY),),
+        "POST": (Case("team", LOGIN_ONLY, body={"name": "matrix", "scope": "read"}),),
+    },
+    "/settings/tokens/<token_id>/revoke": {
+        "POST": (Case("alice_note", NOT_YOURS, params={"token_id": 987654}),),
+    },
+    # The MCP server takes a bearer token only: a signed-in session is not one (401).
+    "/mcp": {"GET": (Case("team", SIGNED),), "POST": (Case("team", SIGNED),)},
     # --- the API's own pages ------------------------------------------------------------------
     # Ninja's root: nothing there, for anyone.
     "/api/": {"GET": (Case("team", NOWHERE),), "POST": (Case("team", NOWHERE),)},
