@@ -24,6 +24,7 @@ from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
 from externals import selectors
+from externals.folders import source_scan_refusal
 from externals.models import ScanRecord, Source
 from externals.pipeline import scan_running_since
 from externals.webhooks import receive_webhook
@@ -143,6 +144,9 @@ def refresh_source(request: HttpRequest, source_id: DbId):
         raise PermissionDenied("Only editors and admins of this space can scan its sources.")
     if not source.enabled:
         return Status(409, DetailOut(detail="The source is disabled."))
+    refusal = source_scan_refusal(source)
+    if refusal:  # a folder outside the roots now, or gone: say so instead of queueing
+        return Status(409, DetailOut(detail=refusal))
     from externals.tasks import enqueue_refresh
 
     since = scan_running_since(source)
@@ -159,9 +163,39 @@ def refresh_source(request: HttpRequest, source_id: DbId):
     return Status(202, QueuedOut(status="queued", source_id=source.pk))
 
 
+# The webhook's headers, declared so a client (and a schema-driven test) knows a delivery
+# needs them: a missing or malformed timestamp is the 400, a missing signature the 401.
+_WEBHOOK_HEADERS = {
+    "parameters": [
+        {
+            "name": "X-Lode-Timestamp",
+            "in": "header",
+            "required": True,
+            "description": "Unix seconds when the delivery was signed (within five minutes).",
+            "schema": {"type": "string", "pattern": "^[0-9]{1,12}$"},
+        },
+        {
+            "name": "X-Lode-Signature",
+            "in": "header",
+            "required": True,
+            "description": 'sha256=<hex HMAC-SHA256(secret, "<timestamp>." + raw body)>',
+            "schema": {"type": "string"},
+        },
+        {
+            "name": "X-Lode-Delivery",
+            "in": "header",
+            "required": False,
+            "description": "The sender's id for this delivery (repeats are answered 200).",
+            "schema": {"type": "string"},
+        },
+    ]
+}
+
+
 @router.post(
     "/{source_id}/webhook",
     auth=None,
+    openapi_extra=_WEBHOOK_HEADERS,
     url_name="source_webhook",  # the source page shows this URL (externals/views.py)
     response={
         200: QueuedOut,

@@ -14,8 +14,8 @@ from pathlib import Path
 from django import forms
 from django.contrib.auth.models import AbstractBaseUser
 
+from externals.folders import allowed_roots, folder_refusal
 from externals.models import DEFAULT_STALE_AFTER_DAYS, Source
-from externals.pipeline import folder_refusal
 from externals.services import MAX_STALE_AFTER_DAYS, MIN_STALE_AFTER_DAYS, SOURCE_TIER_VALUES
 from notes.forms import space_choices
 from notes.models import TrustTier
@@ -119,9 +119,18 @@ class FolderSourceForm(SourceBaseForm):
     location = forms.CharField(
         max_length=2000,
         label="Folder path on the server",
-        help_text="An absolute path the server can read, e.g. /srv/docs (staff: any folder; "
-        "others: inside the folders the operator allows with LODE_SOURCE_FOLDER_ROOTS).",
     )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Names the folders the operator allows (LODE_SOURCE_FOLDER_ROOTS), as the errors do.
+        roots = allowed_roots()
+        self.fields["location"].help_text = (
+            f"An absolute path inside {', '.join(roots)}: the folders this server's operator "
+            "allows."
+            if roots
+            else "This server's operator allows no server folders."
+        )
 
     def clean_location(self) -> str:
         raw = self.cleaned_data["location"].strip()

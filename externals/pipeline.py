@@ -49,13 +49,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from externals import extract as extractors
 from externals.annotations import migrate_annotations
 from externals.fetch import FetchError, fetch_url
+from externals.folders import source_scan_refusal
 from externals.models import Annotation, ScanRecord, Source, SourceItem, stale_cutoff
 from notes.models import Document, TrustTier, Version
 from notes.services import version_create
@@ -112,65 +112,6 @@ SECRET_FILE_PATTERNS = (
 )
 # Directories never descended into, listed once as rejected.
 SECRET_DIR_NAMES = frozenset({".git", ".hg", ".svn", ".ssh", ".gnupg", ".aws"})
-
-
-def _inside_allowed_roots(location: str) -> bool:
-    real = os.path.realpath(location)
-    for root in settings.LODE_SOURCE_FOLDER_ROOTS:
-        root_real = os.path.realpath(root)
-        if real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep):
-            return True
-    return False
-
-
-def folder_not_allowed_message() -> str:
-    """The one message a non-staff account gets for any folder it may not mirror, whatever
-    the reason (outside the roots, missing, not a folder, a link, unreadable), so that the
-    answer says nothing about what exists on the server's disk."""
-    if not settings.LODE_SOURCE_FOLDER_ROOTS:
-        return "Only staff accounts may mirror server folders on this server."
-    allowed = ", ".join(settings.LODE_SOURCE_FOLDER_ROOTS)
-    return (
-        "This folder cannot be mirrored. Server folders can be mirrored only from inside: "
-        f"{allowed} (an existing folder the server can read)."
-    )
-
-
-def folder_refusal(owner: AbstractBaseUser, location: str) -> str:
-    """Why `owner` may not mirror the server folder `location`, or "".
-
-    A folder source reads the server's disk, so it is the server operator's decision: staff
-    accounts may mirror any folder; everyone else only folders inside the roots listed in
-    `LODE_SOURCE_FOLDER_ROOTS` (resolved, so `..` and symlinks cannot climb out).
-
-    The path must be absolute (said as such: that is about the input, not the disk). Staff
-    are told precisely what is wrong (missing, not a folder, a symbolic link, unreadable);
-    every other account gets `folder_not_allowed_message()` for all of those and for a path
-    outside the roots alike (issue 10, item 7).
-    """
-    path = Path(location)
-    if not path.is_absolute():
-        return "Give an absolute path (starting with /)."
-    staff = bool(getattr(owner, "is_staff", False))
-    if not staff and not _inside_allowed_roots(location):
-        return folder_not_allowed_message()
-    problem = _folder_problem(path)
-    if problem:
-        return problem if staff else folder_not_allowed_message()
-    return ""
-
-
-def _folder_problem(path: Path) -> str:
-    """What is wrong with `path` as a folder to mirror, precisely (for staff), or ""."""
-    if path.is_symlink():
-        return f"{path} is a symbolic link; links are not followed."
-    if not path.exists():
-        return f"No folder exists at {path}."
-    if not path.is_dir():
-        return f"{path} is a file, not a folder."
-    if not os.access(path, os.R_OK | os.X_OK):
-        return f"The server cannot read the folder {path}."
-    return ""
 
 
 def is_secret_name(name: str) -> bool:
@@ -761,13 +702,12 @@ def _folder_root(source: Source) -> Path:
         if root.is_symlink() or not root.is_dir():
             raise ItemFailed("the uploaded file's folder is missing")
         return root
-    root = Path(source.location)
     # Re-checked on every scan: the folder or the allowed roots may have changed since the
-    # source was added (and non-staff owners get one message for all).
-    refusal = folder_refusal(source.owner, str(root))
+    # source was added (externals.folders; non-staff owners get one message for all).
+    refusal = source_scan_refusal(source)
     if refusal:
         raise ItemFailed(refusal)
-    return root
+    return Path(source.location)
 
 
 def _settle_status(record: ScanRecord, scan: _Scan) -> None:

@@ -29,6 +29,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from externals.folders import folder_refusal
 from externals.models import (
     DEFAULT_STALE_AFTER_DAYS,
     Annotation,
@@ -39,7 +40,6 @@ from externals.models import (
 )
 from externals.pipeline import (
     claim_scan,
-    folder_refusal,
     scan_source,
     sync_source_flags,
     upload_folder,
@@ -66,8 +66,8 @@ SAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._ -]+")
 def _check_location(kind: str, location: str, owner: AbstractBaseUser) -> str:
     location = (location or "").strip()
     if kind == Source.Kind.FOLDER:
-        # Precise reasons for staff; one "not allowed" message for everyone else, whatever
-        # the reason, so nothing about the server's disk is revealed (pipeline.folder_refusal).
+        # Only inside the operator's roots, never lode's own folders; precise reasons for
+        # staff, one "not allowed" message for everyone else (externals.folders).
         refusal = folder_refusal(owner, location)
         if refusal:
             raise ValidationError(refusal)

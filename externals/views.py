@@ -36,6 +36,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from externals import selectors, services
 from externals.annotations import annotations_for, may_delete
 from externals.extract import MARKDOWN_EXTENSIONS, TEXT_EXTRACTOR
+from externals.folders import source_scan_refusal
 from externals.forms import (
     MAX_UPLOAD_TOTAL_BYTES,
     SOURCE_FORMS,
@@ -296,6 +297,7 @@ def _detail_page(
             **_role_context(request, source),
             "new_secret": new_secret,
             "webhook_url": _webhook_url(request, source),
+            "scan_refusal": source_scan_refusal(source),
         },
     )
 
@@ -331,6 +333,9 @@ def scan_now(request: HttpRequest, source_id: int) -> HttpResponse:
     source = _source_or_404(request, source_id, Role.EDITOR)
     if not source.enabled:
         messages.error(request, "This source is disabled; enable it before scanning.")
+        return redirect("externals:source", source_id=source.pk)
+    if source_scan_refusal(source):  # the page says why (`scan_refusal`)
+        messages.error(request, "This folder cannot be scanned now; the page says why.")
         return redirect("externals:source", source_id=source.pk)
     since = scan_running_since(source)
     if since is not None:

@@ -126,6 +126,36 @@ def env_hosts(name: str) -> list[str]:
     return hosts
 
 
+def folder_roots(name: str, default: str, *, lode_folders: dict[str, Path]) -> list[str]:
+    """Folders that folder sources may read (`name`, comma-separated; `~` expanded); unset:
+    `default` when it expands to an absolute path (nothing is created); set but empty: none.
+
+    Each must be absolute and must not be, or lie inside, one of `lode_folders` (what each
+    is → its path): a root there would hand lode's own files to every folder source. A root
+    that holds them is allowed; `externals.folders` keeps lode's folders out of it."""
+    raw = os.environ.get(name)
+    if raw is None:
+        path = os.path.expanduser(default)
+        return [path] if os.path.isabs(path) else []
+    roots = []
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        path = os.path.expanduser(item)
+        if not os.path.isabs(path) or "\0" in path:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not an absolute path")
+        real = Path(os.path.realpath(path))
+        for what, folder in lode_folders.items():
+            own = Path(os.path.realpath(folder))
+            if real == own or own in real.parents:
+                raise ImproperlyConfigured(
+                    f"{name}: {item!r} is inside {what} ({own}); folder sources may never "
+                    "read lode's own files"
+                )
+        roots.append(os.path.normpath(path))
+    return roots
+
+
 def data_dir(base_dir: Path) -> Path:
     """The data folder (`LODE_DATA_DIR`, default `./var/`), created if missing."""
     raw = os.environ.get("LODE_DATA_DIR", "")

@@ -355,9 +355,14 @@ LODE_FETCH_MAX_BYTES = env.env_int("LODE_FETCH_MAX_BYTES", 5_000_000, minimum=10
 LODE_FETCH_MIN_BYTES_PER_SECOND = env.env_int("LODE_FETCH_MIN_BYTES_PER_SECOND", 1000, minimum=0)
 # Only globally routable addresses are fetched (SSRF) unless this is on.
 LODE_FETCH_ALLOW_PRIVATE = env.env_bool("LODE_FETCH_ALLOW_PRIVATE", False)
-# Folder sources read the server's disk: staff may mirror any folder, other accounts only
-# folders inside these roots (comma-separated absolute paths; empty = staff only).
-LODE_SOURCE_FOLDER_ROOTS = env.env_list("LODE_SOURCE_FOLDER_ROOTS", [])
+# Folder sources read the server's disk: every account may mirror only folders inside these
+# roots (comma-separated absolute paths; unset = ~/lode-imports, set empty = none), never
+# lode's own folders (externals/folders.py).
+LODE_SOURCE_FOLDER_ROOTS = env.folder_roots(
+    "LODE_SOURCE_FOLDER_ROOTS",
+    "~/lode-imports",
+    lode_folders={"the data folder": DATA_DIR, "the project folder": BASE_DIR},
+)
 # Push-triggered re-index: largest webhook body accepted (larger → 413, unread).
 LODE_WEBHOOK_MAX_BODY_BYTES = env.env_int("LODE_WEBHOOK_MAX_BODY_BYTES", 1_000_000, minimum=1024)
 # Refused webhook deliveries allowed per remote address per five minutes (then 429 until

@@ -35,6 +35,7 @@ EXPLICIT: dict[str, str] = {
     "notes.sources": "models",
     "externals.extract": "models",
     "externals.fetch": "models",
+    "externals.folders": "models",
     # Spaces (issue 15): the app's wiring and the personal space every new account gets.
     "spaces.apps": "models",
     "spaces.signals": "models",

@@ -13,7 +13,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from externals import pipeline, services
+from externals import folders, pipeline, services
 from externals.models import ScanRecord, Source
 
 pytestmark = pytest.mark.django_db
@@ -111,31 +111,35 @@ def test_the_service_gives_non_staff_one_message_for_every_refusal(alice, disk, 
                 owner=alice, name=f"s{n}", kind="folder", location=str(disk[case])
             )
         messages.add(tuple(refused.value.messages))
-    assert messages == {(pipeline.folder_not_allowed_message(),)}
+    assert messages == {(folders.folder_not_allowed_message(),)}
 
 
-def test_without_roots_non_staff_hear_only_staff_may(alice, disk, settings):
+def test_without_roots_nobody_may_mirror_a_folder(alice, disk, settings):
     settings.LODE_SOURCE_FOLDER_ROOTS = []
+    alice.is_staff = alice.is_superuser = True
     for case in ("good", "outside, missing", "system folder"):
-        assert pipeline.folder_refusal(alice, str(disk[case])) == (
-            "Only staff accounts may mirror server folders on this server."
+        assert folders.folder_refusal(alice, str(disk[case])) == (
+            "This server mirrors no server folders: its operator has not set any folder "
+            "roots (LODE_SOURCE_FOLDER_ROOTS)."
         )
 
 
-def test_staff_still_get_precise_reasons(alice, disk, unreadable):
+def test_staff_get_precise_reasons_inside_the_roots_and_the_roots_outside(alice, disk, unreadable):
     alice.is_staff = True
     expected = {
         "inside, missing": "No folder exists at",
         "inside, a file": "is a file, not a folder",
         "inside, a link": "is a symbolic link",
         "inside, unreadable": "cannot read the folder",
-        "outside, missing": "No folder exists at",
-        "outside, a file": "is a file, not a folder",
     }
     for case, words in expected.items():
-        assert words in pipeline.folder_refusal(alice, str(disk[case])), case
-    assert pipeline.folder_refusal(alice, str(disk["outside, exists"])) == ""
-    assert pipeline.folder_refusal(alice, "relative/path").startswith("Give an absolute path")
+        assert words in folders.folder_refusal(alice, str(disk[case])), case
+    for case in ("outside, exists", "outside, missing", "outside, a file", "system folder"):
+        assert folders.folder_refusal(alice, str(disk[case])) == (
+            folders.folder_not_allowed_message()
+        ), case
+    assert folders.folder_refusal(alice, str(disk["good"])) == ""
+    assert folders.folder_refusal(alice, "relative/path").startswith("Give an absolute path")
 
 
 def test_a_scan_of_a_vanished_folder_says_not_allowed_to_non_staff(alice, disk, monkeypatch):
@@ -148,5 +152,5 @@ def test_a_scan_of_a_vanished_folder_says_not_allowed_to_non_staff(alice, disk, 
     disk["good"].rmdir()
     record = pipeline.scan_source(source)
     assert record.status == ScanRecord.Status.FAILED
-    assert record.error == pipeline.folder_not_allowed_message()
+    assert record.error == folders.folder_not_allowed_message()
     assert record.items_pruned == 0

@@ -9,8 +9,10 @@ Externals are built directly from the models (a `notes.Document` of kind "extern
 from __future__ import annotations
 
 import re
+import tempfile
 from datetime import timedelta
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -160,10 +162,15 @@ def form_data(kind: str, **fields) -> dict:
     return {f"{kind}-{key}": value for key, value in base.items()}
 
 
+MISSING_FOLDER = Path(tempfile.gettempdir()) / "no-such-folder-anywhere"
+
+
 @pytest.mark.parametrize(
     ("location", "message"),
     [
-        ("/no/such/folder/anywhere", "No folder exists at /no/such/folder/anywhere."),
+        # Inside the test settings' root (the temporary directory): outside it, staff too
+        # hear only which folders are allowed (test_externals_folder_roots.py).
+        (str(MISSING_FOLDER), f"No folder exists at {MISSING_FOLDER}."),
         ("relative/path", "Give an absolute path"),
     ],
 )
@@ -331,9 +338,11 @@ def test_queued_scan_polls_until_a_newer_scan_appears(alice_client, source):
     assert 'data-state="running"' in body and "hx-get" in body
 
 
-def test_scan_now_enqueues_a_refresh(alice_client, source, monkeypatch):
+def test_scan_now_enqueues_a_refresh(alice_client, source, monkeypatch, tmp_path):
     from externals import views
 
+    source.location = str(tmp_path)  # a folder "Scan now" may scan (inside the roots)
+    source.save()
     calls = []
     monkeypatch.setattr(views, "_enqueue", lambda s, trigger: calls.append((s.pk, trigger)))
     previous = ScanRecord.objects.create(source=source, status=ScanRecord.Status.OK)

@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from externals import extract as extractors
-from externals import pipeline, services, tasks
+from externals import folders, pipeline, services, tasks
 from externals.models import ScanRecord, Source, SourceItem
 from notes.models import Document, TrustTier, Version
 from retrieval.models import Passage
@@ -222,7 +222,7 @@ def test_missing_folder_fails_the_scan_and_prunes_nothing(alice, docs, tmp_path)
     record = pipeline.scan_source(source)
     assert record.status == ScanRecord.Status.FAILED
     # alice is not staff: the one "not allowed" message, nothing about what is on disk.
-    assert record.error == pipeline.folder_not_allowed_message() and record.items_pruned == 0
+    assert record.error == folders.folder_not_allowed_message() and record.items_pruned == 0
     assert SourceItem.objects.filter(source=source).count() == 3
     assert len(found(alice, "certbot")) == 1
 
@@ -562,10 +562,10 @@ def test_an_embedding_failure_is_recorded_and_keeps_the_content_searchable(
 # --- who may mirror a server folder -----------------------------------------------------------
 
 
-def test_folder_sources_only_inside_allowed_roots_unless_staff(alice, tmp_path, settings):
-    """A folder source reads the server's disk: ordinary accounts only inside
-    LODE_SOURCE_FOLDER_ROOTS (no climbing out with .. or symlinks), staff anywhere, and a
-    scan re-checks in case the roots changed."""
+def test_folder_sources_only_inside_allowed_roots_for_every_account(alice, tmp_path, settings):
+    """A folder source reads the server's disk: every account, staff too, only inside
+    LODE_SOURCE_FOLDER_ROOTS (no climbing out with .. or symlinks), and a scan re-checks in
+    case the roots changed."""
     from django.core.exceptions import ValidationError
 
     from externals.pipeline import scan_source
@@ -586,14 +586,16 @@ def test_folder_sources_only_inside_allowed_roots_unless_staff(alice, tmp_path, 
             source_create(owner=alice, name=f"no{i}", kind="folder", location=str(refused))
 
     settings.LODE_SOURCE_FOLDER_ROOTS = []
-    with pytest.raises(ValidationError, match="Only staff"):
+    with pytest.raises(ValidationError, match="mirrors no server folders"):
         source_create(owner=alice, name="none", kind="folder", location=str(allowed / "docs"))
     record = scan_source(ok)  # the roots changed after the source was added
-    assert record.status == "failed" and "Only staff" in record.error
+    assert record.status == "failed" and "mirrors no server folders" in record.error
 
-    alice.is_staff = True
+    alice.is_staff = alice.is_superuser = True
     alice.save()
-    assert source_create(owner=alice, name="staff", kind="folder", location=str(outside))
+    settings.LODE_SOURCE_FOLDER_ROOTS = [str(allowed)]
+    with pytest.raises(ValidationError, match="only from inside"):
+        source_create(owner=alice, name="staff", kind="folder", location=str(outside))
     assert scan_source(ok).status == "ok"
 
 
