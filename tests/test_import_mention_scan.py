@@ -10,12 +10,13 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.urls import reverse
 from django_tasks_db.models import DBTaskResult
 
 from notes import services
 from notes.models import Document
 from retrieval.index.health import index_health
-from retrieval.index.sync import scan_title_mentions
+from retrieval.index.sync import scan_title_mentions, sync_pending_vectors
 from retrieval.models import Edge
 from tests import factories
 
@@ -140,3 +141,22 @@ def test_only_mention_edges_are_excused_while_a_scan_is_queued(
     assert report.edges.missing == report.edges.missing_mentions + 1
     assert report.problems[0] == "1 edges the head versions give are missing from the graph"
     assert report.pending  # the scan is still queued, and said so
+
+
+@pytest.mark.django_db
+def test_the_admin_report_says_pending_while_the_scan_is_queued(
+    alice, staff_client, private_vectors, django_capture_on_commit_callbacks
+):
+    import_three_batches(alice, django_capture_on_commit_callbacks)
+    sync_pending_vectors.call()  # the vectors in step (the admin checks them too); not the scan
+    url = reverse("admin:retrieval_index_health") + "?edges=1"
+    page = staff_client.get(url).content.decode()
+    verdict = page.split('id="index-health-verdict">', 1)[1].split("</p>", 1)[0]
+    problems = page.split('id="index-health-problems">', 1)[-1][:600]
+    assert "Pending: nothing is wrong" in verdict and "Unhealthy" not in verdict, problems
+    assert 'id="index-health-pending"' in page
+    assert "3 title-mention scans are queued or running" in page
+
+    DBTaskResult.objects.filter(task_path=scan_title_mentions.module_path).update(status="FAILED")
+    page = staff_client.get(url).content.decode()
+    assert "Unhealthy." in page and 'id="index-health-pending"' not in page

@@ -98,10 +98,13 @@ class EdgeHealth:
         """Work the worker has queued that will bring the graph in step (not a problem)."""
         if not self.checked or not self.mention_scans:
             return []
-        return [
-            f"{self.mention_scans} title-mention scans are queued or running"
-            + (f"; {self.awaited} mention edges wait for them" if self.awaited else "")
-        ]
+        scans = self.mention_scans
+        edges = self.awaited
+        said = f"{scans} title-mention scan{'s are' if scans > 1 else ' is'} queued or running"
+        if edges:
+            said += f"; {edges} mention edge{'s wait' if edges > 1 else ' waits'} for "
+            said += "them" if scans > 1 else "it"
+        return [said]
 
     @property
     def problems(self) -> list[str]:
