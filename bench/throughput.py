@@ -70,8 +70,7 @@ def load_corpus(env: dict[str, str], notes: int, cache: str | None) -> tuple[str
     account's password and an API token."""
     manage(env, "migrate", "--noinput")
     manage(env, "collectstatic", "--noinput", "-v", "0")
-    manage(env, "lode_first_user")
-    login = (Path(env["LODE_DATA_DIR"]) / "first-login.txt").read_text()
+    login = manage(env, "lode_first_user")  # the password is printed once, never stored
     password = re.search(r"password: (\S+)", login).group(1)
     started = time.monotonic()
     manage(env, "lode_load_beir", str(SCIFACT), "--limit", str(notes), "--user", "lode",
