@@ -24,7 +24,7 @@ from django.http import HttpRequest
 from ninja import Schema
 from ninja.parser import Parser
 from ninja.schema import DjangoGetter
-from pydantic import model_validator
+from pydantic import ConfigDict, model_validator
 from pydantic_core import PydanticCustomError
 
 # Deeper than any body the API's schemas describe (the graph query is four levels deep),
@@ -86,8 +86,24 @@ def json_type_name(value: object) -> str:
     return _JSON_TYPES.get(type(value), type(value).__name__)
 
 
+def _integral_floats_as_ints(value: Any) -> Any:
+    """JSON Schema counts `516.0` as an integer; strict pydantic does not, so whole floats
+    become ints (request bodies have no float fields)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_integral_floats_as_ints(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _integral_floats_as_ints(item) for key, item in value.items()}
+    return value
+
+
 class BodySchema(Schema):
-    """The base of request-body schemas: the body must be a JSON object (422 otherwise)."""
+    """The base of request-body schemas: the body must be a JSON object, and each field of
+    the JSON type its schema declares — strict, so `0` is not `false` and `"1"` is not `1`,
+    as the OpenAPI schema says (422 otherwise)."""
+
+    model_config = ConfigDict(strict=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -100,4 +116,4 @@ class BodySchema(Schema):
                 "The request body must be a JSON object, not {got}.",
                 {"got": json_type_name(value)},
             )
-        return data
+        return _integral_floats_as_ints(value)

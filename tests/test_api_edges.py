@@ -165,6 +165,26 @@ def test_patching_a_space_with_an_array_is_a_422(alice_client, alice_note):
     assert "not an array" in json.dumps(detail_of(response))
 
 
+@pytest.mark.parametrize(
+    "body", ['{"no_egress": 0}', '{"public_links_enabled": "true"}', '{"name": 5}']
+)
+def test_a_field_of_the_wrong_json_type_is_a_422(alice_client, alice_note, body):
+    space = Space.objects.get(pk=alice_note.space_id)
+    url = f"/api/spaces/{space.pk}"
+    response = alice_client.patch(url, body, content_type="application/json")
+    assert response.status_code == 422, response.content[:200]
+    refreshed = Space.objects.get(pk=space.pk)
+    assert (refreshed.name, refreshed.no_egress) == (space.name, space.no_egress)
+
+
+def test_a_whole_number_written_as_a_float_is_an_integer(alice_client, alice_note):
+    url = f"/api/spaces/move/document/{alice_note.pk}"
+    body = json.dumps({"to_space": float(alice_note.space_id)})
+    response = alice_client.post(url, body, content_type="application/json")
+    assert response.status_code == 400  # read as the id: "It is already in Personal."
+    assert "already in" in detail_of(response)
+
+
 # --------------------------------------------------------------------------
 # Authentication and CSRF
 # --------------------------------------------------------------------------
