@@ -70,7 +70,7 @@ def measure(base: str, token: str, args) -> dict[str, list[float]]:
     async def run() -> None:
         http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(600))
         transport = streamable_http_client(f"{base}/mcp", http_client=http)
-        async with Client(transport) as client, httpx.AsyncClient(
+        async with http, Client(transport) as client, httpx.AsyncClient(
             base_url=base, headers=headers, timeout=600
         ) as api:
             for text in texts[:3]:  # warm up: the models loaded in every worker

@@ -39,10 +39,11 @@ def http_call(url: str, token: str | None, steps: Any) -> Any:
 
     async def run() -> Any:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        http_client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(300))
-        transport = streamable_http_client(url, http_client=http_client)
-        async with Client(transport) as client:
-            return await steps(client)
+        timeout = httpx2.Timeout(300)
+        async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http_client:
+            transport = streamable_http_client(url, http_client=http_client)
+            async with Client(transport) as client:
+                return await steps(client)
 
     return anyio.run(run)
 
@@ -372,3 +373,41 @@ def test_stdio_serves_the_tools_for_a_token(transactional_db, tmp_path):
     assert refused.returncode != 0 and "not known" in refused.stderr
     if connection.vendor == "postgresql":
         assert McpCall.objects.filter(transport="stdio").count() == 2
+
+
+def test_http_ask_through_a_remote_answerer_writes_its_egress_row(corpus, mcp_url, fake_llm):
+    from retrieval.models import EgressLog
+
+    fake_llm.reply({"claims": []}).reply({"claims": []})
+    _, raw = token_create(user=corpus["alice"], name="agent")
+
+    async def steps(client):
+        return await client.call_tool(
+            "ask", {"question": "Which maxmemory-policy is set on the cache?"}
+        )
+
+    body = payload(http_call(mcp_url, raw, steps))
+    assert body["claims"] == []
+    row = EgressLog.objects.get()
+    assert row.user == corpus["alice"] and row.purpose == EgressLog.Purpose.QA
+    assert row.chars_sent > 0
+
+
+def test_ask_with_a_token_over_several_spaces_must_name_one(corpus, mcp_url):
+    team = corpus["team"]
+    personal = corpus["alice"].personal_space
+    _, raw = token_create(user=corpus["alice"], name="two", space_ids=[team.pk, personal.pk])
+
+    async def steps(client):
+        unnamed = await client.call_tool("ask", {"question": "Who rotates the certs?"})
+        named = await client.call_tool(
+            "ask", {"question": "Who rotates the certs?", "space": team.pk}
+        )
+        return unnamed, named
+
+    unnamed, named = http_call(mcp_url, raw, steps)
+    assert "pass `space`" in refusal(unnamed)
+    body = payload(named)
+    assert body["space"] == team.pk
+    cited = {s["document_title"] for c in body["claims"] for s in c["support"]}
+    assert cited <= {"Team certs"}
