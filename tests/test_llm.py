@@ -12,6 +12,7 @@ import time
 
 import pytest
 from django.db import transaction
+from tenacity import RetryCallState, Retrying
 
 from retrieval.answer.entailment import (
     EntailmentUnavailable,
@@ -22,6 +23,7 @@ from retrieval.answer.entailment import (
 from retrieval.answer.llm import (
     ChatClient,
     LLMError,
+    _RetryableFailure,
     parse_json_content,
     quote_tag,
     schema_errors,
@@ -144,7 +146,7 @@ def test_cut_off_json_without_finish_reason_says_it_ends_early(fake_llm, db) -> 
         ("I think the answer is yes.", "not valid JSON"),
         ('{"answer": "a",, }', "not valid JSON"),
         ('{"answer": 42}', "does not match the test schema"),
-        ('{"answer": "a", "confidence": 0.9}', "unexpected 'confidence'"),
+        ('{"answer": "a", "confidence": 0.9}', r"\('confidence' was unexpected\)"),
         ('["answer"]', "not an object"),
         ("", "empty answer"),
     ],
@@ -221,10 +223,27 @@ def test_retries_are_bounded(fake_llm, db, settings) -> None:
     assert EgressLog.objects.count() == 3
 
 
+def _after_attempt(number: int, failure: Exception | None = None) -> RetryCallState:
+    """tenacity's state after attempt `number` failed with `failure`."""
+    state = RetryCallState(retry_object=Retrying(), fn=None, args=(), kwargs={})
+    state.attempt_number = number
+    if failure is not None:
+        state.set_exception((type(failure), failure, None))
+    return state
+
+
 def test_backoff_doubles_and_is_capped() -> None:
     client = ChatClient(base_url="http://127.0.0.1:9/v1")
     client.backoff_seconds, client.max_backoff_seconds = 0.5, 3.0
-    assert [client._delay(n, None) for n in range(4)] == [0.5, 1.0, 2.0, 3.0]
+    assert [client._wait(_after_attempt(n)) for n in range(1, 5)] == [0.5, 1.0, 2.0, 3.0]
+
+
+def test_retry_after_lengthens_the_backoff_up_to_the_cap() -> None:
+    client = ChatClient(base_url="http://127.0.0.1:9/v1")
+    client.backoff_seconds, client.max_backoff_seconds = 0.5, 3.0
+    assert client._wait(_after_attempt(1, _RetryableFailure("HTTP 429", retry_after=2))) == 2.0
+    assert client._wait(_after_attempt(1, _RetryableFailure("HTTP 429", retry_after=60))) == 3.0
+    assert client._wait(_after_attempt(3, _RetryableFailure("HTTP 503", retry_after=1))) == 2.0
 
 
 def test_timeout_is_an_error(fake_llm, db, settings) -> None:
@@ -309,8 +328,17 @@ def test_json_fence_inside_a_string_is_not_mistaken_for_a_wrapper() -> None:
 
 
 def test_schema_errors_treat_bool_as_not_integer() -> None:
-    assert schema_errors({"answer": "a", "n": True}, SCHEMA) == ["$.n: expected integer, got bool"]
+    assert schema_errors({"answer": "a", "n": True}, SCHEMA) == [
+        "$.n: True is not of type 'integer'"
+    ]
     assert schema_errors({"answer": "a", "n": 1}, SCHEMA) == []
+
+
+def test_schema_errors_name_each_place_the_value_breaks_the_schema() -> None:
+    errors = schema_errors({"n": "3", "extra": 1}, SCHEMA)
+    assert "$: 'answer' is a required property" in errors
+    assert "$.n: '3' is not of type 'integer'" in errors
+    assert any(e.startswith("$: Additional properties are not allowed ('extra'") for e in errors)
 
 
 def test_quote_tag_avoids_the_quoted_texts_and_is_deterministic() -> None:

@@ -1,5 +1,5 @@
 """The OpenAI-compatible chat client lode's remote answerer and LLM judge talk through
-(issue 5 item 3; MODELS.md "Language models").
+(MODELS.md "Language models").
 
 `ChatClient.complete_json` POSTs to `{LODE_LLM_BASE_URL}/chat/completions` (the base URL
 includes `/v1`) asking for JSON-schema output (`response_format: json_schema`, strict), with
@@ -16,14 +16,14 @@ first, nothing is sent.
 Failure is always an `LLMError` with a clear message, never a half-parsed result:
 
 * transport: timeouts (`LODE_LLM_TIMEOUT_SECONDS`), connection and protocol errors, HTTP 429
-  and 5xx are retried up to `LODE_LLM_MAX_RETRIES` times with exponential backoff (a numeric
-  `Retry-After` is honoured up to the cap); other 4xx fail at once (retrying a bad request
-  cannot help);
+  and 5xx are retried (by `tenacity`) up to `LODE_LLM_MAX_RETRIES` times with exponential
+  backoff (a numeric `Retry-After` is honoured up to the cap); other 4xx fail at once
+  (retrying a bad request cannot help);
 * content: `finish_reason` "length" (cut off at `max_tokens`) is "truncated"; a missing,
   empty or refused message, JSON that does not parse, or JSON that does not match the schema
-  is "malformed". Parsing is forgiving only where that cannot change meaning: a ```json
-  fence around the object is removed, raw newlines inside strings (tiny models emit them) are
-  accepted, and prose around a single object is ignored.
+  (checked by `jsonschema`) is "malformed". Parsing is forgiving only where that cannot change
+  meaning: a ```json fence around the object is removed, raw newlines inside strings (tiny
+  models emit them) are accepted, and prose around a single object is ignored.
 
 The API key is sent as `Authorization: Bearer …` and never stored: the request kept for the
 trace shows `[REDACTED:api-key]`, and the key's literal text is redacted from the messages.
@@ -45,6 +45,14 @@ from typing import Any
 import httpx
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from jsonschema import Draft202012Validator
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
 
 from lode_site import budget
 from retrieval.answer.egress import EgressLogError, destination_host, log_egress
@@ -73,6 +81,15 @@ class LLMError(Exception):
         super().__init__(message)
         self.request = request
         self.response = response
+
+
+class _RetryableFailure(Exception):
+    """An attempt failed in a way another attempt may not: a timeout, a dropped connection,
+    HTTP 429 or 5xx. str() says how; `retry_after` is the server's numeric `Retry-After`."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 # --- parsing -------------------------------------------------------------------------------
@@ -125,71 +142,13 @@ def parse_json_content(content: str) -> Any:
     raise LLMError(f"the model's output is not valid JSON: {where}")
 
 
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "object": (dict,),
-    "array": (list,),
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "null": (type(None),),
-}
-
-
-def schema_errors(value: Any, schema: Mapping[str, Any], path: str = "$") -> list[str]:
-    """Where `value` breaks `schema`, for the JSON-schema subset lode's schemas use: type,
-    properties, required, additionalProperties false, items, minItems/maxItems, enum.
-    Empty means valid. (A bool is not an integer here, unlike in Python.)"""
-    wrong_type = _type_error(value, schema, path)
-    if wrong_type is not None:
-        return [wrong_type]
-    if "enum" in schema and value not in schema["enum"]:
-        return [f"{path}: {value!r} is not one of {schema['enum']}"]
-    if isinstance(value, dict):
-        return _object_errors(value, schema, path)
-    if isinstance(value, list):
-        return _array_errors(value, schema, path)
-    return []
-
-
-def _type_error(value: Any, schema: Mapping[str, Any], path: str) -> str | None:
-    """The error when `value` is not of the schema's `type`, or None (no `type`, or it fits)."""
-    expected = schema.get("type")
-    if expected is None:
-        return None
-    kinds = _JSON_TYPES.get(expected, (object,))
-    # Python's bool is an int; JSON's true is not a number.
-    bool_as_number = isinstance(value, bool) and expected in ("integer", "number")
-    if isinstance(value, kinds) and not bool_as_number:
-        return None
-    return f"{path}: expected {expected}, got {type(value).__name__}"
-
-
-def _object_errors(value: dict, schema: Mapping[str, Any], path: str) -> list[str]:
-    """`required`, then each member against `properties` (or `additionalProperties`)."""
-    properties = schema.get("properties", {})
-    errors = [
-        f"{path}: missing {name!r}" for name in schema.get("required", ()) if name not in value
-    ]
-    for name, item in value.items():
-        if name in properties:
-            errors += schema_errors(item, properties[name], f"{path}.{name}")
-        elif schema.get("additionalProperties") is False:
-            errors.append(f"{path}: unexpected {name!r}")
-    return errors
-
-
-def _array_errors(value: list, schema: Mapping[str, Any], path: str) -> list[str]:
-    """`minItems`, `maxItems`, then each item against `items`."""
-    errors: list[str] = []
-    if len(value) < schema.get("minItems", 0):
-        errors.append(f"{path}: fewer than {schema['minItems']} items")
-    if "maxItems" in schema and len(value) > schema["maxItems"]:
-        errors.append(f"{path}: more than {schema['maxItems']} items")
-    if "items" in schema:
-        for index, item in enumerate(value):
-            errors += schema_errors(item, schema["items"], f"{path}[{index}]")
-    return errors
+def schema_errors(value: Any, schema: Mapping[str, Any]) -> list[str]:
+    """Where `value` breaks `schema` (JSON Schema draft 2020-12, checked by `jsonschema`), each
+    as "<JSON path>: <reason>", in document order. Empty means valid. A JSON `true` is not an
+    integer, as JSON Schema says (Python's bool is an int)."""
+    validator = Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(value), key=lambda error: error.json_path)
+    return [f"{error.json_path}: {error.message}" for error in errors]
 
 
 def quote_tag(texts: list[str]) -> str:
@@ -321,13 +280,23 @@ class ChatClient:
             )
         return ""
 
-    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
-        delay = min(self.backoff_seconds * (2**attempt), self.max_backoff_seconds)
-        if response is not None:
-            retry_after = response.headers.get("Retry-After", "")
-            if retry_after.strip().isdigit():
-                delay = min(max(delay, float(retry_after)), self.max_backoff_seconds)
+    def _wait(self, state: RetryCallState) -> float:
+        """Seconds before the next attempt: `backoff_seconds` doubled per retry, capped at
+        `max_backoff_seconds`; a numeric `Retry-After` lengthens it, up to the same cap."""
+        delay = wait_exponential(multiplier=self.backoff_seconds, max=self.max_backoff_seconds)(
+            state
+        )
+        failure = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(failure, _RetryableFailure) and failure.retry_after is not None:
+            delay = min(max(delay, failure.retry_after), self.max_backoff_seconds)
         return delay
+
+    @staticmethod
+    def _sleep(seconds: float) -> None:
+        """Wait between attempts; waiting on the endpoint is not this server's work, so the
+        request's time budget is paused."""
+        with budget.paused():
+            time.sleep(seconds)
 
     def complete_json(
         self,
@@ -362,67 +331,79 @@ class ChatClient:
             "sha256": hashlib.sha256(body).hexdigest(),
         }
         attempts = self.max_retries + 1
-        failure = ""
-        response: httpx.Response | None = None
+        retrying = Retrying(
+            stop=stop_after_attempt(attempts),
+            wait=self._wait,
+            retry=retry_if_exception_type(_RetryableFailure),
+            sleep=self._sleep,
+            reraise=True,
+        )
+        egress = {
+            "user": user,
+            "purpose": purpose,
+            "items": items,
+            "chars_sent": chars_sent,
+            "redaction_count": redaction_count + extra,
+            "withheld_count": withheld_count,
+            "item_chars": item_chars,
+        }
         with httpx.Client(timeout=self.timeout, transport=self.transport) as http:
-            for attempt in range(attempts):
-                if attempt:
-                    with budget.paused():  # waiting on the endpoint: not this server's work
-                        time.sleep(self._delay(attempt - 1, response))
-                try:
-                    log_egress(
-                        user=user,
-                        destination_url=self.url,
-                        purpose=purpose,
-                        items=items,
-                        chars_sent=chars_sent,
-                        redaction_count=redaction_count + extra,
-                        withheld_count=withheld_count,
-                        request_body=body,
-                        item_chars=item_chars,
-                    )
-                except EgressLogError as exc:
-                    raise LLMError(f"not sent: {exc}", request=request) from exc
-                response = None
-                try:
-                    # The network wait has its own timeout; the request's time budget
-                    # (lode_site/budget.py) counts only this server's work.
-                    with budget.paused():
-                        response = http.post(self.url, content=body, headers=self._headers())
-                except httpx.TimeoutException:
-                    failure = f"timed out after {self.timeout:g} s"
-                    continue
-                except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-                    failure = f"connection failed ({type(exc).__name__}: {exc})"
-                    continue
-                except httpx.HTTPError as exc:
-                    raise LLMError(
-                        f"request to {self.host} failed: {type(exc).__name__}: {exc}",
-                        request=request,
-                    ) from exc
-                status = response.status_code
-                if status == 429 or status >= 500:
-                    text = response.text[:ERROR_BODY_CHARS]
-                    failure = f"HTTP {status}: {text}{self._hint(text)}"
-                    continue
-                if status >= 400:
-                    raise LLMError(
-                        f"the model endpoint {self.host} refused the request "
-                        f"(HTTP {status}): {response.text[:ERROR_BODY_CHARS]}"
-                        f"{self._hint(response.text[:ERROR_BODY_CHARS])}",
-                        request=request,
-                        response={"status": status, "text": response.text[:ERROR_BODY_CHARS]},
-                    )
-                break
-            else:
+            try:
+                response = retrying(self._attempt, http, body, request, egress)
+            except _RetryableFailure as exc:
                 tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
-                logger.warning("LLM request to %s failed after %s: %s", self.host, tries, failure)
+                logger.warning("LLM request to %s failed after %s: %s", self.host, tries, exc)
                 raise LLMError(
-                    f"the model endpoint {self.host} failed after {tries}: {failure}",
+                    f"the model endpoint {self.host} failed after {tries}: {exc}",
                     request=request,
-                )
-        assert response is not None
+                ) from None
         return self._parse(response, schema, schema_name, request, validate)
+
+    def _attempt(
+        self,
+        http: httpx.Client,
+        body: bytes,
+        request: dict[str, Any],
+        egress: Mapping[str, Any],
+    ) -> httpx.Response:
+        """One attempt: commit its egress row, then POST `body`. Returns a 2xx/3xx response;
+        raises `_RetryableFailure` for a timeout, a connection or protocol error, HTTP 429 or
+        5xx, and LLMError for anything retrying cannot help (the row not committed, other
+        4xx, other transport errors)."""
+        try:
+            log_egress(destination_url=self.url, request_body=body, **egress)
+        except EgressLogError as exc:
+            raise LLMError(f"not sent: {exc}", request=request) from exc
+        try:
+            # The network wait has its own timeout; the request's time budget
+            # (lode_site/budget.py) counts only this server's work.
+            with budget.paused():
+                response = http.post(self.url, content=body, headers=self._headers())
+        except httpx.TimeoutException:
+            raise _RetryableFailure(f"timed out after {self.timeout:g} s") from None
+        except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+            raise _RetryableFailure(f"connection failed ({type(exc).__name__}: {exc})") from None
+        except httpx.HTTPError as exc:
+            raise LLMError(
+                f"request to {self.host} failed: {type(exc).__name__}: {exc}",
+                request=request,
+            ) from exc
+        status = response.status_code
+        text = response.text[:ERROR_BODY_CHARS]
+        if status == 429 or status >= 500:
+            retry_after = response.headers.get("Retry-After", "").strip()
+            raise _RetryableFailure(
+                f"HTTP {status}: {text}{self._hint(text)}",
+                retry_after=float(retry_after) if retry_after.isdigit() else None,
+            )
+        if status >= 400:
+            raise LLMError(
+                f"the model endpoint {self.host} refused the request "
+                f"(HTTP {status}): {text}{self._hint(text)}",
+                request=request,
+                response={"status": status, "text": text},
+            )
+        return response
 
     def _parse(
         self,
