@@ -395,9 +395,16 @@ def _allowed_attribute(tag: str, attribute: str, value: str) -> str | None:
         return None
     if tag == "img" and attribute == "src":
         return value if image_source_allowed(value, remote_image_hosts()) else None
-    if value[:5].lower() == "data:":
+    if attribute == "href" and _is_data_url(value):
         return None
     return value
+
+
+def _is_data_url(value: str) -> bool:
+    """Whether a browser reads `value` as a `data:` URL: it drops tabs and line breaks
+    anywhere and blanks and control characters around it before reading the scheme."""
+    cleaned = value.translate({9: None, 10: None, 13: None}).lstrip("".join(map(chr, range(33))))
+    return cleaned[:5].lower() == "data:"
 
 
 _cleaner = nh3.Cleaner(

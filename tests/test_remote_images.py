@@ -142,6 +142,10 @@ def test_the_sanitiser_drops_a_remote_image_source_whatever_reaches_it():
     )
     assert tags_of(cleaned, "img") == [{"alt": "p"}, {"src": "/own.png", "alt": "o"}]
     assert "data:" not in cleaned
+    for href in (" data:text/html,x", "da&#9;ta:text/html,x", "DATA:text/html,x", "&#1;data:x"):
+        assert tags_of(rendering._cleaner.clean(f'<a href="{href}">x</a>'), "a") == [{"rel": REL}]
+    titled = rendering._cleaner.clean('<a href="/n" title="data: the numbers">x</a>')
+    assert tags_of(titled, "a") == [{"href": "/n", "title": "data: the numbers", "rel": REL}]
     with override_settings(LODE_REMOTE_IMAGE_HOSTS=["tracker.example"]):
         allowed = rendering._cleaner.clean('<img src="https://tracker.example/p.png">')
     assert tags_of(allowed, "img") == [{"src": "https://tracker.example/p.png"}]
