@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("lode_site", "notes", "externals", "retrieval", "spaces")
+PACKAGES = ("lode_site", "notes", "externals", "retrieval", "spaces", "training")
 
-# Lowest first. The names are the ones docs/architecture.md uses.
-LAYERS = ("models", "vocabulary", "index", "documents", "search", "answer", "web")
+# Lowest first. The names are the ones docs/architecture.md uses. `training` (the fitting
+# commands, not shipped) sits above the product: it may import any of it, nothing imports it.
+LAYERS = ("models", "vocabulary", "index", "documents", "search", "answer", "web", "training")
 
 # Explicit homes; anything not listed falls to the suffix rules in `layer_of`.
 EXPLICIT: dict[str, str] = {
@@ -64,6 +65,8 @@ EXPLICIT: dict[str, str] = {
     "lode_site.gunicorn_conf": "web",
     # The time budget is enforced through the lexical backends' vendor mechanism.
     "lode_site.budget": "index",
+    # The fitting and training commands behind the shipped weights (not shipped).
+    "training": "training",
     # Writing documents and versions (which indexes them) and mirroring sources.
     "notes.services": "documents",
     "notes.selectors": "documents",
@@ -253,6 +256,17 @@ def test_the_rule_catches_an_upward_import(tmp_path: Path) -> None:
     assert LAYERS.index(layer_of("retrieval.search.pipeline")) > LAYERS.index(
         layer_of("retrieval.query")
     )
+
+
+def test_nothing_in_the_product_imports_training() -> None:
+    """The training commands are not installed with lode: a product module importing one,
+    even inside a function, would fail on a user's machine."""
+    found = [
+        f"{i.importer} imports {i.imported} on line {i.line}"
+        for i in all_imports()
+        if i.imported.split(".")[0] == "training" and i.importer.split(".")[0] != "training"
+    ]
+    assert not found, "\n".join(found)
 
 
 def is_api_module(module: str) -> bool:

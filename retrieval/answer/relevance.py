@@ -10,7 +10,7 @@ question × claim pair and is used twice:
 * by the extractive answerer, to rank candidate sentences (`score_candidates`).
 
 The scorer is an L2-regularised logistic regression over standardised features of the pair
-(`FEATURE_NAMES`), fitted by `retrieval/answer/training/fit_relevance.py` on SciFact train
+(`FEATURE_NAMES`), fitted by `training/fit_relevance.py` (not shipped) on SciFact train
 (rationale sentences positive, the other sentences of the retrieved abstracts negative) and on
 the tune half of the question sets in `bench/data/questions/`; weights, means, scales, the
 threshold and what it was fitted on are in `retrieval/data/relevance.json`. The threshold is
@@ -816,7 +816,7 @@ class LogisticModel:
         if names != expected:
             raise RelevanceUnavailable(
                 "the relevance weights were fitted on other features; re-run "
-                "retrieval/answer/training/fit_relevance.py"
+                "training/fit_relevance.py"
             )
         arrays = [np.asarray(data[k], dtype=np.float64) for k in ("mean", "scale", "weights")]
         intercept, threshold = float(data["intercept"]), float(data["threshold"])

@@ -6,7 +6,7 @@ Three implementations, chosen per request (`rerank=` on the page and API) or by 
 * `learned` (default) — a linear model over features of the query–passage pair (leg scores
   and ranks, query-term coverage, exact matches, lengths), fitted with pairwise logistic
   loss on the SciFact *train* split and the tune half of the notes question set
-  (`bench/data/questions/`) by `retrieval/search/training/fit_rerank.py`; its weights are
+  (`bench/data/questions/`) by `training/fit_rerank.py` (not shipped); its weights are
   checked in as `retrieval/data/rerank_learned.json`, which records what they were fitted on.
   Features describe the pair only — never a document's identity or its training label.
 * `cross-encoder` — fastembed's `TextCrossEncoder` loaded from a local folder named by
@@ -275,7 +275,7 @@ class LinearModel:
         if names != FEATURE_NAMES:
             raise RerankUnavailable(
                 f"{path.name} was fitted on other features; "
-                "re-run retrieval/search/training/fit_rerank.py"
+                "re-run training/fit_rerank.py"
             )
         width = len(FEATURE_NAMES)
         if any(a.shape != (width,) or not np.all(np.isfinite(a)) for a in arrays) or np.any(

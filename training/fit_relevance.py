@@ -1,13 +1,18 @@
 """Fit the relevance scorer (`retrieval.answer.relevance`) and choose its threshold on data.
 
-    LODE_DATA_DIR=var/fit .venv/bin/python -m retrieval.answer.training.fit_relevance fit \
-        [--scifact ../shared/data/scifact-claims] [--questions bench/data/questions] \
-        [--notes-corpus bench/data/notes_corpus] [--lab-corpus bench/data/lab_corpus] \
-        [--cafe-corpus bench/data/cafe_corpus] [--offtopic bench/data/offtopic_questions.txt] \
-        [--cache var/relevance_embeddings.npz] [--out retrieval/data/relevance.json]
+    .venv/bin/python -m training.fit_relevance fit --questions bench/data/questions \\
+        [--scifact ../shared/data/scifact-claims] [--notes-corpus bench/data/notes_corpus] \\
+        [--lab-corpus bench/data/lab_corpus] [--cafe-corpus bench/data/cafe_corpus] \\
+        [--offtopic bench/data/offtopic_questions.txt] [--cache var/relevance_embeddings.npz] \\
+        --out var/relevance.json
 
-    .venv/bin/python -m retrieval.answer.training.fit_relevance evaluate --split holdout \
-        [--record]      # once, at the end: the kept-apart figures (never used to fit)
+    .venv/bin/python -m training.fit_relevance evaluate --split holdout --out var/relevance.json \\
+        [the same data arguments] [--offtopic-holdout FILE] [--record]
+        # once, at the end: the kept-apart figures (never used to fit)
+
+Every input is an argument; a corpus or question set not given is left out of the fit and
+named in its report. The product reads the weights from `retrieval/data/relevance.json`;
+writing there (`--out retrieval/data/relevance.json`) replaces the shipped scorer.
 
 No database: the fit builds what `ask()` would hand the gate from the files themselves.
 
@@ -37,10 +42,11 @@ No database: the fit builds what `ask()` would hand the gate from the files them
   read exactly as `relevance.passage_idf` reads the user's passages at run time (the first
   `MAX_IDF_WORDS` content words, counts capped at `DF_CAP`).
 * **Model.** Logistic regression with L2 on the weights (not the intercept), features
-  standardised, fitted by Newton's method; every set weighs the same in total (the SciFact
-  claims would otherwise outweigh the question sets 50 to 1). The L2 strength is chosen by
-  5-fold cross-validation grouped by question (weighted log-loss). Two models: `full` and
-  `no-embedding` (without the cosine, used when the embedding model cannot load).
+  standardised (`training.logistic.fit_logistic`, scikit-learn); every set weighs the same in
+  total (the SciFact claims would otherwise outweigh the question sets 50 to 1). The L2
+  strength is chosen by 5-fold cross-validation grouped by question (weighted log-loss). Two
+  models: `full` and `no-embedding` (without the cosine, used when the embedding model cannot
+  load).
 * **Threshold.** From out-of-fold probabilities (each question scored by a model that never
   saw it): a question is *answered* when any candidate reaches the threshold. The threshold is
   the lowest at which every near-topic unanswerable tune set (`NEAR_TOPIC_SETS`) has at most
@@ -84,7 +90,6 @@ from retrieval.answer.relevance import (
     FEATURE_NAMES,
     FULL_MODEL,
     MAX_IDF_WORDS,
-    RELEVANCE_FILE,
     Candidate,
     IdfTable,
     LogisticModel,
@@ -97,16 +102,12 @@ from retrieval.answer.relevance import (
 )
 from retrieval.index.chunking import chunk_markdown
 from retrieval.text import TOKEN_RE, split_sentences
+from training.files import read_jsonl, write_atomically
+from training.logistic import fit_logistic, sigmoid, standardiser
 
-ROOT = Path(__file__).resolve().parents[3]
-DEFAULT_SCIFACT = ROOT.parent / "shared" / "data" / "scifact-claims"
-DEFAULT_QUESTIONS = ROOT / "bench" / "data" / "questions"
 # The notes corpora with question sets `{name}_answerable` / `{name}_unanswerable`
 # (bench/data/questions/README.md), each loaded from `--{name}-corpus`.
 NOTES_CORPORA = ("notes", "lab", "cafe")
-DEFAULT_OFFTOPIC = ROOT / "bench" / "data" / "offtopic_questions.txt"
-DEFAULT_OFFTOPIC_HOLDOUT = ROOT / "bench" / "data" / "offtopic_questions_holdout.txt"
-DEFAULT_CACHE = ROOT / "var" / "relevance_embeddings.npz"
 
 VERSION_PREFIX = "relevance-1"
 MIN_SENTENCE_TOKENS = 3
@@ -283,11 +284,6 @@ class Question:
     # documents judged relevant (SciFact: the claim's cited abstracts, NEI included, as the
     # qrels have them; a question set: the answering file or abstract)
     relevant_docs: frozenset[str] = frozenset()
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
 
 
 def read_lines(path: Path) -> list[str]:
@@ -530,40 +526,6 @@ def featurise(groups: list[Group], corpora: dict[str, Corpus], cache: EmbeddingC
 # --- the model ------------------------------------------------------------------------------
 
 
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * z))
-
-
-def fit_logistic(
-    x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float, iterations: int = 100
-) -> tuple[np.ndarray, float]:
-    """Weighted logistic regression on standardised `x` with L2 `l2` on the weights (not the
-    intercept), by Newton's method. Returns (weights, intercept)."""
-    n, d = x.shape
-    design = np.hstack([x, np.ones((n, 1))])
-    beta = np.zeros(d + 1)
-    weights = w / w.sum()
-    penalty = np.full(d + 1, l2)
-    penalty[-1] = 0.0
-    for _ in range(iterations):
-        p = _sigmoid(design @ beta)
-        gradient = design.T @ (weights * (p - y)) + penalty * beta
-        hessian = (design * (weights * p * (1 - p))[:, None]).T @ design + np.diag(penalty)
-        hessian[-1, -1] += 1e-9
-        step = np.linalg.solve(hessian, gradient)
-        beta -= step
-        if np.abs(step).max() < 1e-9:
-            break
-    return beta[:-1], float(beta[-1])
-
-
-def standardiser(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    mean = x.mean(axis=0)
-    scale = x.std(axis=0)
-    scale[scale < 1e-12] = 1.0
-    return mean, scale
-
-
 def set_weights(groups: list[Group]) -> np.ndarray:
     """One weight per candidate: every set weighs the same in total, and within a set every
     candidate the same."""
@@ -610,7 +572,7 @@ def fit_model(groups: list[Group], names: tuple[str, ...]) -> Fitted:
             coef, intercept = fit_logistic((x - mean) / scale, y, w, l2)
             for i, g in enumerate(groups):
                 if fold_of(g.question) == fold and len(g.candidates):
-                    oof[i] = _sigmoid(((g.x[:, columns] - mean) / scale) @ coef + intercept)
+                    oof[i] = sigmoid(((g.x[:, columns] - mean) / scale) @ coef + intercept)
         x, y, w = stack(groups, columns)
         results[l2] = (log_loss(np.concatenate(oof), y, w), oof)
         print(f"  {len(names)} features, l2={l2:<6} CV log-loss {results[l2][0]:.5f}")
@@ -800,12 +762,13 @@ def collect_groups(questions: list[Question], data: Data, args: argparse.Namespa
     return groups
 
 
-def fit(args: argparse.Namespace) -> int:
+def fit(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     data = load_corpora(args)
     questions: list[Question] = []
     if data.scifact is not None and args.claims:
         questions += scifact_claims(Path(args.scifact), data.scifact)
-    sets, missing = question_sets(Path(args.questions), data, "tune", Path(args.offtopic))
+    offtopic = Path(args.offtopic) if args.offtopic else None
+    sets, missing = question_sets(Path(args.questions), data, "tune", offtopic)
     questions += sets
     if missing:
         print(f"question sets not found (fitted without them): {', '.join(missing)}")
@@ -858,8 +821,8 @@ def fit(args: argparse.Namespace) -> int:
     payload = {
         "version": f"{VERSION_PREFIX}-{fitted_at[:10]}",
         "fitted_at": fitted_at,
-        "script": "retrieval/answer/training/fit_relevance.py",
-        "command": " ".join(["python -m retrieval.answer.training.fit_relevance", *sys.argv[1:]]),
+        "script": "training/fit_relevance.py",
+        "command": " ".join(["python -m training.fit_relevance", *(argv or sys.argv[1:])]),
         "model": "logistic regression, L2 on the weights, standardised features, "
         "sets weighted equally, L2 strength by 5-fold CV grouped by question",
         "threshold_rule": f"lowest out-of-fold threshold with at most {args.max_false:.0%} of "
@@ -878,9 +841,7 @@ def fit(args: argparse.Namespace) -> int:
         "report": report,
     }
     out = Path(args.out)
-    partial = out.with_name(out.name + ".partial")
-    partial.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    os.replace(partial, out)  # a running lode never reads half a file
+    write_atomically(out, json.dumps(payload, indent=2) + "\n")
     print(f"wrote {out}")
     return 0
 
@@ -890,8 +851,10 @@ def evaluate(args: argparse.Namespace) -> int:
     model_path = Path(args.out)
     model = read_model(model_path)
     data = load_corpora(args)
-    offtopic = Path(args.offtopic_holdout if args.split == "holdout" else args.offtopic)
-    questions, missing = question_sets(Path(args.questions), data, args.split, offtopic)
+    offtopic = args.offtopic_holdout if args.split == "holdout" else args.offtopic
+    questions, missing = question_sets(
+        Path(args.questions), data, args.split, Path(offtopic) if offtopic else None
+    )
     if missing:
         print(f"question sets not found: {', '.join(missing)}")
     groups = collect_groups(questions, data, args)
@@ -913,9 +876,7 @@ def evaluate(args: argparse.Namespace) -> int:
             "note": "evaluated once after fitting; never used to fit or to choose the threshold",
             "figures": figures,
         }
-        partial = model_path.with_name(model_path.name + ".partial")
-        partial.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-        os.replace(partial, model_path)
+        write_atomically(model_path, json.dumps(payload, indent=2) + "\n")
         print(f"recorded in {model_path}")
     return 0
 
@@ -925,15 +886,15 @@ def parser() -> argparse.ArgumentParser:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("command", choices=("fit", "evaluate"))
-    p.add_argument("--scifact", default=str(DEFAULT_SCIFACT), help="scifact-claims folder")
+    p.add_argument("--questions", required=True, help="folder of the question sets (JSONL)")
+    p.add_argument("--scifact", help="scifact-claims folder (corpus.jsonl, claims_train.jsonl)")
     p.add_argument("--no-claims", dest="claims", action="store_false", help="skip SciFact claims")
-    p.add_argument("--questions", default=str(DEFAULT_QUESTIONS))
     for name in NOTES_CORPORA:
-        p.add_argument(f"--{name}-corpus", default=str(ROOT / "bench" / "data" / f"{name}_corpus"))
-    p.add_argument("--offtopic", default=str(DEFAULT_OFFTOPIC))
-    p.add_argument("--offtopic-holdout", default=str(DEFAULT_OFFTOPIC_HOLDOUT))
-    p.add_argument("--cache", default=str(DEFAULT_CACHE), help="embedding cache ('' for none)")
-    p.add_argument("--out", default=str(RELEVANCE_FILE))
+        p.add_argument(f"--{name}-corpus", help=f"folder of the {name} corpus's files")
+    p.add_argument("--offtopic", help="off-topic questions, one a line (tune)")
+    p.add_argument("--offtopic-holdout", help="off-topic questions, one a line (holdout)")
+    p.add_argument("--cache", help="embedding cache (.npz) kept between runs")
+    p.add_argument("--out", required=True, help="fit: the weights file to write; evaluate: read")
     p.add_argument("--top-k", type=int, default=12, help="passages per question (the pack)")
     p.add_argument("--scifact-top-k", type=int, default=5, help="passages per SciFact claim")
     p.add_argument("--max-false", type=float, default=0.01)
@@ -948,7 +909,7 @@ def main(argv: list[str] | None = None) -> int:
     import django
 
     django.setup()
-    return fit(args) if args.command == "fit" else evaluate(args)
+    return fit(args, argv) if args.command == "fit" else evaluate(args)
 
 
 if __name__ == "__main__":

@@ -1,22 +1,25 @@
 """Fit the default (learned) reranker and write its weights.
 
-One corpus, as before (SciFact *train* split):
+One corpus (SciFact *train* split):
 
-    LODE_DATA_DIR=var/fit .venv/bin/python -m retrieval.search.training.fit_rerank \
-        --queries ../shared/data/scifact/queries.jsonl \
-        --qrels ../shared/data/scifact/qrels/train.tsv [--user eval] [--out FILE]
+    LODE_DATA_DIR=var/fit .venv/bin/python -m training.fit_rerank \\
+        --queries ../shared/data/scifact/queries.jsonl \\
+        --qrels ../shared/data/scifact/qrels/train.tsv [--user eval] --out FILE
 
 Several corpora (a Django process has one data folder, so one process per corpus collects,
 and a last one fits on the union):
 
-    LODE_DATA_DIR=var/fit .venv/bin/python -m retrieval.search.training.fit_rerank \
-        --queries ../shared/data/scifact/queries.jsonl \
+    LODE_DATA_DIR=var/fit .venv/bin/python -m training.fit_rerank \\
+        --queries ../shared/data/scifact/queries.jsonl \\
         --qrels ../shared/data/scifact/qrels/train.tsv --dump var/rerank-scifact.npz
-    LODE_DATA_DIR=var/notes .venv/bin/python -m retrieval.search.training.fit_rerank \
-        --answers bench/data/questions/notes_answerable.jsonl --split tune --user notes \
+    LODE_DATA_DIR=var/notes .venv/bin/python -m training.fit_rerank \\
+        --answers bench/data/questions/notes_answerable.jsonl --split tune --user notes \\
         --dump var/rerank-notes.npz
-    .venv/bin/python -m retrieval.search.training.fit_rerank \
-        --fit-from var/rerank-scifact.npz var/rerank-notes.npz
+    .venv/bin/python -m training.fit_rerank \\
+        --fit-from var/rerank-scifact.npz var/rerank-notes.npz --out var/rerank_learned.json
+
+The product reads the weights from `retrieval/data/rerank_learned.json`
+(`retrieval.search.rerank.LinearModel.from_file`); `--out` there replaces them.
 
 The SciFact folder needs the corpus loaded and embedded for `--user` (`manage.py
 lode_load_beir`, then `manage.py lode_embed_pending`); the notes folder the notes corpus as
@@ -35,13 +38,13 @@ computed (`retrieval.search.rerank.features`). Labels:
   relevant item. Only the `--split` half is read (never the kept-apart one).
 
 A linear model is fitted with pairwise logistic loss (positive vs negative passage of the same
-query) and L2 regularisation. With several corpora every corpus gets a share of the loss:
-`--balance B` makes a corpus's share proportional to (its queries)^(1−B) — 0 weighs every
-query alike (the large corpus dominates), 1 weighs every corpus alike. L2 and B are chosen by
-5-fold cross-validation over queries (folds stratified by corpus) maximising the mean over
-corpora of the cross-validated nDCG@10, i.e. measured on queries the model did not see; each
-corpus's figures are printed and recorded. Labels are used only as training targets: no
-feature names a document or its label.
+query) and L2 regularisation (`training.logistic.fit_pairwise`, scikit-learn). With several
+corpora every corpus gets a share of the loss: `--balance B` makes a corpus's share
+proportional to (its queries)^(1−B) — 0 weighs every query alike (the large corpus dominates),
+1 weighs every corpus alike. L2 and B are chosen by 5-fold cross-validation over queries (folds
+stratified by corpus) maximising the mean over corpora of the cross-validated nDCG@10, i.e.
+measured on queries the model did not see; each corpus's figures are printed and recorded.
+Labels are used only as training targets: no feature names a document or its label.
 """
 
 from __future__ import annotations
@@ -58,12 +61,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from training.files import write_atomically
+from training.logistic import fit_pairwise, standardiser
+
 if TYPE_CHECKING:
     from retrieval.query import ParsedQuery
     from retrieval.search.pipeline import CandidateRow
     from retrieval.search.rerank import Candidate
 
-SCRIPT = "retrieval/search/training/fit_rerank.py"
+SCRIPT = "training/fit_rerank.py"
 # How a notes question's answering passages are named in `QueryData.units`: every positive
 # passage is the same one relevant item, so a ranking is judged by its first answering passage.
 ANSWER_UNIT = "answer"
@@ -330,12 +336,9 @@ def read_dump(path: str | Path, feature_names: Sequence[str]) -> Corpus:
 # --- fitting ----------------------------------------------------------------------------------
 
 
-def standardiser(data: Sequence[QueryData]) -> tuple[np.ndarray, np.ndarray]:
-    stacked = np.vstack([q.x for q in data])
-    mean = stacked.mean(axis=0)
-    scale = stacked.std(axis=0)
-    scale[scale == 0] = 1.0
-    return mean, scale
+def feature_standardiser(data: Sequence[QueryData]) -> tuple[np.ndarray, np.ndarray]:
+    """Means and scales of the features over every candidate of `data`."""
+    return standardiser(np.vstack([q.x for q in data]))
 
 
 def pair_differences(
@@ -384,26 +387,6 @@ def weighted_pairs(
         return np.zeros((0, len(mean))), np.zeros(0)
     weights_all = np.concatenate(weights)
     return np.vstack(diffs), weights_all / weights_all.sum()
-
-
-def fit_pairwise(
-    diffs: np.ndarray, l2: float, weights: np.ndarray | None = None, iterations: int = 200
-) -> np.ndarray:
-    """Weighted logistic loss on pair differences (label always 1, no bias) by Newton's
-    method; `weights` sum to 1 (None: every pair alike, the plain mean)."""
-    if weights is None:
-        weights = np.full(len(diffs), 1.0 / max(len(diffs), 1))
-    w = np.zeros(diffs.shape[1])
-    for _ in range(iterations):
-        margin = diffs @ w
-        p = 1.0 / (1.0 + np.exp(-margin))
-        gradient = -(diffs * (weights * (1.0 - p))[:, None]).sum(axis=0) + l2 * w
-        hessian = (diffs * (weights * p * (1.0 - p))[:, None]).T @ diffs + l2 * np.eye(len(w))
-        step = np.linalg.solve(hessian, gradient)
-        w -= step
-        if np.abs(step).max() < 1e-7:
-            break
-    return w
 
 
 # --- measuring --------------------------------------------------------------------------------
@@ -494,7 +477,7 @@ def cross_validate(
     for f in range(folds):
         train = [q for i, q in enumerate(data) if fold_of[i] != f]
         test = [q for i, q in enumerate(data) if fold_of[i] == f]
-        mean, scale = standardiser(train)
+        mean, scale = feature_standardiser(train)
         diffs, weights = weighted_pairs(train, mean, scale, max_pairs, balance)
         w = fit_pairwise(diffs, l2, weights)
         per_query += [(q.corpus, f, query_metrics(q, scores_of(q, w, mean, scale))) for q in test]
@@ -581,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dump", help="collect one corpus to this file and stop")
     parser.add_argument("--fit-from", nargs="+", metavar="DUMP", help="fit on these dumps")
     parser.add_argument("--cache", help="a dump of the corpus, reused if present")
-    parser.add_argument("--out", default=None)
+    parser.add_argument("--out", help="the weights file to write (required to fit)")
     parser.add_argument("--l2", type=float, nargs="*", default=list(DEFAULT_L2))
     parser.add_argument("--balance", type=float, nargs="*", default=list(DEFAULT_BALANCE))
     parser.add_argument("--max-pairs", type=int, default=200, help="negatives per positive")
@@ -591,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
     import django
 
     django.setup()
-    from retrieval.search.rerank import FEATURE_NAMES, LEARNED_MODEL_FILE, RERANK_TOP_N, LinearModel
+    from retrieval.search.rerank import FEATURE_NAMES, RERANK_TOP_N, LinearModel
 
     try:
         if args.fit_from:
@@ -608,13 +591,15 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
     except DumpError as exc:
         sys.exit(str(exc))
+    if not args.out:
+        sys.exit("give --out: the weights file to write")
     names = [c.name for c in corpora]
     if len(set(names)) != len(names):
         sys.exit(f"two dumps carry the same corpus name: {names}")
     data = [q for c in corpora for q in c.queries]
     if not data:
         sys.exit("no queries to fit on")
-    mean, scale = standardiser(data)
+    mean, scale = feature_standardiser(data)
     fused = corpus_metrics(data, None, mean, scale)
     for c in corpora:
         print(f"{c.name}: {len(c.queries)} queries; fused (no rerank) {_format(fused[c.name])}")
@@ -638,47 +623,43 @@ def main(argv: list[str] | None = None) -> int:
     for name, weight in sorted(zip(FEATURE_NAMES, w, strict=True), key=lambda t: -abs(t[1])):
         print(f"  {name:<16} {weight:+.3f}")
     model = LinearModel(feature_names=FEATURE_NAMES, mean=mean, scale=scale, weights=w)
-    out = args.out or str(LEARNED_MODEL_FILE)
+    out = args.out
 
     def rounded(metrics: dict[str, float]) -> dict[str, float]:
         return {k: round(v, 4) for k, v in metrics.items()}
 
-    # Written beside the target and renamed over it, so a running lode never reads half a file.
-    partial = out + ".partial"
-    with open(partial, "w", encoding="utf-8") as handle:
-        handle.write(
-            model.to_json(
-                fitted_at=datetime.now(UTC).isoformat(timespec="seconds"),
-                fitted_on=[
-                    {
-                        "corpus": c.name,
-                        "queries": len(c.queries),
-                        "loss_share": round(shares[c.name], 4),
-                        "labels": c.description,
-                    }
-                    for c in corpora
-                ],
-                loss="pairwise logistic, L2, each corpus weighted by its loss share",
-                max_pairs=args.max_pairs,
-                l2=best.l2,
-                balance=best.balance,
-                cv_folds=FOLDS,
-                cv="by query, folds stratified by corpus; chosen by the mean over corpora "
-                "of nDCG@10",
-                cv_objective=round(best.objective, 4),
-                cv_by_corpus={
-                    name: {
-                        "fused": rounded(fused[name]),
-                        "learned": rounded(best.metrics[name]),
-                        "fold_ndcg_at_10": [round(s, 4) for s in best.fold_ndcg[name]],
-                    }
-                    for name in best.metrics
-                },
-                script=SCRIPT,
-            )
-            + "\n"
+    write_atomically(
+        Path(out),
+        model.to_json(
+            fitted_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            fitted_on=[
+                {
+                    "corpus": c.name,
+                    "queries": len(c.queries),
+                    "loss_share": round(shares[c.name], 4),
+                    "labels": c.description,
+                }
+                for c in corpora
+            ],
+            loss="pairwise logistic, L2, each corpus weighted by its loss share",
+            max_pairs=args.max_pairs,
+            l2=best.l2,
+            balance=best.balance,
+            cv_folds=FOLDS,
+            cv="by query, folds stratified by corpus; chosen by the mean over corpora of nDCG@10",
+            cv_objective=round(best.objective, 4),
+            cv_by_corpus={
+                name: {
+                    "fused": rounded(fused[name]),
+                    "learned": rounded(best.metrics[name]),
+                    "fold_ndcg_at_10": [round(s, 4) for s in best.fold_ndcg[name]],
+                }
+                for name in best.metrics
+            },
+            script=SCRIPT,
         )
-    os.replace(partial, out)
+        + "\n",
+    )
     print(f"wrote {out}")
     return 0
 

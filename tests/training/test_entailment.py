@@ -1,5 +1,5 @@
-"""Training an entailment model (`manage.py lode_train_entailment`): the data preparation
-(retrieval/answer/training/prepare_entailment.py) on small fixtures written here — labels,
+"""Training an entailment model (`python -m training.entailment`): the data preparation
+(training/prepare_entailment.py) on small fixtures written here — labels,
 evidence-first pair order, the kept-apart split disjoint by claim id and by cited abstract —
 and the trainer's torch-free helpers. The end-to-end run (train, export, load through the
 seam) needs a Python with torch: it runs when `LODE_TRAIN_PYTHON` names one (or this Python
@@ -11,18 +11,20 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
+import subprocess
 import sys
 from collections import Counter
-from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.core.management import CommandError, call_command
 
-from retrieval.answer.training import prepare_entailment as prep
-from retrieval.answer.training import train_entailment as trainer
+from training import entailment as entailment_command
+from training import prepare_entailment as prep
+from training import train_entailment as trainer
 
-SHARED_SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact-claims"
+SHARED_SCIFACT = Path(__file__).resolve().parents[3] / "shared" / "data" / "scifact-claims"
+TRAINER_SCRIPT = Path(__file__).resolve().parents[2] / "training" / "train_entailment.py"
 
 # Document 10: sentences 0 and 1 support claim 1 ("Aspirin lowers fever"), sentence 2 is the
 # same finding negated for claim 2; claims 1 and 2 are the SciFact-style twin pair and cite
@@ -420,59 +422,51 @@ def test_prepare_writes_parts_that_share_no_claim(nli_dir, scifact_dir, tmp_path
     assert (tmp_path / "again" / "train.jsonl").read_bytes() == (out / "train.jsonl").read_bytes()
 
 
-def test_command_prepares_only_when_asked(nli_dir, scifact_dir, tmp_path):
-    out = StringIO()
-    call_command(
-        "lode_train_entailment",
-        nli=nli_dir,
-        scifact=scifact_dir,
-        out=tmp_path / "model",
-        prepare_only=True,
-        kept_apart=0.3,
-        dev=0.0,
-        stdout=out,
-    )
+def run_command(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
+    """`python -m training.entailment ARGV` in this process: (exit code, stdout, stderr)."""
+    code = entailment_command.main([str(a) for a in argv])
+    printed = capsys.readouterr()
+    return code, printed.out, printed.err
+
+
+def test_command_prepares_only_when_asked(nli_dir, scifact_dir, tmp_path, capsys):
+    code, out, _ = run_command(
+        capsys,
+        "--nli", nli_dir, "--scifact", scifact_dir, "--out", tmp_path / "model",
+        "--prepare-only", "--kept-apart", "0.3", "--dev", "0.0",
+    )  # fmt: skip
     work = tmp_path / "model-data"
+    assert code == 0
     assert (work / "train.jsonl").is_file() and (work / "kept_apart_claims.jsonl").is_file()
-    assert "SciFact claims: train" in out.getvalue()
+    assert "SciFact claims: train" in out
     assert not (tmp_path / "model").exists()
 
 
-def test_command_refuses_a_python_without_torch(nli_dir, scifact_dir, tmp_path):
+def test_command_refuses_a_python_without_torch(nli_dir, scifact_dir, tmp_path, capsys):
     if importlib.util.find_spec("torch") is not None:
         pytest.skip("this Python has torch")
-    with pytest.raises(CommandError, match=r"lacks torch.*--python"):
-        call_command(
-            "lode_train_entailment",
-            nli=nli_dir,
-            scifact=scifact_dir,
-            out=tmp_path / "model",
-            python=sys.executable,
-        )
-    with pytest.raises(CommandError, match="--python is required"):
-        call_command("lode_train_entailment", nli=nli_dir, scifact=scifact_dir, out=tmp_path / "m")
+    common = ("--nli", nli_dir, "--scifact", scifact_dir, "--out", tmp_path / "model")
+    code, _, err = run_command(capsys, *common, "--python", sys.executable)
+    assert code == 2 and re.search(r"lacks torch.*--python", err)
+    code, _, err = run_command(capsys, *common)
+    assert code == 2 and "--python is required" in err
     assert not (tmp_path / "model-data").exists(), "nothing is prepared before the check"
 
 
-def test_command_rejects_unknown_sources_and_missing_files(nli_dir, scifact_dir, tmp_path):
-    with pytest.raises(CommandError, match="unknown source"):
-        call_command(
-            "lode_train_entailment",
-            nli=nli_dir,
-            scifact=scifact_dir,
-            out=tmp_path / "m",
-            sources="snli,mnli",
-            prepare_only=True,
-        )
-    with pytest.raises(CommandError, match="covid-fact does not exist"):
-        call_command(
-            "lode_train_entailment",
-            nli=nli_dir,
-            scifact=scifact_dir,
-            out=tmp_path / "m",
-            sources="covid-fact",
-            prepare_only=True,
-        )
+def test_command_rejects_unknown_sources_and_missing_files(nli_dir, scifact_dir, tmp_path, capsys):
+    common = ("--nli", nli_dir, "--scifact", scifact_dir, "--out", tmp_path / "m", "--prepare-only")
+    code, _, err = run_command(capsys, *common, "--sources", "snli,mnli")
+    assert code == 2 and "unknown source" in err
+    code, _, err = run_command(capsys, *common, "--sources", "covid-fact")
+    assert code == 2 and "covid-fact does not exist" in err
+
+
+def test_the_trainer_says_in_its_help_that_it_runs_in_its_own_venv():
+    done = subprocess.run(
+        [sys.executable, str(TRAINER_SCRIPT), "--help"], capture_output=True, text=True, check=True
+    )
+    assert "It runs in its own venv, not lode's" in done.stdout
+    assert "TRAIN_VENV/bin/python training/train_entailment.py" in done.stdout
 
 
 # --- the trainer's torch-free helpers --------------------------------------------------------
@@ -519,27 +513,21 @@ def training_python() -> str | None:
 @pytest.mark.skipif(
     training_python() is None, reason="no Python with torch (set LODE_TRAIN_PYTHON)"
 )
-def test_train_export_and_load_through_the_seam(nli_dir, scifact_dir, tmp_path, settings):
+def test_train_export_and_load_through_the_seam(nli_dir, scifact_dir, tmp_path, settings, capsys):
     """A few steps on the fixtures: the folder has the seam's layout, loads through fastembed,
     scores the trainer's probes identically, and records data, seed and licences."""
     from retrieval.answer import entailment
 
     out = tmp_path / "model"
-    printed = StringIO()
-    call_command(
-        "lode_train_entailment",
-        nli=nli_dir,
-        scifact=scifact_dir,
-        out=out,
-        python=training_python(),
-        kept_apart=0.3,
-        dev=0.0,
-        max_pairs=8,
-        batch_size=4,
-        stdout=printed,
-    )
+    code, printed, _ = run_command(
+        capsys,
+        "--nli", nli_dir, "--scifact", scifact_dir, "--out", out,
+        "--python", training_python(), "--kept-apart", "0.3", "--dev", "0.0",
+        "--max-pairs", "8", "--batch-size", "4",
+    )  # fmt: skip
+    assert code == 0
     assert (out / "onnx" / "model.onnx").is_file() and (out / "tokenizer.json").is_file()
-    assert "probe pairs agree" in printed.getvalue()
+    assert "probe pairs agree" in printed
     card = json.loads((out / "lode_model.json").read_text("utf-8"))
     assert card["training"]["seed"] == 13 and card["training"]["pairs"] == 8
     assert card["onnx"]["max_diff_padded_vs_single"] < 1e-3

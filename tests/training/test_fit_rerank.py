@@ -1,4 +1,4 @@
-"""Fitting the learned reranker (retrieval/search/training/fit_rerank.py): passage-level labels
+"""Fitting the learned reranker (training/fit_rerank.py): passage-level labels
 from a notes question's answer text, dumps of one corpus, per-corpus loss shares, the ranking
 the measures score (as search orders it), stratified cross-validation, and a fit from dumps
 that writes weights the reranker loads and records what they were fitted on.
@@ -19,8 +19,8 @@ from notes import services
 from retrieval.index.sync import sync_vectors
 from retrieval.models import Passage
 from retrieval.search.rerank import FEATURE_NAMES, LinearModel
-from retrieval.search.training import fit_rerank
-from retrieval.search.training.fit_rerank import (
+from training import fit_rerank
+from training.fit_rerank import (
     ANSWER_UNIT,
     Corpus,
     DumpError,
@@ -31,15 +31,15 @@ from retrieval.search.training.fit_rerank import (
     corpus_metrics,
     corpus_shares,
     cross_validate,
-    fit_pairwise,
+    feature_standardiser,
     query_metrics,
     ranked_units,
     read_dump,
-    standardiser,
     stratified_folds,
     weighted_pairs,
     write_dump,
 )
+from training.logistic import fit_pairwise
 
 F = len(FEATURE_NAMES)
 
@@ -184,7 +184,7 @@ def test_corpus_shares_run_from_per_query_to_per_corpus() -> None:
 
 def test_uniform_weights_are_the_plain_mean() -> None:
     data = synthetic("scifact", 20, good=3, seed=2)
-    mean, scale = standardiser(data)
+    mean, scale = feature_standardiser(data)
     diffs, weights = weighted_pairs(data, mean, scale, 200, balance=0.0)
     assert weights == pytest.approx(np.full(len(diffs), 1 / len(diffs)))
     assert np.allclose(fit_pairwise(diffs, 0.01), fit_pairwise(diffs, 0.01, weights))
@@ -210,7 +210,7 @@ def conflicting(corpus: str, n: int, sign: float, seed: int) -> list[QueryData]:
 def test_the_loss_share_decides_which_corpus_the_model_serves() -> None:
     # Per query the large corpus wins; with the small one's share raised, the small one does.
     data = conflicting("big", 200, 1.0, seed=3) + conflicting("small", 20, -1.0, seed=4)
-    mean, scale = standardiser(data)
+    mean, scale = feature_standardiser(data)
 
     def found(balance: float) -> dict[str, float]:
         diffs, weights = weighted_pairs(data, mean, scale, 200, balance)
@@ -269,7 +269,7 @@ def test_folds_are_stratified_by_corpus() -> None:
 def test_cross_validation_reports_each_corpus_on_unseen_queries() -> None:
     data = synthetic("big", 60, good=0, seed=7) + synthetic("small", 20, good=0, seed=8)
     result = cross_validate(data, l2=0.01, balance=1.0)
-    mean, scale = standardiser(data)
+    mean, scale = feature_standardiser(data)
     fused = corpus_metrics(data, None, mean, scale)
     assert set(result.metrics) == {"big", "small"}
     for corpus in ("big", "small"):
@@ -307,8 +307,8 @@ def test_fit_from_dumps_writes_weights_that_load_and_say_what_they_saw(tmp_path:
     model = LinearModel.from_file(out)
     assert np.argmax(model.weights) == 2
     meta = json.loads(out.read_text())
-    assert meta["script"] == "retrieval/search/training/fit_rerank.py"
-    assert (Path(__file__).resolve().parent.parent / meta["script"]).is_file()
+    assert meta["script"] == "training/fit_rerank.py"
+    assert (Path(__file__).resolve().parents[2] / meta["script"]).is_file()
     assert [(c["corpus"], c["queries"], c["loss_share"]) for c in meta["fitted_on"]] == [
         ("scifact", 40, 0.5),
         ("notes", 15, 0.5),
@@ -317,3 +317,11 @@ def test_fit_from_dumps_writes_weights_that_load_and_say_what_they_saw(tmp_path:
     for corpus in ("scifact", "notes"):
         figures = meta["cv_by_corpus"][corpus]
         assert figures["learned"]["found_at_5"] > figures["fused"]["found_at_5"]
+
+
+def test_a_fit_without_an_output_file_is_refused(tmp_path: Path) -> None:
+    dump = tmp_path / "notes.npz"
+    write_dump(Corpus("notes", "answer overlap", synthetic("notes", 10, good=1, seed=11)), dump,
+               FEATURE_NAMES)  # fmt: skip
+    with pytest.raises(SystemExit, match="--out"):
+        fit_rerank.main(["--fit-from", str(dump), "--l2", "0.01"])

@@ -1,18 +1,21 @@
 """Fine-tune a small entailment cross-encoder and export it as a folder lode's entailment seam
 loads (`LODE_ENTAILMENT=cross-encoder`, `LODE_ENTAILMENT_MODEL_DIR=<out>`).
 
-A standalone script: no Django, no lode import. It needs torch, transformers, safetensors,
-onnx and onnxruntime, which lode's own venv does not carry (PyPI's torch for lode's Python is a
-multi-gigabyte CUDA build), so it runs under a separate training venv:
+It runs in its own venv, not lode's: a standalone script (no Django, no lode import) that
+needs torch, transformers, safetensors, onnx and onnxruntime, which lode's venv does not carry
+(PyPI's torch for lode's Python is a multi-gigabyte CUDA build). Run it with that venv's
+python:
 
-    python3 -m venv /work/train-venv
-    /work/train-venv/bin/pip install torch transformers safetensors onnx onnxruntime
-    HF_HUB_OFFLINE=1 /work/train-venv/bin/python retrieval/answer/training/train_entailment.py \
-        --train DATA/train.jsonl --dev DATA/dev.jsonl \
-        --report kept_apart=DATA/kept_apart_pairs.jsonl \
+    python3 -m venv TRAIN_VENV
+    TRAIN_VENV/bin/pip install torch transformers safetensors onnx onnxruntime
+    HF_HUB_OFFLINE=1 TRAIN_VENV/bin/python training/train_entailment.py \\
+        --train DATA/train.jsonl --dev DATA/dev.jsonl \\
+        --report kept_apart=DATA/kept_apart_pairs.jsonl \\
         --base-model <all-MiniLM-L6-v2 folder> --out var/entailment-model
 
-`manage.py lode_train_entailment` prepares DATA (`prepare_entailment.py`) and runs this.
+`python -m training.entailment --python TRAIN_VENV/bin/python …` (in lode's venv) prepares
+DATA (`prepare_entailment.py`), runs this under the given python, and checks that lode loads
+the folder it wrote.
 
 The model: BertForSequenceClassification over the base weights with a three-way head, class 0
 = entailment, 1 = neutral, 2 = contradiction, trained on (premise = evidence, hypothesis =
@@ -59,7 +62,11 @@ PARITY_TOLERANCE = 1e-3  # max |logit| difference allowed between padded and unp
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    paragraphs = __doc__.split("\n\n")
+    parser = argparse.ArgumentParser(
+        description="\n\n".join(paragraphs[:3]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--train", type=Path, required=True, help="training pairs (JSONL)")
     parser.add_argument("--dev", type=Path, default=None, help="pairs reported as 'dev'")
     parser.add_argument(

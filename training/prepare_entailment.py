@@ -1,9 +1,9 @@
 """Prepare (premise, hypothesis, label) pairs for training an entailment cross-encoder
-(`manage.py lode_train_entailment`; the trainer is `train_entailment.py` beside this module).
+(`python -m training.entailment` runs this, then the trainer `train_entailment.py`).
 
-Pure file-in, file-out code over the public sets in `../shared/data/nli/` and SciFact train
-(`../shared/data/scifact-claims/`): no Django, no database, no torch, so it runs (and is
-tested) in lode's own venv.
+Pure file-in, file-out code over the public NLI sets (a folder with one subfolder per set) and
+SciFact train (a folder with `claims_train.jsonl` and `corpus.jsonl`), both given as
+arguments: no Django, no database, no torch, so it runs (and is tested) in lode's own venv.
 
 Pair order is the gate's: the premise is the *evidence* (the cited spans joined with a space,
 `retrieval.answer.gate`), the hypothesis is the *claim*; both in the gate's normal form
@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.text import nfc_collapsed
+from training.files import iter_jsonl
 
 # Index = class id in the trained head. Entailment must be 0: the export reads it as the
 # single logit (see train_entailment.py), and lode's seam reads column 0.
@@ -39,7 +40,7 @@ SCIFACT_LABELS = {"SUPPORT": "entailment", "CONTRADICT": "contradiction"}
 
 PARTS = ("train", "dev", "kept_apart")
 
-# Licences as each dataset's README in ../shared/data states them. A model trained on a set
+# Licences as each dataset's README states them. A model trained on a set
 # inherits whatever its terms allow; the model folder's lode_model.json repeats this list.
 LICENCES: dict[str, str] = {
     "snli": "CC BY-SA 4.0 (SNLI 1.0; cite Bowman et al. 2015)",
@@ -148,7 +149,7 @@ _CLIMATE_LABELS = {
 
 def climate_fever_pairs(path: Path) -> Iterator[Pair]:
     """Each evidence sentence against its claim, by the evidence's own label."""
-    for row in _read_jsonl(path):
+    for row in iter_jsonl(path):
         for evidence in row["evidences"]:
             pair = make_pair(
                 evidence["evidence"],
@@ -184,7 +185,7 @@ _COVID_FACT_LABELS = {"SUPPORTED": "entailment", "REFUTED": "contradiction"}
 
 def covid_fact_pairs(path: Path) -> Iterator[Pair]:
     """COVID-Fact: the evidence sentences joined in order against the claim (two-way)."""
-    for row in _read_jsonl(path):
+    for row in iter_jsonl(path):
         evidence = " ".join(row["evidence"])
         pair = make_pair(
             evidence,
@@ -217,7 +218,7 @@ def nli_pairs(nli_dir: Path, source: str) -> list[Pair]:
 
 def load_scifact_corpus(path: Path) -> dict[int, list[str]]:
     """{doc_id: [sentence, ...]}, sentences trimmed (some upstream ones keep a newline)."""
-    return {int(row["doc_id"]): [s.strip() for s in row["abstract"]] for row in _read_jsonl(path)}
+    return {int(row["doc_id"]): [s.strip() for s in row["abstract"]] for row in iter_jsonl(path)}
 
 
 def claim_groups(claims: list[dict[str, Any]]) -> dict[int, int]:
@@ -556,14 +557,7 @@ def write_pairs(path: Path, pairs: Iterable[Pair]) -> None:
 
 
 def read_pairs(path: Path) -> list[Pair]:
-    return [Pair(**row) for row in _read_jsonl(path)]
-
-
-def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                yield json.loads(line)
+    return [Pair(**row) for row in iter_jsonl(path)]
 
 
 def _docs_of(row: dict[str, Any]) -> list[int]:

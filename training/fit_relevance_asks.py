@@ -1,23 +1,26 @@
-"""Refit the relevance scorer on the claims `ask()` actually produces (issue 12 item 1).
+"""Refit the relevance scorer on the claims `ask()` actually produces.
 
 `fit_relevance.py` fits on *sentences* of BM25 top passages; at run time the scorer judges
 the claims the answerer drafted and the faithfulness steps let through, which look different
-(one claim per ask may be the only candidate; headings carry the topic). This script fits
-the same features and the same model (its Newton / L2 / grouped-CV code, imported) on those
-claims instead.
+(one claim per ask may be the only candidate; headings carry the topic). This command fits
+the same features and the same model (`fit_relevance.fit_model`) on those claims instead.
 
     # 1. collect, one process per data folder (a Django process has one): every faithful
     #    claim of an ask over the *tune* rows, its Candidate, features and right/wrong label
-    LODE_RELEVANCE_THRESHOLD=0.000001 python -m retrieval.answer.training.fit_relevance_asks \
-        collect --part notes --data /tmp/notes-data --dump /tmp/claims-notes.jsonl
-    LODE_RELEVANCE_THRESHOLD=0.000001 python -m retrieval.answer.training.fit_relevance_asks \
-        collect --part scifact --data /tmp/scifact-copy --dump /tmp/claims-scifact.jsonl
-    # 2. fit, choose thresholds out of fold, compare with the shipped model on the same claims
-    python -m retrieval.answer.training.fit_relevance_asks fit \
-        --dump /tmp/claims-notes.jsonl /tmp/claims-scifact.jsonl --out /tmp/relevance.json
+    LODE_RELEVANCE_THRESHOLD=0.000001 .venv/bin/python -m training.fit_relevance_asks collect \\
+        --part notes --data /tmp/notes-data --questions bench/data/questions \\
+        --notes-corpus bench/data/notes_corpus --dump /tmp/claims-notes.jsonl
+    LODE_RELEVANCE_THRESHOLD=0.000001 .venv/bin/python -m training.fit_relevance_asks collect \\
+        --part scifact --data /tmp/scifact-copy --questions bench/data/questions \\
+        --scifact ../shared/data/scifact --dump /tmp/claims-scifact.jsonl
+    # 2. fit, choose thresholds out of fold, compare with the current weights on the same claims
+    .venv/bin/python -m training.fit_relevance_asks fit \\
+        --dump /tmp/claims-notes.jsonl /tmp/claims-scifact.jsonl \\
+        --current retrieval/data/relevance.json --out /tmp/relevance.json
     # 3. once, at the end: whole asks over the holdout halves with a given weights file
-    python -m retrieval.answer.training.fit_relevance_asks holdout --part notes \
-        --data /tmp/notes-data --model /tmp/relevance.json
+    .venv/bin/python -m training.fit_relevance_asks holdout --part notes --data /tmp/notes-data \\
+        --questions bench/data/questions --notes-corpus bench/data/notes_corpus \\
+        --model /tmp/relevance.json
 
 Sets (tune rows only; holdout rows are never read by `collect`): notes answerable and
 near-topic unanswerable (`bench/data/questions/`), SciFact answerable and near-topic
@@ -53,10 +56,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[3]
-QUESTIONS = ROOT / "bench" / "data" / "questions"
-NOTES_CORPUS = ROOT / "bench" / "data" / "notes_corpus"
-SCIFACT = Path(os.environ.get("LODE_BENCH_SCIFACT", ROOT.parent / "shared" / "data" / "scifact"))
+from training.files import read_jsonl, write_atomically
 
 NOTES_ANSWERABLE, NOTES_UNANSWERABLE = "notes_answerable", "notes_unanswerable"
 SCIFACT_ANSWERABLE, SCIFACT_UNANSWERABLE = "scifact_answerable", "scifact_unanswerable"
@@ -67,11 +67,6 @@ UNANSWERABLE_SETS = (NOTES_UNANSWERABLE, SCIFACT_UNANSWERABLE)
 THRESHOLDS = [round(0.02 * i, 2) for i in range(1, 50)]
 FALSE_COST = 3.0
 ANSWERED = ("ANSWER", "ANSWER_WITH_CONFLICTS")
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
 
 
 def setup_django(data_dir: str) -> None:
@@ -105,16 +100,17 @@ class Row:
     right: Callable[[list[tuple[int | None, int, int]]], bool] = field(repr=False)
 
 
-def notes_rows(user: Any, split: str) -> list[Row]:
-    """The notes sets' rows of `split`, the corpus loaded for `user` (once)."""
+def notes_rows(user: Any, split: str, questions: Path, corpus: Path) -> list[Row]:
+    """The notes sets' rows of `split` (from the `questions` folder), the `corpus` folder's
+    files loaded as notes of `user` (once)."""
     from notes import services
     from notes.models import Document
 
     docs: dict[str, Document] = {}
-    for path in sorted(NOTES_CORPUS.rglob("*")):
+    for path in sorted(corpus.rglob("*")):
         if not path.is_file() or path.suffix not in (".md", ".txt"):
             continue
-        rel = path.relative_to(NOTES_CORPUS).as_posix()
+        rel = path.relative_to(corpus).as_posix()
         doc = Document.objects.filter(owner=user, external_key=f"notes:{rel}").first()
         if doc is None:  # as bench/answer_quality.py loads it (title: first "# " heading)
             text = path.read_text(encoding="utf-8")
@@ -131,7 +127,7 @@ def notes_rows(user: Any, split: str) -> list[Row]:
             )
         docs[rel] = doc
     rows = []
-    for row in read_jsonl(QUESTIONS / f"{NOTES_ANSWERABLE}.jsonl"):
+    for row in read_jsonl(questions / f"{NOTES_ANSWERABLE}.jsonl"):
         if row["split"] != split:
             continue
         doc = Document.objects.select_related("head").get(pk=docs[row["file"]].pk)
@@ -145,7 +141,7 @@ def notes_rows(user: Any, split: str) -> list[Row]:
             )
 
         rows.append(Row(row["id"], NOTES_ANSWERABLE, split, row["question"], right))
-    for row in read_jsonl(QUESTIONS / f"{NOTES_UNANSWERABLE}.jsonl"):
+    for row in read_jsonl(questions / f"{NOTES_UNANSWERABLE}.jsonl"):
         if row["split"] == split:
             rows.append(Row(row["id"], NOTES_UNANSWERABLE, split, row["question"], _never))
     return rows
@@ -155,9 +151,12 @@ def _never(quotes: list[tuple[int | None, int, int]]) -> bool:
     return False
 
 
-def scifact_rows(user: Any, split: str, train: bool) -> list[Row]:
-    """The SciFact sets' rows of `split`, and (with `train`) the train queries with qrels at
-    even positions when `split` is tune, odd ones when it is holdout."""
+def scifact_rows(
+    user: Any, split: str, train: bool, questions: Path, scifact: Path | None
+) -> list[Row]:
+    """The SciFact sets' rows of `split` (from the `questions` folder), and (with `train`) the
+    train queries of the BEIR folder `scifact` with qrels at even positions when `split` is
+    tune, odd ones when it is holdout."""
     from notes.models import Document
     from retrieval.search import evaluation
 
@@ -173,7 +172,7 @@ def scifact_rows(user: Any, split: str, train: bool) -> list[Row]:
         return lambda quotes: any(d in wanted for d, _, _ in quotes)
 
     rows = []
-    for row in read_jsonl(QUESTIONS / f"{SCIFACT_ANSWERABLE}.jsonl"):
+    for row in read_jsonl(questions / f"{SCIFACT_ANSWERABLE}.jsonl"):
         if row["split"] == split:
             rows.append(
                 Row(
@@ -184,14 +183,16 @@ def scifact_rows(user: Any, split: str, train: bool) -> list[Row]:
                     cites({str(row["doc_id"])}),
                 )
             )
-    for row in read_jsonl(QUESTIONS / f"{SCIFACT_UNANSWERABLE}.jsonl"):
+    for row in read_jsonl(questions / f"{SCIFACT_UNANSWERABLE}.jsonl"):
         if row["split"] == split:
             rows.append(Row(row["id"], SCIFACT_UNANSWERABLE, split, row["question"], _never))
     if train:
-        qrels = evaluation.load_qrels(SCIFACT / "qrels" / "train.tsv")
+        if scifact is None:
+            raise SystemExit("give --scifact (the BEIR folder) for the SciFact train queries")
+        qrels = evaluation.load_qrels(scifact / "qrels" / "train.tsv")
         queries = [
             (qid, text)
-            for qid, text in evaluation.load_queries(SCIFACT / "queries.jsonl").items()
+            for qid, text in evaluation.load_queries(scifact / "queries.jsonl").items()
             if qid in qrels
         ]
         parity = 0 if split == "tune" else 1
@@ -214,19 +215,27 @@ def ensure_user(username: str) -> Any:
     return user
 
 
-def part_rows(part: str, split: str, train: bool) -> tuple[Any, list[Row]]:
+def part_rows(
+    part: str, split: str, train: bool, args: argparse.Namespace
+) -> tuple[Any, list[Row]]:
+    """The user whose data is asked and the rows of `split`; the user's pending passages are
+    embedded first."""
     from django.core.management import call_command
 
     from retrieval.eligibility import member_space_ids
     from retrieval.index.vectors import pending_count
 
+    questions = Path(args.questions)
     if part == "notes":
+        if not args.notes_corpus:
+            raise SystemExit("give --notes-corpus (the notes corpus folder) for --part notes")
         call_command("migrate", verbosity=0)
         user = ensure_user("notes")
-        rows = notes_rows(user, split)
+        rows = notes_rows(user, split, questions, Path(args.notes_corpus))
     else:
         user = ensure_user("eval")
-        rows = scifact_rows(user, split, train)
+        scifact = Path(args.scifact) if args.scifact else None
+        rows = scifact_rows(user, split, train, questions, scifact)
     if pending_count(member_space_ids(user.pk)):
         call_command("lode_embed_pending", verbosity=0)
     return user, rows
@@ -252,7 +261,7 @@ def collect(args: argparse.Namespace) -> int:
 
     if not (settings.LODE_RELEVANCE_THRESHOLD or 1.0) < 1e-3:
         raise SystemExit("set LODE_RELEVANCE_THRESHOLD=0.000001: every claim must reach the step")
-    user, rows = part_rows(args.part, "tune", train=True)
+    user, rows = part_rows(args.part, "tune", True, args)
     original = ask_module.relevance_step
     captured: list[dict[str, Any]] = []
 
@@ -320,7 +329,7 @@ def collect(args: argparse.Namespace) -> int:
 
 def load_groups(paths: Sequence[str], without: Sequence[str] = ()) -> list[Any]:
     from retrieval.answer.relevance import FEATURE_NAMES, Candidate
-    from retrieval.answer.training.fit_relevance import Group, Question
+    from training.fit_relevance import Group, Question
 
     groups = []
     for path in paths:
@@ -412,7 +421,7 @@ def egress_floor(groups: list[Any], scores: list[np.ndarray], threshold: float) 
     return round(min(right[len(right) // 20], threshold), 6) if right else threshold
 
 
-def fit(args: argparse.Namespace) -> int:
+def fit(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "lode_site.settings")
     import django
 
@@ -422,11 +431,10 @@ def fit(args: argparse.Namespace) -> int:
         FALLBACK_MODEL,
         FEATURE_NAMES,
         FULL_MODEL,
-        RELEVANCE_FILE,
         LogisticModel,
         read_model,
     )
-    from retrieval.answer.training.fit_relevance import fit_model
+    from training.fit_relevance import fit_model
 
     groups = load_groups(args.dump, args.without)
     sets: dict[str, list[int]] = {}
@@ -495,10 +503,8 @@ def fit(args: argparse.Namespace) -> int:
     payload = {
         "version": f"relevance-asks-{fitted_at[:10]}",
         "fitted_at": fitted_at,
-        "script": "retrieval/answer/training/fit_relevance_asks.py",
-        "command": " ".join(
-            ["python -m retrieval.answer.training.fit_relevance_asks", *sys.argv[1:]]
-        ),
+        "script": "training/fit_relevance_asks.py",
+        "command": " ".join(["python -m training.fit_relevance_asks", *(argv or sys.argv[1:])]),
         "model": "logistic regression, L2 on the weights, standardised features, "
         "sets weighted equally, L2 strength by 5-fold CV grouped by question "
         "(fit_relevance.fit_model), fitted on the faithful claims of whole asks",
@@ -510,13 +516,13 @@ def fit(args: argparse.Namespace) -> int:
             "claims": "every claim that passed the faithfulness steps of ask() (extractive "
             "answerer, hybrid search, the configured reranker), relevance step switched off",
         },
-        "idf": json.loads(RELEVANCE_FILE.read_text(encoding="utf-8")).get("idf", {}),
+        "idf": json.loads(Path(args.current).read_text(encoding="utf-8")).get("idf", {}),
         "egress_floor": egress_floor(groups, oof_full, threshold),
         "models": payload_models,
         "report": report,
     }
     out = Path(args.out)
-    out.write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_atomically(out, json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
     read_model(out)  # it must load as the shipped file does
     print(f"wrote {out}")
     return 0
@@ -536,7 +542,7 @@ def holdout(args: argparse.Namespace) -> int:
 
     use_weights(Path(args.model))
     print(f"weights {args.model} (version {load_model().version})")
-    user, rows = part_rows(args.part, "holdout", train=args.train)
+    user, rows = part_rows(args.part, "holdout", args.train, args)
     tally: dict[str, list[int]] = {}
     for row in rows:
         outcome = ask(user=user, question=row.question, answerer=ExtractiveAnswerer())
@@ -563,18 +569,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("command", choices=("collect", "fit", "holdout"))
     p.add_argument("--part", choices=("notes", "scifact"))
     p.add_argument("--data", help="the part's data folder (notes: created if empty)")
+    p.add_argument("--questions", help="collect, holdout: folder of the question sets")
+    p.add_argument("--notes-corpus", help="collect, holdout --part notes: the corpus folder")
+    p.add_argument("--scifact", help="collect, holdout --part scifact: the BEIR SciFact folder")
     p.add_argument("--dump", nargs="+", help="collect: the file to write; fit: files to read")
-    p.add_argument("--current", default=str(ROOT / "retrieval" / "data" / "relevance.json"))
+    p.add_argument("--current", help="fit: the weights to compare with (and take the IDF from)")
     p.add_argument("--out", help="fit: the weights file to write")
     p.add_argument("--without", nargs="*", default=[], help="fit: leave these sets out")
     p.add_argument("--model", help="holdout: the weights file to use")
     p.add_argument("--train", action="store_true", help="holdout: the odd train queries too")
     p.add_argument("--json", help="holdout: write the tally here")
     args = p.parse_args(argv)
+    needed = {
+        "collect": ("part", "data", "questions", "dump"),
+        "fit": ("dump", "current", "out"),
+        "holdout": ("part", "data", "questions", "model"),
+    }[args.command]
+    if missing := [name for name in needed if not getattr(args, name)]:
+        p.error(f"{args.command} needs " + ", ".join(f"--{m}" for m in missing))
     if args.command == "collect":
         args.dump = args.dump[0]
         return collect(args)
-    return fit(args) if args.command == "fit" else holdout(args)
+    return fit(args, argv) if args.command == "fit" else holdout(args)
 
 
 if __name__ == "__main__":
