@@ -36,7 +36,7 @@ INSTALLED_APPS = [
     "spaces",
     "notes",
     "externals",
-    "retrieval",
+    "retrieval.web.apps.RetrievalConfig",
     # After "retrieval" on purpose: retrieval's `db_worker` (which first queues a sweep for
     # vector work a killed worker left behind) must shadow the stock command.
     "django_tasks_db",
@@ -255,6 +255,9 @@ LODE_CHUNK_OVERLAP_WORDS = env.env_int("LODE_CHUNK_OVERLAP_WORDS", 20, minimum=0
 # highlight() and ts_headline, whose cost grows faster than linearly with the matches in one
 # passage, stay in the low milliseconds per passage. Raise it with LODE_CHUNK_MAX_WORDS.
 LODE_CHUNK_MAX_CHARS = env.env_int("LODE_CHUNK_MAX_CHARS", 2000, minimum=200)
+# The lexical index's backend module (dotted path); empty picks it by database vendor
+# (retrieval/index/lexical/__init__.py VENDOR_BACKENDS).
+LODE_LEXICAL_BACKEND = env.env_str("LODE_LEXICAL_BACKEND", "").strip()
 
 # Background work (Django tasks): the database-backed queue run by `manage.py db_worker`.
 # LODE_TASKS_BACKEND=django.tasks.backends.immediate.ImmediateBackend runs tasks inline instead.
@@ -324,9 +327,13 @@ LODE_LLM_MAX_TOKENS = env.env_int("LODE_LLM_MAX_TOKENS", 1024, minimum=16)
 LODE_LLM_RESPONSE_FORMAT = env.env_choice(
     "LODE_LLM_RESPONSE_FORMAT", "json_schema", ("json_schema", "json_object")
 )
+# Who answers: auto (the chat endpoint when LODE_LLM_BASE_URL is set, else extractive),
+# extractive, chat, or the dotted path of an Answerer class (checked at start-up).
+LODE_ANSWERER = env.env_str("LODE_ANSWERER", "auto").strip() or "auto"
 # Entailment stage of the faithfulness gate: none (fail closed), a local cross-encoder
-# folder, or an LLM judge over the same endpoint as the answerer.
-LODE_ENTAILMENT = env.env_choice("LODE_ENTAILMENT", "none", ("none", "cross-encoder", "llm-judge"))
+# folder, an LLM judge over the same endpoint as the answerer, or the dotted path of a
+# scorer class or factory (checked at start-up).
+LODE_ENTAILMENT = env.env_str("LODE_ENTAILMENT", "none").strip() or "none"
 LODE_ENTAILMENT_MODEL_DIR = env.env_str("LODE_ENTAILMENT_MODEL_DIR", "")
 LODE_ENTAILMENT_MODEL_NAME = env.env_str(
     "LODE_ENTAILMENT_MODEL_NAME", "Xenova/ms-marco-MiniLM-L-6-v2"

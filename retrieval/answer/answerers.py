@@ -2,7 +2,8 @@
 spans pinned to version ids (issue 5 items 2–3; seeds/lode-retrieval.md "Make the answer
 schema verifiable"). Nothing else is asked of them — no confidence: the gate decides.
 
-Two implementations behind one Protocol; `get_answerer()` picks:
+Two implementations behind one Protocol; `get_answerer()` picks the one `LODE_ANSWERER` names
+(or any class its dotted path names):
 
 * `ExtractiveAnswerer` — the offline default. It picks the evidence sentences that best answer
   the question and returns each as a claim quoting itself, so every claim is verbatim by
@@ -53,13 +54,11 @@ from retrieval.answer.answer_shape import shape_problem
 from retrieval.answer.egress import EgressPlan
 from retrieval.answer.llm import ChatClient, LLMError, quote_tag
 from retrieval.answer.pack import version_bodies
-from retrieval.answer.relevance import (
-    RelevanceUnavailable,
-    candidate_for,
-    question_profile,
-    score_candidates,
-    section_answers,
-)
+from retrieval.answer.relevance.candidate import candidate_for
+from retrieval.answer.relevance.model import RelevanceUnavailable
+from retrieval.answer.relevance.question import question_profile
+from retrieval.answer.relevance.scoring import score_candidates
+from retrieval.answer.relevance.section_rule import section_answers
 from retrieval.answer.types import (
     ANSWER_JSON_SCHEMA,
     AnswerDraft,
@@ -69,14 +68,12 @@ from retrieval.answer.types import (
     Support,
 )
 from retrieval.eligibility import Audience, audience_for
-from retrieval.text import (
-    EXTRACTIVE_STOPWORDS,
-    QUESTION_FRAME_WORDS,
-    TOKEN_RE,
-    Sentence,
-    fold,
-    split_sentences,
-)
+from retrieval.index.backend_paths import build_backend
+from retrieval.text.sentences import Sentence, split_sentences
+from retrieval.text.stemming import fold
+from retrieval.text.tokens import TOKEN_RE
+from retrieval.words.question_words import QUESTION_FRAME_WORDS
+from retrieval.words.stopwords import EXTRACTIVE_STOPWORDS
 
 logger = logging.getLogger("lode.answerers")
 
@@ -463,9 +460,19 @@ class ChatAnswerer:
         )
 
 
-def get_answerer() -> Answerer:
-    """The chat answerer when an endpoint is configured (`LODE_LLM_BASE_URL`), else the
-    offline extractive answerer."""
-    if settings.LODE_LLM_BASE_URL:
-        return ChatAnswerer()
-    return ExtractiveAnswerer()
+# `LODE_ANSWERER`'s short names and the classes they stand for; any other value is the dotted
+# path of an answerer class (or factory) called with no arguments.
+ANSWERER_ALIASES: dict[str, str] = {
+    "extractive": "retrieval.answer.answerers.ExtractiveAnswerer",
+    "chat": "retrieval.answer.answerers.ChatAnswerer",
+}
+
+
+def get_answerer(value: str | None = None) -> Answerer:
+    """The answerer `value` names (default `settings.LODE_ANSWERER`). "auto" is the chat
+    answerer when an endpoint is configured (`LODE_LLM_BASE_URL`), else the offline extractive
+    one. Raises BackendPathError when the name does not import or lacks what `Answerer` asks."""
+    value = settings.LODE_ANSWERER if value is None else value
+    if value == "auto":
+        value = "chat" if settings.LODE_LLM_BASE_URL else "extractive"
+    return build_backend("LODE_ANSWERER", value, ANSWERER_ALIASES, Answerer)

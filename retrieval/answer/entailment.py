@@ -2,7 +2,8 @@
 hypothesis (the claim)? Behind one Protocol, so the gate never hard-wires a model
 (MODELS.md "Cross-encoder reranker and NLI": none ships offline).
 
-Backends, picked by `LODE_ENTAILMENT`:
+Backends, picked by `LODE_ENTAILMENT` (a short name below, or the dotted path of any scorer
+class or factory, called with `user=`):
 
 * `none` (default) — no scorer. The gate then drops every claim that needs entailment, and
   says why: fail closed (seeds/lode-retrieval.md, "Entailment check").
@@ -41,6 +42,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from retrieval.answer.llm import ChatClient, LLMError, quote_tag
 from retrieval.answer.redaction import redact
 from retrieval.answer.types import PackItem
+from retrieval.index.backend_paths import build_backend
 
 ENTAILMENT_CHOICES = ("none", "cross-encoder", "llm-judge")
 
@@ -132,6 +134,22 @@ def _cross_encoder(folder: str, model_name: str) -> CrossEncoderEntailment:
     return CrossEncoderEntailment(folder or None, model_name)
 
 
+def cross_encoder_from_settings(*, user: AbstractBaseUser | None = None) -> CrossEncoderEntailment:
+    """The cross-encoder of `LODE_ENTAILMENT_MODEL_DIR`, one per process (a local scorer: `user`
+    is not needed)."""
+    return _cross_encoder(
+        str(settings.LODE_ENTAILMENT_MODEL_DIR or ""), settings.LODE_ENTAILMENT_MODEL_NAME
+    )
+
+
+# `LODE_ENTAILMENT`'s short names and the scorers they stand for ("none" is no scorer); any
+# other value is the dotted path of a scorer class or factory, called with `user=`.
+ENTAILMENT_ALIASES: dict[str, str] = {
+    "cross-encoder": "retrieval.answer.entailment.cross_encoder_from_settings",
+    "llm-judge": "retrieval.answer.entailment.LLMJudge",
+}
+
+
 def get_entailment_scorer(
     name: str | None = None, *, user: AbstractBaseUser | None = None
 ) -> EntailmentScorer | None:
@@ -140,18 +158,14 @@ def get_entailment_scorer(
 
     Never raises for a backend that is merely unconfigured or broken: that scorer raises
     EntailmentUnavailable when asked to score, so the gate drops the claim with the reason
-    instead of the whole ask failing. An unknown name is a programming error (ValueError).
+    instead of the whole ask failing. A name that is not an alias and does not import, or
+    builds something without what `EntailmentScorer` asks for, is a configuration error
+    (BackendPathError, which the start-up checks report first).
     """
     name = settings.LODE_ENTAILMENT if name is None else name
     if name == "none":
         return None
-    if name == "cross-encoder":
-        return _cross_encoder(
-            str(settings.LODE_ENTAILMENT_MODEL_DIR or ""), settings.LODE_ENTAILMENT_MODEL_NAME
-        )
-    if name == "llm-judge":
-        return LLMJudge(user=user)
-    raise ValueError(f"unknown entailment backend {name!r}; choose one of {ENTAILMENT_CHOICES}")
+    return build_backend("LODE_ENTAILMENT", name, ENTAILMENT_ALIASES, EntailmentScorer, user=user)
 
 
 # --- the LLM judge (entailment backend "llm-judge") --------------------------------------------
