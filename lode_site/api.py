@@ -95,7 +95,7 @@ _COMMON_RESPONSES = {
 }
 
 
-# What the API offers today (issue 13: it still promised "(later) cited answers"), in the
+# What the API offers, in the
 # Markdown the docs page (Swagger UI) renders, with links back into the app; `{home}` and
 # `{help}` are filled in per request (`reverse`, so a script prefix is honoured).
 API_DESCRIPTION = (
@@ -217,5 +217,5 @@ api.add_router("/sources", sources_router)
 from spaces.api import router as spaces_router  # noqa: E402
 
 api.add_router("/spaces", spaces_router)
-api.add_router("/graph", "retrieval.web.graph_api.router")  # issue 16: graph query
-api.add_router("/graph/ask", "retrieval.web.graph_words_api.router")  # issue 16: questions
+api.add_router("/graph", "retrieval.web.graph_api.router")  # the restricted graph query
+api.add_router("/graph/ask", "retrieval.web.graph_words_api.router")  # graph questions in words

@@ -1,6 +1,6 @@
 """A time budget for one request's work, enforced in Python and inside the database.
 
-Issue 10, item 1: no request may run unbounded. A query that makes the database grind
+No request may run unbounded. A query that makes the database grind
 (FTS5 `highlight()` over a huge passage, a scan over a big note set) must be stopped with a
 clear message instead of holding a worker at full CPU after the client has left.
 

@@ -73,7 +73,7 @@ NO_ACCESS = "No access: this belongs to a space you are not a member of, or it d
 
 
 def no_access(request: HttpRequest) -> HttpResponse:
-    """404 for something the viewer may not see (issue 15): a space they are not in, or a
+    """404 for something the viewer may not see: a space they are not in, or a
     link into one. It looks exactly like a link to nothing, so it reveals no title, count,
     snippet or space; under `/api/` it is `{"detail": …}`."""
     if _is_api(request):

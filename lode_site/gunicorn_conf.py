@@ -1,4 +1,4 @@
-"""gunicorn's configuration for lode (issue 14): `gunicorn -c python:lode_site.gunicorn_conf`.
+"""gunicorn's configuration for lode: `gunicorn -c python:lode_site.gunicorn_conf`.
 
 `python3 -m lode_site.bootstrap run` and `deploy-local` start gunicorn with this module and
 `--bind HOST:PORT` (and `--workers` for deploy-local); a systemd unit does the same

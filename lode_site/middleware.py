@@ -1,5 +1,5 @@
-"""lode's own middleware: login required everywhere, the headers every page gets (issue 10,
-item 7), and the login pages' message when the login throttle refuses an attempt."""
+"""lode's own middleware: login required everywhere, the headers every page gets, and
+the login pages' message when the login throttle refuses an attempt."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """Login throttling: too many failed password logins lock a username at an address, and an
 address, for a while.
 
-Issue 10, item 7. django-axes (8.3.1, the latest release) declares support up to Django 6.0,
-not the 6.1 lode runs on, and brings its own tables and middleware; this is the small
-cache-based throttle the issue allows instead, on Django's `default` cache (a folder shared
-by every worker process of the machine, see settings.CACHES).
+django-axes (8.3.1) declares support up to Django 6.0, not the 6.1 lode runs on, and brings
+its own tables and middleware; this is a small cache-based throttle instead, on Django's
+`default` cache (a folder shared by every worker process of the machine, see
+settings.CACHES).
 
 * Each failed password login (Django's `user_login_failed` signal, sent by `authenticate()`
   for every backend and view: `/accounts/login/`, `/admin/login/`) is recorded under the

@@ -24,7 +24,7 @@ urlpatterns = [
         name="settings-token-revoke",
     ),
     path("notes/", include("notes.urls")),
-    # Public read-only links (issue 15, item 4): the token page needs no login; managing
+    # Public read-only links: the token page needs no login; managing
     # links is under share/ (spaces/public_manage_views.py).
     path("p/<str:token>", public_views.public_link_page, name="public-link"),
     path("share/links/new", public_manage_views.link_new, name="public-link-new"),
@@ -48,9 +48,9 @@ urlpatterns = [
     path("ask", ask_page, name="ask"),
     path("ask/<id:trace_id>", ask_permalink, name="ask-permalink"),
     path("search/help", search_help, name="search-help"),
-    path("graph/query", graph_query_page, name="graph-query"),  # issue 16, item 4
-    path("graph/ask", graph_ask_page, name="graph-ask"),  # issue 16, item 5
-    path("graph/results", graph_results_page, name="graph-results"),  # issue 16, item 2
+    path("graph/query", graph_query_page, name="graph-query"),
+    path("graph/ask", graph_ask_page, name="graph-ask"),
+    path("graph/results", graph_results_page, name="graph-results"),
     path("search", include("retrieval.web.urls")),
     path(
         "evidence/<id:document_id>/<id:version_id>/<id:passage_id>/<str:sha256>/",

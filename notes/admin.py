@@ -1,6 +1,6 @@
 """Admin for documents, versions and tags. Staff who are not superusers see only the rows of
-the spaces they are members of (issue 15, item 2: admin is one of the places the one
-eligibility rule applies); superusers see everything."""
+the spaces they are members of (admin is one of the places the one eligibility
+rule applies); superusers see everything."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Notes over the API: the same selectors and services as the pages, with the same rules
-(issue 15): any member of a note's space reads it, an editor or admin writes it (403
+"""Notes over the API: the same selectors and services as the pages, with the same rules:
+any member of a note's space reads it, an editor or admin writes it (403
 otherwise), and a note or space the caller is not a member of is a 404 that names nothing.
 """
 
@@ -160,7 +160,7 @@ def list_notes(
     except eligibility.NoAccess:
         raise HttpError(404, NO_ACCESS) from None
     notes = notes[offset : offset + limit]
-    # Bound the response (issue 10, item 2): 500 notes of up to LODE_MAX_NOTE_BYTES each
+    # Bound the response: 500 notes of up to LODE_MAX_NOTE_BYTES each
     # would be a gigabyte. Bodies are included in order until the budget is spent (the
     # first always is); later notes keep their metadata and say their body was left out.
     budget = settings.LODE_API_LIST_MAX_BODY_CHARS

@@ -30,7 +30,7 @@ class NoteForm(forms.Form):
     )
     # The version this edit started from; a save is refused when the head has moved since.
     base_version = forms.IntegerField(widget=forms.HiddenInput, required=False)
-    # Creating only: which space the note goes to (issue 15). An edit never moves a note.
+    # Creating only: which space the note goes to. An edit never moves a note.
     # Left out (an older form, a script): the default space (`space_for_new_documents`).
     space = forms.TypedChoiceField(coerce=int, label="Space", required=False, empty_value=None)
 

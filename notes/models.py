@@ -47,14 +47,14 @@ class Document(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=hand_over_or_cascade, related_name="documents"
     )
-    # Who may see it (issue 15): the members of this space. The owner is who created it.
+    # Who may see it: the members of this space. The owner is who created it.
     # RESTRICT: a space holding documents cannot be deleted out from under them, except
     # together with them (an account deletion takes its personal space and its documents).
     space = models.ForeignKey("spaces.Space", on_delete=models.RESTRICT, related_name="documents")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.NOTE)
     title = models.CharField(max_length=500)
     # The title as links name it (`title_key()`: case-folded, spaces collapsed), indexed so a
-    # `[[Title]]` link and an unlinked mention of a title resolve with one lookup (issue 16).
+    # `[[Title]]` link and an unlinked mention of a title resolve with one lookup.
     # Kept in step with `title` by `save()`; bulk writers set it themselves.
     title_key = models.CharField(max_length=500, blank=True, default="", db_index=True)
     # RESTRICT, not PROTECT: a version can never be deleted out from under its document,

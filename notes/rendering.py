@@ -6,7 +6,7 @@ URLs in text into links (never inside code or an existing link). nh3 (the ammoni
 sanitiser) then allows only a fixed set of tags, attributes and URL schemes as a second,
 independent layer, and puts `rel="noopener noreferrer nofollow"` on every link.
 
-What note-takers expect (issue 13, item 7), from mdit-py-plugins (executablebooks, the
+What note-takers expect, from mdit-py-plugins (executablebooks, the
 maintained companion of markdown-it-py): task lists (`- [ ]`/`- [x]` as disabled
 checkboxes) and footnotes (`[^1]`, `^[inline]`). `[[Title]]`/`[[Title|label]]` wiki links
 are parsed here (`_wiki_link`) into a placeholder, `<span class="wikilink" title="Title">`,
@@ -14,13 +14,13 @@ that is the same for every reader, so the per-version cache stays shared; the pa
 resolves the placeholders against the reader's own notes (`link_wiki`), at request time,
 so a renamed or new note is linked at once and nobody's note is ever linked from another's.
 
-Why not bleach (issue 10): profiled with cProfile, a 320 KB table spent its seconds in
+Why not bleach: profiled with cProfile, a 320 KB table spent its seconds in
 html5lib, twice (bleach's clean, then its linkify): the etree tree walker's
 `getParentNode`/`getNextSibling` call `list.index`/`list.count` on the parent's children,
 so the cost is quadratic in the children of one element (rows of one table, cells of one
 row), and a one-line table of hundreds of thousands of cells ran for minutes. nh3 and
 markdown-it's linkify are linear. bleach's linkify pass also escaped the already-escaped
-text inside code a second time (`&quot;` shown in code, issue 13).
+text inside code a second time (`&quot;` shown in code).
 
 Large notes are shown in parts of at most `PART_MAX_CHARS` characters of source, cut at
 block boundaries where there are any (`split_parts`), and each part's HTML is cached by

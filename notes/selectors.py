@@ -1,5 +1,5 @@
-"""Reads of notes, scoped to what the user may see: the notes of the spaces they belong to
-(issue 15), decided through `retrieval.eligibility` only.
+"""Reads of notes, scoped to what the user may see: the notes of the spaces they belong to,
+decided through `retrieval.eligibility` only.
 
 A list covers every space of the user, or one (`space_id`, which must be one of theirs:
 `eligibility.NoAccess` otherwise). A single note someone may not see is
