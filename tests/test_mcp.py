@@ -411,3 +411,14 @@ def test_ask_with_a_token_over_several_spaces_must_name_one(corpus, mcp_url):
     assert body["space"] == team.pk
     cited = {s["document_title"] for c in body["claims"] for s in c["support"]}
     assert cited <= {"Team certs"}
+
+
+def test_a_call_past_its_time_budget_is_refused_and_logged(corpus, mcp_url, settings):
+    settings.LODE_REQUEST_BUDGET_SECONDS = 1e-9  # spent before the first statement
+    _, raw = token_create(user=corpus["alice"], name="agent")
+
+    async def steps(client):
+        return await client.call_tool("search", {"query": "certbot", "mode": "lexical"})
+
+    assert "time budget" in refusal(http_call(mcp_url, raw, steps))
+    assert "time budget" in McpCall.objects.get(tool="search").refused

@@ -19,9 +19,10 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.urls import Resolver404, resolve
+from django.urls import Resolver404, get_script_prefix, resolve
 from django.utils import timezone
 
+from lode_site.budget import as_budget_exceeded, time_budget
 from lode_site.models import ApiToken, McpCall, token_digest
 from retrieval.answer.ask import ask
 from retrieval.eligibility import Audience, NoAccess, audience_documents, audience_for
@@ -45,6 +46,8 @@ MISSING_TOKEN = (
     "No access token: send `Authorization: Bearer <token>` (create one under Settings → "
     "Access tokens)."
 )
+# Tools budgeted like an ask (they search and may call a model); the rest like a read.
+BUDGETED_AS_ASK = frozenset({"ask", "graph_query"})
 # A token's `last_used_at` is written at most this often (as the API does).
 LAST_USED_EVERY = timedelta(minutes=1)
 UNKNOWN_TOKEN = "This access token is not known; create one under Settings → Access tokens."
@@ -106,7 +109,10 @@ def run_tool(grant: Grant, tool: str, work: Callable[[ApiToken], dict[str, Any]]
             raise Refused(UNKNOWN_TOKEN)
         if reason := token.refusal():
             raise Refused(reason)
-        text = json.dumps(work(token), ensure_ascii=False, separators=(",", ":"), default=str)
+        text = json.dumps(
+            _within_budget(tool, work, token), ensure_ascii=False, separators=(",", ":"),
+            default=str,
+        )
     except Refused as exc:
         _log(grant, token, tool, started, len(exc.message.encode()), exc.message)
         raise
@@ -115,6 +121,31 @@ def run_tool(grant: Grant, tool: str, work: Callable[[ApiToken], dict[str, Any]]
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
     return text
 
+
+
+def _within_budget(
+    tool: str, work: Callable[[ApiToken], dict[str, Any]], token: ApiToken
+) -> dict[str, Any]:
+    """`work(token)` under the time budget its API twin gets (`lode_site/budget.py`): the
+    ask budget for `ask` and `graph_query`, the read budget for the rest; 0 means none."""
+    seconds = float(
+        settings.LODE_ASK_BUDGET_SECONDS
+        if tool in BUDGETED_AS_ASK
+        else settings.LODE_REQUEST_BUDGET_SECONDS
+    )
+    if seconds <= 0:
+        return work(token)
+    with time_budget(seconds):
+        try:
+            return work(token)
+        except Exception as exc:
+            # Recognised while the budget is still active (a statement SQLite interrupted).
+            if (stopped := as_budget_exceeded(exc)) is None:
+                raise
+            raise Refused(
+                f"This {tool} took longer than its time budget of {stopped.seconds:g} s and "
+                "was stopped; try a narrower query."
+            ) from None
 
 
 def _log(
@@ -232,8 +263,12 @@ def open_tool(token: ApiToken, *, evidence_url: str) -> dict[str, Any]:
     path = evidence_url.strip()
     if "://" in path:
         path = "/" + path.split("://", 1)[1].split("/", 1)[-1]
+    path = path.split("?", 1)[0]
+    prefix = get_script_prefix()  # evidence URLs are reversed with it; resolve() wants none
+    if prefix != "/" and path.startswith(prefix):
+        path = "/" + path[len(prefix) :]
     try:
-        match = resolve(path.split("?", 1)[0])
+        match = resolve(path)
     except Resolver404:
         match = None
     if match is None or match.url_name != "evidence":
