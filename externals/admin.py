@@ -1,4 +1,4 @@
-"""Admin for sources and what their scans recorded (issue 6, item 7).
+"""Admin for sources and what their scans recorded.
 
 Sources are created through `externals.services` (which validates the folder or URL and
 runs the first scan), so the admin edits only the settings an operator changes afterwards:
@@ -9,7 +9,7 @@ with `manage.py lode_sources secret ID`. Scan records, items, deliveries and sna
 records of what happened: read-only.
 
 Staff who are not superusers see only the sources (and their records, snapshots and
-annotations) of the spaces they are members of (issue 15); superusers see all.
+annotations) of the spaces they are members of; superusers see all.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The annotation endpoint of the snapshot page (issue 6, item 5). Thin: the role check,
+"""The annotation endpoint of the snapshot page. Thin: the role check,
 the version check and the quote check all live in `externals.annotations.annotation_create`.
 
 An external of a space the user is not in answers the no-access page (404); a member who may

@@ -1,5 +1,4 @@
-"""Annotations on external snapshots: create, list, and carry them to new snapshots
-(issue 6, item 5).
+"""Annotations on external snapshots: create, list, and carry them to new snapshots.
 
 An annotation is anchored three ways — code-point offsets into the snapshot body, the exact
 quote, and a little context before and after — because offsets alone go wrong the moment a
@@ -16,7 +15,7 @@ evidence for them open like a note's.
 Offsets are in code points (Python `str` indices), never UTF-16 units: the browser converts
 (static/annotate.js), and the service checks `body[start:end] == quote` before saving.
 
-Annotations belong to their external's space (issue 15): every member sees them, an editor
+Annotations belong to their external's space: every member sees them, an editor
 or admin of the space writes one (its note goes to the same space), and an annotation is
 deleted by its author or an admin of the space.
 """

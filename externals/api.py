@@ -1,4 +1,4 @@
-"""Sources over the API (issue 6): the same selectors and tasks as the pages.
+"""Sources over the API: the same selectors and tasks as the pages.
 
     GET  /api/sources                 the sources of your spaces (`?space=ID`: of one), each
                                       with its last scan; a space you are not in is 404

@@ -1,4 +1,4 @@
-"""Turn the raw bytes of a mirrored file or page into the text a snapshot stores (issue 6, item 1).
+"""Turn the raw bytes of a mirrored file or page into the text a snapshot stores.
 
 Each extractor is deterministic for a given library version, and the name and version are
 recorded on every snapshot (`Version.extractor_name`/`extractor_version`), so a snapshot can
@@ -211,7 +211,7 @@ def extract_html(data: bytes) -> Extracted:
             output_format="markdown",
             include_comments=False,
             favor_recall=True,
-            # Links stay in the text as Markdown links, so the graph (issue 16) can follow a
+            # Links stay in the text as Markdown links, so the graph can follow a
             # mirrored page's links to the other pages a source mirrors.
             include_links=True,
         )

@@ -1,4 +1,4 @@
-"""Fetch one web page for a URL source (issue 6, item 1; hardened in issue 10, item 3): a
+"""Fetch one web page for a URL source: a
 bounded, SSRF-aware HTTP GET.
 
 Address policy: every hop's host is resolved once, and refused unless every address is

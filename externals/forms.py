@@ -32,7 +32,7 @@ class SourceBaseForm(forms.Form):
 
     kind: str = ""
 
-    # Which space the source (and so its externals) belongs to (issue 15).
+    # Which space the source (and so its externals) belongs to.
     # Left out (an older form, a script): the default space (`space_for_new_documents`).
     space = forms.TypedChoiceField(
         coerce=int,
@@ -159,7 +159,7 @@ class UrlSourceForm(SourceBaseForm):
         return url
 
 
-# One upload request's bounds (issue 13, item 8): at most this many files (Django's own
+# One upload request's bounds: at most this many files (Django's own
 # DATA_UPLOAD_MAX_NUMBER_FILES, 100, is the hard stop above it) and this many bytes in all.
 # Each file is also held to LODE_SOURCE_MAX_FILE_BYTES. A request whose Content-Length
 # already says it is over the total is refused before any file is read, stored or scanned

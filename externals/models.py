@@ -1,4 +1,4 @@
-"""Sources and their scan records (issue 6; seeds/adr-0005-source-lifecycle-hybrid-retrieval.md).
+"""Sources and their scan records (seeds/adr-0005-source-lifecycle-hybrid-retrieval.md).
 
 A mirrored external is an ordinary `notes.Document` of kind `external`; each snapshot is an
 immutable `notes.Version` of it (content-addressed by `Version.sha256`, fetch time
@@ -224,7 +224,7 @@ class WebhookDelivery(models.Model):
 
 
 class Annotation(models.Model):
-    """A user's note attached to a span of an external's snapshot (issue 6, item 5).
+    """A user's note attached to a span of an external's snapshot.
 
     The span is kept three ways so it can follow the text into later snapshots: code-point
     offsets into `version.body`, the exact `quote`, and some context either side

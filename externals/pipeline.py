@@ -1,5 +1,5 @@
-"""One pipeline for first ingest and refresh of a source (issue 6, items 2 and 3;
-seeds/adr-0005-source-lifecycle-hybrid-retrieval.md).
+"""One pipeline for first ingest and refresh of a source
+(seeds/adr-0005-source-lifecycle-hybrid-retrieval.md).
 
 For every file (folder, upload) or page (URL) the scan records SHA-256, byte size, path and
 mtime. Unchanged input (same SHA-256 as last ingested) is skipped. Changed input is
@@ -23,7 +23,7 @@ while staying in history. A new file that is empty is skipped ("empty"), no docu
 Embedding is not part of the scan: `version_create` queues the vector sync after commit and
 the worker embeds; a failed embed keeps the lexical passages and the previous vectors.
 
-One scan per source at a time (issue 10, item 5): before anything else a scan claims its
+One scan per source at a time: before anything else a scan claims its
 source with a conditional UPDATE (`Source.scanning_since` from NULL, or from a claim older
 than `SCAN_CLAIM_STALE_AFTER`, to now) — one statement, atomic on SQLite and PostgreSQL
 alike, so of two scans racing exactly one gets the row. The other waits (`wait_seconds`) or
@@ -457,7 +457,7 @@ class _Scan:
         self.items[raw.path] = item
 
     def _document(self, key: str, title: str) -> Document:
-        """The item's external document, locked; created (in the source's space, issue 15),
+        """The item's external document, locked; created (in the source's space),
         or revived if it was pruned. A document moved to another space since stays there:
         a move is an explicit action a scan does not undo. Its no-egress column is the
         source's flag or its space's, which is what the egress planner reads."""
@@ -631,7 +631,7 @@ def space_no_egress(space_id: int) -> bool:
 def sync_source_flags(source: Source) -> int:
     """Copy the source's trust tier, no-egress flag and name onto its documents (they may
     have been edited in the admin since the last scan); returns documents changed. A
-    document in a no-egress space stays withheld whatever the source says (issue 15)."""
+    document in a no-egress space stays withheld whatever the source says."""
     from django.db.models import Q
 
     closed = Q(space_id__in=Space.objects.filter(no_egress=True).values("pk"))

@@ -1,5 +1,5 @@
-"""Reads behind the source and external pages (issue 6, item 4), always scoped to the
-spaces the user is a member of (issue 15, through `retrieval.eligibility`): a source,
+"""Reads behind the source and external pages, always scoped to the spaces the user is
+a member of (through `retrieval.eligibility`): a source,
 external or snapshot of a space they are not in is `DoesNotExist`, so ids leak nothing.
 What a member may do is their role in the source's or external's space (`may`).
 

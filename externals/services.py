@@ -1,12 +1,12 @@
 """Writes to sources: create (folder, URL), upload, webhook secret rotation; and the
-staleness helpers every page that lists or cites a snapshot uses (issue 6, items 1 and 2).
+staleness helpers every page that lists or cites a snapshot uses.
 
 Creating a source does not scan it: the caller scans (`externals.pipeline.scan_source`) or
 queues a refresh (`externals.tasks.enqueue_refresh`), so a page can answer at once. An
 upload is the exception: its bytes are stored and scanned in the same call, so the person
 who uploaded sees the result (or the failure) immediately.
 
-A source belongs to a space (issue 15): its externals, snapshots and annotations are read by
+A source belongs to a space: its externals, snapshots and annotations are read by
 the space's members. Adding one needs the role editor in that space (checked here as well as
 in the views); the space's admins manage it afterwards (the views check that).
 """

@@ -1,8 +1,8 @@
-"""Background refresh of sources (issue 6, items 3 and 6): the webhook, the "scan now"
+"""Background refresh of sources: the webhook, the "scan now"
 button and `lode_sources reconcile` all queue `refresh_source`, which runs the one scan
 pipeline (`externals.pipeline.scan_source`) in `manage.py db_worker`.
 
-One scan per source at a time (issue 10, item 5): a refresh that finds its source already
+One scan per source at a time: a refresh that finds its source already
 being scanned does not wait in the worker (it would hold the only worker); it queues itself
 again `RETRY_BUSY_AFTER` later, at most `MAX_BUSY_RETRIES` times, because the push that
 queued it may describe a change the running scan has already passed.

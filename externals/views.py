@@ -1,4 +1,4 @@
-"""Source and external pages (issue 6, item 4). Thin: reads through `externals.selectors`,
+"""Source and external pages. Thin: reads through `externals.selectors`,
 writes through `externals.services` / `externals.tasks`; every lookup is owner-scoped, so
 another user's ids are a plain 404.
 
@@ -6,13 +6,13 @@ Snapshot text is shown as one escaped text node inside `#snapshot-text` (never m
 safe by a template), so a browser selection's offsets are code points of the version body,
 which is what annotations store. That exact text is the default; `?view=rendered` shows a
 Markdown or HTML snapshot through the notes' one renderer and sanitiser (`notes.rendering`),
-beside it, never as raw HTML (issue 13, item 8).
+beside it, never as raw HTML.
 
 An upload may carry several files (`<input type=file multiple>`, a drop zone in
 static/upload.js); each becomes a source of its own through the same checks a single file
 has, and the page lists per file what was added and what was refused and why.
 
-Roles (issue 15): any member of a source's space reads it (its page, scan status, externals,
+Roles: any member of a source's space reads it (its page, scan status, externals,
 snapshots, annotations); an editor adds sources to the space and presses "Scan now"; only
 an admin of the space edits, enables or disables, deletes a source or rotates its webhook
 secret. Anything of a space the user is not in answers the no-access page (404), for reads
@@ -478,7 +478,7 @@ def _snapshot_page(request: HttpRequest, document: Document, version: Version) -
     rendered = _rendered(request, version) if renderable and _wants_rendered(request) else None
     annotations = list(annotations_for(request.user, version))
     is_head = version.pk == document.head_id
-    # The graph sections (issue 16): about the document as it is now, so on its head only.
+    # The graph sections: about the document as it is now, so on its head only.
     graph = graph_context(request, document) if is_head and document.deleted_at is None else {}
     return render(
         request,

@@ -1,4 +1,4 @@
-"""Push-triggered re-indexing (issue 6, item 6; hardened in issue 10, item 4): a signed POST
+"""Push-triggered re-indexing: a signed POST
 asks for a source's refresh.
 
     POST /api/sources/<id>/webhook

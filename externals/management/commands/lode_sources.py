@@ -6,7 +6,7 @@
     lode_sources secret ID            rotate a source's webhook secret and print it once
                                       (stdout), with how to sign deliveries (stderr)
 
-`reconcile` is the safety net behind push-triggered re-indexing (issue 6, item 6): run it
+`reconcile` is the safety net behind push-triggered re-indexing: run it
 from cron and a push that never arrived is caught up. It runs `scan_source` inline (trigger
 "reconcile"), one source after another, printing a line per source with its status and
 counts; a source whose scan raises is reported and the others still run; a source another
