@@ -1,4 +1,4 @@
-"""Admin for spaces, memberships and the record of moves (issue 15).
+"""Admin for spaces, memberships and the record of moves.
 
 A superuser sees everything. Other staff see only the spaces they are a member of (and those
 spaces' memberships and moves): the admin is a reader like any page, so it applies the same

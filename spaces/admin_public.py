@@ -1,4 +1,4 @@
-"""Admin for public read-only links and their view log (issue 15, item 4).
+"""Admin for public read-only links and their view log.
 
 Links are listed with whether they are live (a "Live" filter gives the list of live links)
 and can be revoked in bulk ("Revoke selected links"); nothing else of a link is editable

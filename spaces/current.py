@@ -1,4 +1,4 @@
-"""The space a user is working in, chosen with the header's switcher (issue 15, item 5).
+"""The space a user is working in, chosen with the header's switcher.
 
 Kept in the session: None means "all my spaces" (the default), which is what search and ask
 read when the request names no space. New notes and sources go to the current space when

@@ -1,4 +1,4 @@
-"""Spaces: who may see which documents (issue 15).
+"""Spaces: who may see which documents.
 
 Every document, source (and so its externals and snapshots), annotation (through its note
 document) and stored answer belongs to a space. A user sees exactly the documents of the
@@ -150,8 +150,8 @@ def heir_of(space_id: int, user_id: int) -> int | None:
 def hand_over_or_cascade(collector: Any, field: Any, sub_objs: Any, using: str) -> None:
     """`on_delete` for what a user owns (documents, sources, annotations, stored answers):
     deleting the account takes what was only theirs, but what they wrote in a shared space
-    stays with the space, handed to `heir_of` that space (issue 15: deleting an account
-    must not delete a team's notes). A row whose unique key the heir already holds (a source
+    stays with the space, handed to `heir_of` that space (deleting an account must not
+    delete a team's notes). A row whose unique key the heir already holds (a source
     name, an import key) cannot be handed over and goes with the account."""
     heirs: dict[tuple[int, int], int | None] = {}
     handed: dict[int, list[Any]] = defaultdict(list)
@@ -191,7 +191,7 @@ def _heir_holds_key(obj: Any, heir_id: int) -> bool:
 
 
 class DocumentMove(models.Model):
-    """One explicit move of a document from one space to another (issue 15, item 1)."""
+    """One explicit move of a document from one space to another."""
 
     document = models.ForeignKey("notes.Document", on_delete=models.CASCADE, related_name="moves")
     from_space = models.ForeignKey(
@@ -231,7 +231,7 @@ def new_link_token() -> str:
 
 class PublicLink(models.Model):
     """An unguessable, revocable, optionally expiring read-only link to exactly one note
-    version or one stored answer (issue 15, item 4)."""
+    version or one stored answer."""
 
     class Kind(models.TextChoices):
         VERSION = "version", "Note version"

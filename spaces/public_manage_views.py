@@ -1,4 +1,4 @@
-"""Managing public read-only links (issue 15, item 4), for members of a space:
+"""Managing public read-only links, for members of a space:
 
 * `POST /share/links/new` — create a link to a note version or a stored answer (the form in
   templates/spaces/_public_link_form.html: `kind`, `target_id`, optional `expires_in_days`);

@@ -1,4 +1,4 @@
-"""The public page of a public read-only link: `GET /p/<token>[?part=N]` (issue 15, item 4).
+"""The public page of a public read-only link: `GET /p/<token>[?part=N]`.
 
 Anyone with the URL may open it: no login (`login_not_required`), and nothing here touches
 the session, the user or the CSRF token, so the response sets no cookie. The page is

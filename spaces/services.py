@@ -1,5 +1,5 @@
 """Writes to spaces: creating and changing them, their members and roles, and moving
-documents and sources between them (issue 15, items 1 and 5).
+documents and sources between them.
 
 Plain functions with keyword-only arguments (HackSoft's `services.py` shape), each checking
 the actor's role through `retrieval.eligibility` — the one place access is decided — and

@@ -1,4 +1,4 @@
-"""Every user has a personal space from the moment the account exists (issue 15, item 1)."""
+"""Every user has a personal space from the moment the account exists."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Space pages (issue 15, item 5): your spaces, one space's members and settings, the
+"""Space pages: your spaces, one space's members and settings, the
 header's switcher and moving a document. Thin: reads go through `retrieval.eligibility`,
 writes through `spaces.services`, whose refusals become messages on the page they came from.
 
