@@ -48,7 +48,7 @@ class PassageAdmin(ReadOnlyAdmin):
     raw_id_fields = ["document", "version"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Passage]:
-        # Staff who are not superusers see only their spaces' passages (issue 15).
+        # Staff who are not superusers see only their spaces' passages.
         queryset = super().get_queryset(request)
         if request.user.is_superuser:
             return queryset
@@ -114,7 +114,7 @@ class AskTraceAdmin(ReadOnlyAdmin):
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AskTrace]:
-        # Staff who are not superusers see only the answers they may open (issue 15).
+        # Staff who are not superusers see only the answers they may open.
         queryset = super().get_queryset(request)
         if request.user.is_superuser:
             return queryset
@@ -163,7 +163,7 @@ class AskTraceAdmin(ReadOnlyAdmin):
 
 @admin.register(GraphQuestionTrace)
 class GraphQuestionTraceAdmin(ReadOnlyAdmin):
-    """Graph questions in words (issue 16) and what each became, read-only. Private to the
+    """Graph questions in words and what each became, read-only. Private to the
     asker: staff who are not superusers see only their own."""
 
     list_display = ["id", "user", "short_question", "path", "answered", "created_at"]
@@ -233,7 +233,7 @@ class EgressLogAdmin(ReadOnlyAdmin):
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[EgressLog]:
-        # Staff who are not superusers see only their own egress (issue 15).
+        # Staff who are not superusers see only their own egress.
         queryset = super().get_queryset(request)
         return queryset if request.user.is_superuser else queryset.filter(user=request.user)
 
@@ -252,7 +252,7 @@ class EgressLogAdmin(ReadOnlyAdmin):
 
 @admin.register(WorkerHeartbeat)
 class WorkerHeartbeatAdmin(ReadOnlyAdmin):
-    """Running `db_worker`s (issue 14). A clean stop deletes the row; a row not renewed for
+    """Running `db_worker`s. A clean stop deletes the row; a row not renewed for
     the stale limit is a killed or hung worker (`manage.py lode_index health` reports it).
     Install-wide process bookkeeping, no user's text: superusers and staff given the view
     permission see it."""

@@ -1,5 +1,5 @@
 """What a user may see, and which documents a search may return: the one place both become
-a condition (issue 15, item 2; invariant 4).
+a condition (DESIGN.md invariant 4).
 
 **Spaces.** A user sees exactly the documents of the spaces they are a member of
 (`spaces.models`). `Audience` is that set of space ids for one request, narrowed by an

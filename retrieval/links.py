@@ -126,7 +126,7 @@ def search_path(
     """The search page's path and query string for these parameters; empty query → bare page
     (`?adv=1` alone when `advanced`). `weaker=1` (show meaning-only hits below the similarity
     floor) and `adv=1` (show scores, ranks and offsets) only when asked for, so links made
-    before they existed keep their meaning. `space` ("all" or a space id, issue 15) is
+    before they existed keep their meaning. `space` ("all" or a space id) is
     spelled out whenever given, so a shared link searches the space it was made in whoever
     opens it, not whatever space the opener last chose."""
     path = reverse("retrieval:search")

@@ -95,7 +95,7 @@ class PendingVector(models.Model):
     """A head passage with no vector under the active manifest yet: what search's "not yet
     embedded" note counts, kept so that count reads only the pending passages instead of
     anti-joining every head passage with its vector records (~100 ms at 56k passages, paid on
-    every hybrid search; issue 14).
+    every hybrid search).
 
     Derived, like the lexical index: written in the transaction that makes a passage a head
     passage (`vectors.mark_pending`), deleted in the transaction that records its vector
@@ -194,7 +194,7 @@ class AskTrace(models.Model):
 
 
 class VectorClaim(models.Model):
-    """A claim on a head passage that one sync run is embedding right now (issue 14).
+    """A claim on a head passage that one sync run is embedding right now.
 
     Several workers on PostgreSQL may each be asked to embed the same passage (a document's
     task and the sweep, or two overlapping tasks). Before embedding, a run inserts one row
@@ -239,7 +239,7 @@ class WorkerHeartbeat(models.Model):
 
 
 class Edge(models.Model):
-    """One directed, labelled edge of the graph (issue 16): `from` —kind→ `to`, derived from
+    """One directed, labelled edge of the graph: `from` —kind→ `to`, derived from
     the head version it was read from, with its basis (the rule, its version and, for a
     declared link, the exact span).
 
@@ -348,7 +348,7 @@ class GraphGeneration(models.Model):
 
 
 class GraphQuestionTrace(models.Model):
-    """A graph question in words and what became of it (issue 16, item 5): which path (the
+    """A graph question in words and what became of it: which path (the
     offline rules or the two model stages) made which query, on which candidates, and the
     model stages' prompt version, request hashes (equal to their egress log rows) and raw
     replies. Private to the asker (the admin shows it read-only); kept apart from stored

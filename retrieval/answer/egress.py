@@ -1,5 +1,5 @@
 """Egress control: what may leave the machine, and the log row written before it does
-(issue 5 item 6; DESIGN.md invariant 8; seeds/lode-retrieval.md, the no-egress and
+(DESIGN.md invariant 8; seeds/lode-retrieval.md, the no-egress and
 `egress_log` paragraphs).
 
 Two steps, used by every remote caller (the chat answerer, the LLM judge, later tools):
@@ -119,8 +119,8 @@ class EgressPlan:
 
 def no_egress_document_ids(document_ids: Iterable[int]) -> set[int]:
     """The ids among `document_ids` that must not leave the machine, read from the database:
-    the document is no-egress itself (or through its source), or its space is (issue 15: a
-    space admin's setting covers every document in it)."""
+    the document is no-egress itself (or through its source), or its space is (a space
+    admin's setting covers every document in it)."""
     from django.db.models import Q
 
     from notes.models import Document

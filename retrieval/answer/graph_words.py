@@ -1,4 +1,4 @@
-"""Graph questions in words (issue 16, item 5; seeds/fidelity-graph-retrieval.md, "A Small
+"""Graph questions in words (seeds/fidelity-graph-retrieval.md, "A Small
 Model with a Specific Job", "Grammar, Examples, and Meaning", "Validation Evidence").
 
 A question such as "what links to Backup Policy?" becomes one restricted graph query

@@ -21,11 +21,11 @@ read back unchanged:
     expansion?   {ran, rule, reason, follow_links, follow_inferred, seed_document_ids,
                   linked_document_ids, edges_followed, added [{passage_id, document_id,
                   via {seed_document_id, seed_title, seed_rank, edge_id, kind, direction,
-                  inferred, tier, basis}}], elapsed_ms, notes}   (issue 16)
+                  inferred, tier, basis}}], elapsed_ms, notes}
     code_version, elapsed_ms
 
-Graph expansion (issue 16) added `expansion` (written whenever search ran) and
-`settings.follow_links` (written only when the user chose): a trace without them reads as
+`expansion` is written whenever search ran and `settings.follow_links` only when the user
+chose: a trace without them reads as
 "expansion not recorded" (`Trace.expansion` None) and still replays.
 
 Two keys inside sections are written only when they hold something, so traces stored before
@@ -34,7 +34,7 @@ pre-decision's `choices` (ASK_CLARIFYING's suggestions as {label, question,
 pinned_document_id}).
 
 A gate verdict writes `relevance_score`, `shape_problem` and `section_match` only when it
-has one (issue 12), so verdicts stored before those steps load as "not scored", "no shape
+has one, so verdicts stored before those steps load as "not scored", "no shape
 problem" and "no section match".
 
 A key marked `?` is absent when the ask stopped before that stage (a pinned note that is not
@@ -112,7 +112,7 @@ class TraceSettings:
     search_limit: int | None = None
     answerer: str | None = None
     answerer_remote: bool | None = None
-    # Graph expansion (issue 16): the user's *Follow links* (True/False); None — the
+    # Graph expansion: the user's *Follow links* (True/False); None — the
     # discipline rule decided — is not stored, so older traces round-trip unchanged.
     follow_links: bool | None = None
 
@@ -371,7 +371,7 @@ class Trace:
     draft: TraceDraft | None = None
     gate: list[ClaimVerdict] | None = None
     decision: TraceDecision | None = None
-    # Graph expansion (issue 16): whether links were followed, the rule that decided, and
+    # Graph expansion: whether links were followed, the rule that decided, and
     # each passage added with its edge (`graph_expand.Expansion.as_dict`). Absent from
     # traces stored before it (and from an ask that stopped before search).
     expansion: dict[str, Any] | None = None

@@ -1,4 +1,4 @@
-"""Health and repair of the graph's edges (issue 16): does the stored edge set still say what
+"""Health and repair of the graph's edges: does the stored edge set still say what
 the head versions say?
 
 Edges are a derived index, like the lexical and vector indexes (`health.py`), and are

@@ -1,4 +1,4 @@
-"""The graph's declared and rule-inferred edges, derived from head versions (issue 16).
+"""The graph's declared and rule-inferred edges, derived from head versions.
 
 Like passages, edges are a derived index: `derive_edges(document)` reads the document's head
 version (and, for an external or an annotation, the row that places it) and returns the

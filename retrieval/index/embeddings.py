@@ -453,8 +453,8 @@ def get_embedder() -> Embedder:
 
 # The query's embedding is made on this pool while the search runs its lexical leg on the
 # request's thread: onnxruntime and SQLite both release the GIL, so the two overlap (on two
-# cores a hybrid search's wall time loses most of the embedding's ~8 ms; bench/README.md,
-# issue 14). Two threads: the embedder's lock serialises the model anyway, and a second lets
+# cores a hybrid search's wall time loses most of the embedding's ~8 ms; bench/README.md).
+# Two threads: the embedder's lock serialises the model anyway, and a second lets
 # a query wait in line there rather than in the pool's queue. Created on first use, in the
 # process that uses it (never before a fork).
 EMBED_POOL_THREADS = 2

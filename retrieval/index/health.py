@@ -14,7 +14,7 @@ Passages are canonical; the lexical index (FTS5, or tsvector + GIN) and the vect
   missing vectors and deletes orphans (the vector sync's own functions), checks health again,
   and raises `CanonicalChanged` if the canonical digest moved: repairing a derivative must
   never rewrite evidence.
-* The graph's edges (issue 16) are derived from head versions too: `edge_health.py`
+* The graph's edges are derived from head versions too: `edge_health.py`
   re-derives every document's edges and compares them with the stored ones, checks the
   `related` edges' ends and basis, and `repair` re-derives what drifted
   (`edge_health.repair_edges`), after the vectors, so related edges can be recomputed.

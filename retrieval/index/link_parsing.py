@@ -1,4 +1,4 @@
-"""Finding the links and title mentions in a version's text (issue 16). Pure: text in,
+"""Finding the links and title mentions in a version's text. Pure: text in,
 spans out; resolving them to documents is `retrieval/index/edges.py`'s job.
 
 Every span is in Unicode code points of the body, like passage offsets, so an edge's basis

@@ -4,12 +4,11 @@ Called inside the transaction that writes the version, so the lexical index (mai
 the database from these rows) is current the moment the transaction commits.
 
 Passages are derived from a version's body by the chunker under the bounds in settings.
-When the bounds tighten (issue 10 added `LODE_CHUNK_MAX_CHARS`; before it a one-line
-1.8 MB table was one passage), `rechunk_oversized()` re-derives the passages of head
-versions holding a passage longer than the character bound (`manage.py lode_index repair`
-runs it; `lode_index health` reports such passages). The old passages are retired
-(`is_head=False`), never deleted or edited in text, so every evidence link to them still
-verifies against the unchanged version.
+When the bounds tighten (say `LODE_CHUNK_MAX_CHARS` is lowered), `rechunk_oversized()`
+re-derives the passages of head versions holding a passage longer than the character bound
+(`manage.py lode_index repair` runs it; `lode_index health` reports such passages). The old
+passages are retired (`is_head=False`), never deleted or edited in text, so every evidence
+link to them still verifies against the unchanged version.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`related` edges: documents whose embeddings are close (issue 16, an inferred edge kind).
+"""`related` edges: documents whose embeddings are close (an inferred edge kind).
 
 A document's vector is the mean of its head passages' vectors, normalised, read back from
 the active Chroma collection (never re-embedded: the worker already paid for them). Its

@@ -103,7 +103,7 @@ def eligibility_where(
     space_ids: Iterable[int], where: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """Chroma `where` for the audience's spaces AND every extra filter, applied before the
-    top-k cut (issue 15: the filter carries the space, not the owner)."""
+    top-k cut (the filter carries the space, not the owner)."""
     ids = sorted({int(pk) for pk in space_ids})
     space: dict[str, Any] = {"$eq": ids[0]} if len(ids) == 1 else {"$in": ids}
     clauses: list[dict[str, Any]] = [{"space": space}]

@@ -1,4 +1,4 @@
-"""The workers' health (issue 14): which `db_worker`s are alive, which stopped without saying
+"""The workers' health: which `db_worker`s are alive, which stopped without saying
 so, and which vector claims outlived their run — for `lode_index health`, its repair and the
 admin's health page.
 

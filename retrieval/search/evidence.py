@@ -1,4 +1,4 @@
-"""Verified evidence opening (issue 4, item 3; seeds/loom-chain-of-custody.md, "Revalidate the
+"""Verified evidence opening (seeds/loom-chain-of-custody.md, "Revalidate the
 hit when the reader opens it"; DESIGN.md invariant 5).
 
 An evidence URL binds four identifiers: document, version, passage and the version's content

@@ -1,6 +1,6 @@
-"""The restricted graph query (issue 16, item 4): discovery, the validator, the executor and
+"""The restricted graph query: discovery, the validator, the executor and
 evidence hydration — what `POST /api/graph/query`, the `/graph/query` page and questions in
-words (item 5, which makes a model write the `query` part) all call.
+words (where a model writes the `query` part) all call.
 
 The query language is deliberately small (seeds/fidelity-graph-retrieval.md, "A Small Model
 with a Specific Job"): a JSON object, validated strictly (`extra="forbid"` everywhere, no

@@ -1,4 +1,4 @@
-"""Reading the graph (issue 16): the one place edges become visible to someone.
+"""Reading the graph: the one place edges become visible to someone.
 
 Every reader of edges — backlinks on a page, graph expansion in search and ask, the
 restricted graph query, the pictures — starts from `visible_edges(audience)`: eligibility

@@ -1,4 +1,4 @@
-"""The answer page (issue 5, item 8) and "ask about this note" (item 7).
+"""The answer page and "ask about this note".
 
     GET  /ask?q=...[&pinned=ID]   the page with the question filled in; runs nothing
     POST /ask                     runs the ask (CSRF), stores its trace, then shows it
@@ -18,7 +18,7 @@ the permalink; with htmx it swaps the answer in and pushes the permalink into th
 bar. A permalink the viewer may not open (`eligibility.visible_answers`) is the no-access
 page, exactly like a missing one.
 
-Graph expansion (issue 16): the *Follow links* box posts `follow_links=1` (always follow
+Graph expansion: the *Follow links* box posts `follow_links=1` (always follow
 links from the top hits); unticked, the graph discipline rule decides. The answer shows
 whether links were followed, why, and which linked passages were added; a quote from one is
 labelled "via link from X". Re-run keeps the choice.
@@ -65,7 +65,7 @@ from spaces.current import current_space_id
 TEMPLATE = "ask/ask.html"
 RECENT = 10
 
-# What each decision is called on the pages (issue 13, item 6): words a person reads, never
+# What each decision is called on the pages: words a person reads, never
 # the enum names the trace and the API keep.
 DECISION_WORDS: dict[str, str] = {
     Decision.ANSWER: "Answered",
@@ -213,7 +213,7 @@ def cited_document_ids(outcome: AskOutcome) -> set[int]:
 
 
 def expansion_context(trace: AskTrace, stored: StoredAnswer | None = None) -> dict[str, Any]:
-    """Graph expansion as the answer page shows it (issue 16), from the stored trace: the
+    """Graph expansion as the answer page shows it, from the stored trace: the
     decision and what was added (`expansion`), the documents added (a quote from one is
     labelled "via link from X") and the user's *Follow links* choice, which Re-run keeps.
     With `stored`, only the rows naming documents the viewer may see."""
@@ -240,7 +240,7 @@ def follow_choice(raw: str) -> bool | None:
 
 
 def answer_audience(trace: AskTrace) -> str:
-    """Who can open a stored answer's permalink, in words (issue 15, item 5)."""
+    """Who can open a stored answer's permalink, in words."""
     space = trace.space
     if space is None:
         return (

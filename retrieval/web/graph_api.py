@@ -1,4 +1,4 @@
-"""The restricted graph query over the API (issue 16, item 4): the same `graph_query.answer`
+"""The restricted graph query over the API: the same `graph_query.answer`
 the `/graph/query` page runs.
 
     POST /api/graph/query   {"lookups": [...], "query": {...}, "space": <id>?}

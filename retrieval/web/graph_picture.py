@@ -1,4 +1,4 @@
-"""A picture of part of the graph (issue 16, item 2), drawn on the server as SVG: no
+"""A picture of part of the graph, drawn on the server as SVG: no
 JavaScript library, nothing from a CDN.
 
 `graph_svg(nodes, edges, focus=…)` lays the documents out deterministically — the focus at

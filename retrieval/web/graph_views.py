@@ -1,4 +1,4 @@
-"""The graph query page, `/graph/query` (issue 16, item 4): the restricted graph query of
+"""The graph query page, `/graph/query`: the restricted graph query of
 `retrieval.search.graph_query` as a form, a result table, the evidence excerpts with their
 verified links and a picture of the result.
 

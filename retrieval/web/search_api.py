@@ -99,7 +99,7 @@ class AnchorOut(Out):
 
 
 class ViaOut(Out):
-    """Graph expansion (issue 16): how a passage the query did not find was reached — by an
+    """Graph expansion: how a passage the query did not find was reached — by an
     edge from (or to) the document of a top hit."""
 
     seed_document_id: int = Field(description="The top hit's document the edge touches.")
@@ -460,7 +460,7 @@ def search_endpoint(
     return Status(400 if result.error else 200, body)
 
 
-# --- verified evidence opening (issue 4, item 3) ---------------------------------------------
+# --- verified evidence opening ------------------------------------------------------------
 
 evidence_router = Router(tags=["evidence"])
 

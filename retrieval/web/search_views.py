@@ -1,23 +1,23 @@
 """The search page. `GET /search?q=...&mode=...&rerank=...` is the shareable URL and renders
 the whole page; htmx requests get only the results partial.
 
-Shareable searches (issue 4, item 6): the URL carries everything that decides the results —
+Shareable searches: the URL carries everything that decides the results —
 the query with its filters (filters live inside `q`), the mode and the reranker — so opening
 it in another session of a user who may see the same documents reproduces the same hits in
 the same order. The page offers that URL with every parameter spelled out (defaults made
 explicit, so a later change of default does not change what a shared link shows), built
 server-side so it works without JavaScript, and htmx pushes the same URL into the address bar.
 
-Graph expansion (issue 16): `follow=1` (the *Follow links* box) follows links from the top
+Graph expansion: `follow=1` (the *Follow links* box) follows links from the top
 results and adds the linked passages that best match, each marked "via link from X";
 `follow=0` never does; without it the graph discipline rule decides. The page says whether
 links were followed and which rule decided.
 
-Weaker matches (issue 13, item 4): meaning-only hits below the similarity floor are left out
+Weaker matches: meaning-only hits below the similarity floor are left out
 unless `weaker=1` is in the URL (the "Show weaker matches" link sets it; shared links keep it),
 and a search that matches nothing says so in words.
 
-A calm default view (issue 13, item 6): each hit shows its title, where it lives, its age and
+A calm default view: each hit shows its title, where it lives, its age and
 its text as a person reads it (`readable_segments`: no "##", fences, "**" or table pipes, the
 highlighted characters still exactly the stored ones). Scores, ranks, offsets, the mode and
 the reranker are shown only with `adv=1` in the URL (the "Advanced" link toggles it, and the
@@ -107,7 +107,7 @@ def chosen_space(request: HtmxHttpRequest) -> tuple[int | None, str]:
 
 
 def share_audience(user_id: int, space_id: int | None) -> str:
-    """Who a search link opens the same results for, in words (issue 15, item 5)."""
+    """Who a search link opens the same results for, in words."""
     if space_id is None:
         return (
             "This search covers all your spaces: a colleague who opens the link sees results "
@@ -222,7 +222,7 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def follow_choice(raw: str) -> bool | None:
-    """The *Follow links* choice of a URL (issue 16): `follow=1` always follows links from
+    """The *Follow links* choice of a URL: `follow=1` always follows links from
     the top results, `follow=0` never does, anything else (the box unticked: no parameter)
     lets the graph discipline rule decide."""
     value = raw.strip().lower()

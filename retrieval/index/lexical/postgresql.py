@@ -8,7 +8,7 @@ as the passage. Queries are composed from `plainto_tsquery`/`phraseto_tsquery` c
 every user token passed as a bound parameter; the GIN index decides which passages match
 (any term, every phrase, no exclusion, eligibility) and BM25 decides their order.
 
-BM25 as SQLite FTS5's `bm25()` computes it, so both databases rank alike (issue 14):
+BM25 as SQLite FTS5's `bm25()` computes it, so both databases rank alike:
 
     score(D) = sum over query lexemes q of
                IDF(q) * tf(q, D) * (k1 + 1) / (tf(q, D) + k1 * (1 - b + b * |D| / avgdl))

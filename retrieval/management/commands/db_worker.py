@@ -1,4 +1,4 @@
-"""`manage.py db_worker`: django-tasks-db's worker, made safe to run several of (issue 14).
+"""`manage.py db_worker`: django-tasks-db's worker, made safe to run several of.
 
 What the stock worker lacks, and what this command adds around it (subclassing, not forking):
 

@@ -1,5 +1,5 @@
 """`manage.py lode_graph build [--if-never-built]`: derive the graph's edges of every live
-document (issue 16).
+document.
 
 Saving a version keeps its edges current; this is for an install that existed before the
 graph (the bootstrap runs it with `--if-never-built` after `migrate`) and for rebuilding

@@ -12,7 +12,7 @@ before and after; it exits 1 when problems remain and 3 when the canonical diges
 after the re-chunking step (it never should). `--skip-vectors`
 leaves the vector index alone (no model or Chroma needed).
 
-Both also check the graph's edges (issue 16, `retrieval.index.edge_health`): every
+Both also check the graph's edges (`retrieval.index.edge_health`): every
 document's edges re-derived from its head version and compared with the stored ones
 (missing, extra, altered), and `related` edges checked for live ends and a current basis;
 `repair` re-derives the documents that drifted, deletes invalid related edges and (unless
