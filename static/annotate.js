@@ -1,4 +1,4 @@
-// Annotating a snapshot (templates/externals/external_detail.html#annotations; issue 6, item 5).
+// Annotating a snapshot (templates/externals/external_detail.html#annotations).
 //
 // The snapshot body is one escaped text node inside #snapshot-text, so the text the browser
 // shows is exactly Version.body. The server stores offsets in CODE POINTS (Python str

@@ -1,4 +1,4 @@
-// Keyboard shortcuts on every page (issue 13, item 7), loaded by templates/base.html:
+// Keyboard shortcuts on every page, loaded by templates/base.html:
 //   /                 focuses the search box (on a page without one: opens the search page),
 //                     unless you are typing in a field;
 //   Ctrl/Cmd+Enter    in a text field of a form: submits that form (saves the note, asks the

@@ -1,4 +1,4 @@
-// The upload form's drop zone (templates/externals/source_list.html, issue 13 item 8).
+// The upload form's drop zone (templates/externals/source_list.html).
 // Files dropped on the zone become the file input's files, so the form posts them exactly
 // as if they had been chosen in the file dialog; the list under the input names what will
 // be sent. Without JavaScript the `<input type="file" multiple>` alone still works.

@@ -1,4 +1,4 @@
-// `[[` title completion in the note editor (issue 16, item 2), loaded by templates/notes/form.html.
+// `[[` title completion in the note editor, loaded by templates/notes/form.html.
 //
 // Typing "[[" and at least one character before the caret asks notes:complete (through htmx,
 // so the CSRF header and the 503 handling of base.html apply) for up to 10 titles of documents
