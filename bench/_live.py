@@ -1,4 +1,4 @@
-"""Shared set-up for the page benchmarks (issue 13, "Measure"): a lode on a temporary data
+"""Shared set-up for the page benchmarks: a lode on a temporary data
 folder, realistic content owned by one user, and a live server thread serving it.
 
 Django is configured here (before anything imports a model), on `lode_site.test_settings`

@@ -1,4 +1,4 @@
-"""Benchmark: do answers answer? (issue 12, "Measure").
+"""Benchmark: do answers answer?
 
     .venv/bin/python bench/answer_quality.py --scifact-data /work/scifact-data [--queries 809]
     .venv/bin/python bench/answer_quality.py --part notes          # the notes corpus only

@@ -1,4 +1,4 @@
-"""What each answer-shape rule (retrieval/answer/answer_shape.py) removes, per split (issue 12).
+"""What each answer-shape rule (retrieval/answer/answer_shape.py) removes, per split.
 
     LODE_RELEVANCE_THRESHOLD=0.000001 .venv/bin/python bench/answer_quality.py --part notes
     .venv/bin/python bench/answer_shape_rules.py [--threshold 0.30]

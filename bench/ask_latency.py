@@ -1,5 +1,5 @@
 """Benchmark: `ask()` latency with the offline extractive answerer, and how often it answers
-questions the corpus cannot answer (issue 5, "Measure").
+questions the corpus cannot answer.
 
     .venv/bin/python bench/ask_latency.py [--db sqlite|postgres] [--queries 100]
     .venv/bin/python bench/ask_latency.py --data-dir var/fit --mode hybrid   # reuse, embedded

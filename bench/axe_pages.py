@@ -1,4 +1,4 @@
-"""axe-core over every page a user reaches (issue 13, "Measure").
+"""axe-core over every page a user reaches.
 
 Starts lode on a temporary data folder (`bench/_live.py`), creates realistic content (notes
 with headings, code, a table and tags; a trashed note; a folder source with two files,

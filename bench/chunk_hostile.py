@@ -1,4 +1,4 @@
-"""Chunking time and passage sizes for hostile note bodies (issue 10).
+"""Chunking time and passage sizes for hostile note bodies.
 
     .venv/bin/python bench/chunk_hostile.py [--repeat 3]
 

@@ -1,4 +1,4 @@
-"""Crash injection: SIGKILL a folder refresh at random points (issue 6, "Measure").
+"""Crash injection: SIGKILL a folder refresh at random points.
 
     .venv/bin/python bench/crash_refresh.py [--rounds 20] [--files 300] [--changed 120]
 

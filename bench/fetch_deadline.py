@@ -1,4 +1,4 @@
-"""How long a URL fetch takes to give up on a trickling server (issue 10, item 3).
+"""How long a URL fetch takes to give up on a trickling server.
 
     .venv/bin/python bench/fetch_deadline.py [--deadline 20] [--interval 0.5] [--baseline 30]
 
@@ -10,7 +10,7 @@ seconds (always inside any per-read timeout). Measured, wall-clock:
 * `deadline + minimum rate`: the same with LODE_FETCH_MIN_BYTES_PER_SECOND=1000 (default) —
   it gives up at the end of the 5 s grace period;
 * `per-read timeout (before)`: a plain httpx stream with the same timeout per read, the way
-  lode fetched before issue 10, stopped by this script after `--baseline` seconds (it would
+  lode once fetched, stopped by this script after `--baseline` seconds (it would
   have read on until the size cap: 5,000,000 bytes at this rate is days).
 
 Prints one line per case and writes bench/out/fetch_deadline.json. No database is used.

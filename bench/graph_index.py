@@ -1,4 +1,4 @@
-"""Benchmark: what the graph's edge index costs (issue 16, "Measure").
+"""Benchmark: what the graph's edge index costs.
 
     .venv/bin/python bench/graph_index.py [--db sqlite|postgres|both] [--saves 60]
         [--synthetic 10000] [--links 10]

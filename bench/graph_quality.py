@@ -1,4 +1,4 @@
-"""Benchmark: does graph expansion answer questions one link away? (issue 16, "Measure").
+"""Benchmark: does graph expansion answer questions one link away?
 
     .venv/bin/python bench/graph_quality.py [--mode hybrid] [--data DIR]
 
@@ -11,7 +11,7 @@ away from the note the question's words point at), `single_hop` (the answer is i
 note) and `unanswerable` (near-topic, no note answers) — and three settings of
 `follow_links`:
 
-* `off` (False): no expansion — lode before issue 16;
+* `off` (False): no expansion — plain search;
 * `rule` (None): the graph discipline rule decides (what search and ask do by default);
 * `always` (True): expansion on every question;
 

@@ -1,4 +1,4 @@
-"""Benchmark: the restricted graph query (issue 16, item 4) at ≥ 100,000 edges.
+"""Benchmark: the restricted graph query at ≥ 100,000 edges.
 
     .venv/bin/python bench/graph_query_latency.py [--db sqlite|postgres|both]
         [--notes 20100] [--links 5] [--queries 300] [--batch 1000]

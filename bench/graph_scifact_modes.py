@@ -1,6 +1,6 @@
 """Does graph expansion change single-hop retrieval? `lode_eval` on SciFact train in every
 mode, once as lode runs (the graph discipline rule decides when to follow links) and once
-with expansion off (lode before issue 16), on one already loaded and embedded data folder.
+with expansion off (plain search), on one already loaded and embedded data folder.
 
     LODE_DATA_DIR=/path/to/scifact-data .venv/bin/python bench/graph_scifact_modes.py \
         [--modes lexical semantic hybrid hybrid+rerank] [--limit-queries N]

@@ -21,7 +21,7 @@ of those µs-per-hit figures, the index step's share of the search time (search 
 highlights plus that step), any fallbacks (engine output that failed the strict parse) and
 the load average (the timings are wall clock), and writes bench/out/highlight_cost.json.
 
-Hostile passages (issue 10):
+Hostile passages:
 
     .venv/bin/python bench/highlight_cost.py --hostile [--db sqlite|postgres|both] \
         [--matches 10000,40000,80000,160000]

@@ -1,4 +1,4 @@
-"""Response size and time of search over a 1 MB note, unbounded (as before issue 10) and
+"""Response size and time of search over a 1 MB note, unbounded (as lode once served it) and
 bounded; and what the per-request time budget costs.
 
     .venv/bin/python bench/hostile_requests.py [--db sqlite|postgres|both] [--repeat 5]

@@ -1,4 +1,4 @@
-"""Load and fault test of the scale-out topology (issue 14, item 4).
+"""Load and fault test of the scale-out topology.
 
     .venv/bin/python bench/load_faults.py                       # both scenarios, 50 users, 60 s
     .venv/bin/python bench/load_faults.py --scenario faults --seconds 90

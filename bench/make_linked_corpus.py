@@ -1,4 +1,4 @@
-"""Write the linked test corpus of issue 16 and its three question sets.
+"""Write the linked test corpus (documents joined by links) and its three question sets.
 
     .venv/bin/python bench/make_linked_corpus.py            # rewrites the checked-in files
     .venv/bin/python bench/make_linked_corpus.py --corpus /tmp/c --questions /tmp/q

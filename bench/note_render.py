@@ -1,4 +1,4 @@
-"""Note page time and weight for hostile note bodies (issue 10, item 1).
+"""Note page time and weight for hostile note bodies.
 
     .venv/bin/python bench/note_render.py [--db sqlite|postgres] [--before] [--bodies A,B]
 

@@ -1,4 +1,4 @@
-"""Page weight and server time of the search, answer and note pages (issue 13, "Measure").
+"""Page weight and server time of the search, answer and note pages.
 
 Same temporary lode and content as `bench/axe_pages.py` (`bench/_live.py`). Each page is
 requested `--loads` times (default 50) through Django's test Client, signed in, after one

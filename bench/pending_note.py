@@ -1,4 +1,4 @@
-"""What search's "not yet embedded" note costs, before and after the pending table (issue 14).
+"""What search's "not yet embedded" note costs, before and after the pending table.
 
     .venv/bin/python bench/pending_note.py --data-dir /work/scifact-data [--replicas 6]
         [--scaled-dir DIR] [--repeat 200]

@@ -7,7 +7,7 @@ order, so passage ids and texts agree). Django runs on PostgreSQL; SQLite is rea
 sqlite3 module with the FTS5 leg's own SQL (SciFact queries carry no filters).
 
 1. Latency, interleaved per query so every leg sees the same load: SQLite FTS5 `bm25()`,
-   PostgreSQL `ts_rank_cd` (the SQL used before issue 14) and PostgreSQL BM25
+   PostgreSQL `ts_rank_cd` (the lexical leg's earlier SQL) and PostgreSQL BM25
    (`postgresql.search`), p50/p95 over the train queries after a warm-up.
 2. Whether the learned reranker's lexical features mean the same on both: its lexical
    features are per-query normalisations of the raw score (`lexical_norm` min–max,
@@ -33,7 +33,7 @@ from _common import ROOT, SCIFACT
 
 WARMUP = 50
 LIMIT = 256
-# The lexical leg's SQL before issue 14, for the comparison.
+# The lexical leg's earlier SQL (ts_rank_cd), for the comparison.
 TS_RANK_CD_SQL = (
     "WITH q AS (SELECT {tsquery} AS query) "
     "SELECT p.id, ts_rank_cd('{{0.1, 0.2, 0.33, 1.0}}', p.search_vector, q.query) AS score "
@@ -120,7 +120,7 @@ def main() -> None:
     legs = {
         "SQLite FTS5 bm25": sqlite_leg,
         "PostgreSQL ts_rank_cd (before)": ts_rank_cd_leg,
-        "PostgreSQL BM25 (issue 14)": bm25_leg,
+        "PostgreSQL BM25": bm25_leg,
     }
     for q in queries[:WARMUP]:
         for leg in legs.values():
@@ -144,7 +144,7 @@ def main() -> None:
     norm_diffs: list[float] = []
     overlaps: list[float] = []
     for lite_rows, pg_rows in zip(
-        found["SQLite FTS5 bm25"], found["PostgreSQL BM25 (issue 14)"], strict=True
+        found["SQLite FTS5 bm25"], found["PostgreSQL BM25"], strict=True
     ):
         a, b = dict(lite_rows), dict(pg_rows)
         if not a or not b:

@@ -1,4 +1,4 @@
-"""Benchmark: refresh of a 2,000-file folder with 1% changed vs full ingest (issue 6).
+"""Benchmark: refresh of a 2,000-file folder with 1% changed vs full ingest.
 
     .venv/bin/python bench/refresh_folder.py [--db sqlite|postgres] [--files 2000]
                                              [--changed-percent 1]

@@ -1,4 +1,4 @@
-"""Choose the relevance step's threshold on whole asks, not on sentences alone (issue 12 item 1).
+"""Choose the relevance step's threshold on whole asks, not on sentences alone.
 
     LODE_RELEVANCE_THRESHOLD=0.000001 .venv/bin/python bench/answer_quality.py \
         --scifact-data /work/scifact-data            # every claim passes relevance, scores kept

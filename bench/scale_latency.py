@@ -1,4 +1,4 @@
-"""Scale latency (issue 14): the lexical leg at >= 200k passages, the dense leg at >= 500k vectors.
+"""Scale latency: the lexical leg at >= 200k passages, the dense leg at >= 500k vectors.
 
     # 1. lexical, SQLite (FTS5 bm25): copies the data folder, never writes to it
     .venv/bin/python bench/scale_latency.py lexical --db sqlite \

@@ -1,4 +1,4 @@
-"""Scans of one source started 4 at a time: versions written (issue 10, item 5).
+"""Scans of one source started 4 at a time: versions written.
 
     .venv/bin/python bench/scan_race.py [--db sqlite|postgres|both] [--files 40] [--scans 4]
 
@@ -9,8 +9,8 @@ Printed per backend:
 
 * `with the claim`: what lode does now — versions written (should equal `--files`), scan
   records, scans refused as "already scanning";
-* `without the claim (before)`: the same race with the claim bypassed, i.e. the pipeline as
-  it was before issue 10 — versions written (before: `--files` × `--scans`).
+* `without the claim (before)`: the same race with the per-source claim bypassed —
+  versions written (expected: `--files` × `--scans`).
 
 Writes bench/out/scan_race.json.
 """
@@ -90,7 +90,7 @@ def _child(files: int, scans: int) -> None:
         }
 
     result = {"with the claim": run_race("claimed")}
-    # The pipeline as before issue 10: every scan "gets" the source.
+    # The pipeline without the claim: every scan "gets" the source.
     pipeline._claim_or_wait = lambda source, wait_seconds: pipeline.ScanClaim(
         source.pk, timezone.now()
     )

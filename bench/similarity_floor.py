@@ -1,4 +1,4 @@
-"""Choose the similarity floor for meaning-only search hits (issue 13, item 4).
+"""Choose the similarity floor for meaning-only search hits.
 
     .venv/bin/python bench/similarity_floor.py [--notes-data DIR] [--coverage 0.95]
 
@@ -153,7 +153,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from retrieval.index.vectors import pending_count
     from retrieval.search import pipeline
 
-    # Absent before issue 13: the script also measures older code.
+    # Absent from older code, which the script also measures.
     code_floor = getattr(pipeline, "MEANING_ONLY_FLOOR", 0.0)
     call_command("migrate", verbosity=0)
     user = ensure_user("notes")

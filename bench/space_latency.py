@@ -1,4 +1,4 @@
-"""Search latency with spaces (issue 15): one user in 1 space and in 20, on SciFact.
+"""Search latency with spaces: one user in 1 space and in 20, on SciFact.
 
     .venv/bin/python bench/space_latency.py --data-dir /work/scifact-data [--queries 200]
 

@@ -1,4 +1,4 @@
-"""Search throughput of the web server under 50 concurrent searchers (issue 14, "Measure").
+"""Search throughput of the web server under 50 concurrent searchers.
 
     .venv/bin/python bench/throughput.py [--server gunicorn|runserver|both] [--clients 50]
         [--seconds 30] [--notes 300] [--db sqlite|postgres] [--shapes 2x4,2x1,3x2]
@@ -7,7 +7,7 @@ A new user's view: a fresh lode (SQLite in a temporary data folder, or the scrat
 PostgreSQL database `lode_bench_throughput`, dropped afterwards) with the first `--notes`
 SciFact abstracts loaded as notes of the first account and embedded (`lode_embed_pending`),
 then served the way `bootstrap run` serves it — gunicorn with lode_site/gunicorn_conf.py, or
-`runserver` as `run --debug` (and `run` before issue 14) did — without the background
+`runserver` as `run --debug` does (and `run` once did) — without the background
 worker (nothing is left to embed). `--clients` threads, each with its own connection, search
 for `--seconds`, alternating the search page (`GET /search?q=…&mode=hybrid`, signed in) and
 the API (`GET /api/search/?q=…&mode=hybrid`, bearer token), with SciFact's test queries in
@@ -196,7 +196,7 @@ def serve_and_measure(server: str, env: dict[str, str], args, password: str, tok
     env = dict(env, LODE_WEB_WORKERS=str(args.web_workers), LODE_WEB_THREADS=str(args.threads))
     command = bootstrap.web_server_command("127.0.0.1", port, debug=server == "runserver")
     if server == "runserver":
-        env["DEBUG"] = "0"  # as served before issue 14: runserver with DEBUG off
+        env["DEBUG"] = "0"  # as `run` once served: runserver with DEBUG off
         env.pop("DJANGO_SETTINGS_MODULE", None)
     log = Path(env["LODE_DATA_DIR"]) / f"{server}.log"
     with log.open("wb") as out:

@@ -1,4 +1,4 @@
-"""Benchmark: vector-worker throughput with 1 and with 3 `db_worker` processes (issue 14).
+"""Benchmark: vector-worker throughput with 1 and with 3 `db_worker` processes.
 
     .venv/bin/python bench/worker_throughput.py [--workers 1,3] [--documents 50]
         [--passages 10] [--repeats 1] [--json bench/out/worker_throughput.json]
