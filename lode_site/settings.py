@@ -85,7 +85,7 @@ TEMPLATES = [
 
 DATABASES = {"default": env.database(DATA_DIR)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Issue 14: connections persist (CONN_MAX_AGE from env.database), so each is checked
+    # Connections persist (CONN_MAX_AGE from env.database), so each is checked
     # before reuse at the start of a request or worker poll; one left dead by a server
     # restart is replaced instead of failing the request. A connection attempt gives up
     # after connect_timeout seconds rather than hanging while the server is down.
@@ -116,7 +116,7 @@ AUTHENTICATION_BACKENDS = [
 LODE_LOGIN_MAX_FAILURES = env.env_int("LODE_LOGIN_MAX_FAILURES", 5, minimum=1)
 LODE_LOGIN_MAX_FAILURES_PER_IP = env.env_int("LODE_LOGIN_MAX_FAILURES_PER_IP", 20, minimum=1)
 LODE_LOGIN_LOCKOUT_MINUTES = env.env_int("LODE_LOGIN_LOCKOUT_MINUTES", 15, minimum=1)
-# Public read-only links (issue 15): openings per client address in any 60 seconds, and in
+# Public read-only links: openings per client address in any 60 seconds, and in
 # all per clock minute (spaces/public.py `view_refusal`; over either is a 429).
 LODE_PUBLIC_LINK_VIEWS_PER_MINUTE = env.env_int("LODE_PUBLIC_LINK_VIEWS_PER_MINUTE", 60, minimum=1)
 LODE_PUBLIC_LINK_TOTAL_VIEWS_PER_MINUTE = env.env_int(
@@ -314,7 +314,7 @@ LODE_RERANK = env.env_choice("LODE_RERANK", "learned", ("learned", "cross-encode
 LODE_RERANK_MODEL_DIR = env.env_str("LODE_RERANK_MODEL_DIR", "")
 LODE_RERANK_MODEL_NAME = env.env_str("LODE_RERANK_MODEL_NAME", "Xenova/ms-marco-MiniLM-L-6-v2")
 
-# --- Cited answers (issue 5) ------------------------------------------------------------
+# --- Cited answers ----------------------------------------------------------------------
 # An OpenAI-compatible chat endpoint (`…/v1`); empty means the offline extractive answerer.
 LODE_LLM_BASE_URL = env.env_str("LODE_LLM_BASE_URL", "").strip().rstrip("/")
 LODE_LLM_MODEL = env.env_str("LODE_LLM_MODEL", "").strip()
@@ -341,16 +341,16 @@ LODE_ENTAILMENT_MODEL_NAME = env.env_str(
 # Evidence pack budget: items and characters of passage text handed to an answerer.
 LODE_ASK_MAX_ITEMS = env.env_int("LODE_ASK_MAX_ITEMS", 12, minimum=1)
 LODE_ASK_MAX_CHARS = env.env_int("LODE_ASK_MAX_CHARS", 12_000, minimum=200)
-# What a remote model may be sent per ask (issue 12 item 4): only pack items at or above the
+# What a remote model may be sent per ask: only pack items at or above the
 # relevance floor (retrieval/data/relevance.json), best first, until their parent blocks fill
 # this many characters (the best one always goes).
 LODE_EGRESS_MAX_CHARS = env.env_int("LODE_EGRESS_MAX_CHARS", 8_000, minimum=500)
-# The relevance step's threshold (issue 12 item 1): unset = the one chosen on data and stored
+# The relevance step's threshold: unset = the one chosen on data and stored
 # in retrieval/data/relevance.json; a value in (0, 1) overrides it (calibration runs, or a
 # user who prefers more answers or fewer).
 LODE_RELEVANCE_THRESHOLD = env.env_probability("LODE_RELEVANCE_THRESHOLD")
 
-# --- Externals (issue 6) ----------------------------------------------------------------
+# --- Externals --------------------------------------------------------------------------
 # Largest file a source scan reads (ADR 0005's ingest.max_file_bytes); bigger is a failure
 # and the previous snapshot stays searchable.
 LODE_SOURCE_MAX_FILE_BYTES = env.env_int("LODE_SOURCE_MAX_FILE_BYTES", 2_000_000, minimum=1024)
@@ -376,7 +376,7 @@ LODE_WEBHOOK_MAX_BODY_BYTES = env.env_int("LODE_WEBHOOK_MAX_BODY_BYTES", 1_000_0
 # the window ends); counted in the cache, logged, never written to the database.
 LODE_WEBHOOK_MAX_FAILURES = env.env_int("LODE_WEBHOOK_MAX_FAILURES", 20, minimum=1)
 
-# --- graph (issue 16) -------------------------------------------------------------------
+# --- graph ------------------------------------------------------------------------------
 # `related` edges (retrieval/index/related.py): documents of the same space whose mean
 # passage vectors have at least this cosine similarity, at most LODE_RELATED_MAX (≤ 5) per
 # document. The default is the threshold bench/related_threshold.py chose on the linked
