@@ -1,6 +1,5 @@
-"""Secret redaction at egress (issue 5 item 6, issue 12 item 4; DESIGN.md invariant 8): every
-secret lode recognises, in this one module, so there is exactly one place to read, test and
-extend.
+"""Secret redaction at egress (DESIGN.md invariant 8): every secret lode recognises, in this
+one module, so there is exactly one place to read, test and extend.
 
 `redact(text)` replaces each secret *value* with a visible marker `[REDACTED:kind]` and counts
 the replacements; the text around it (a pair's key name, the rest of the line) stays, so a
@@ -9,106 +8,14 @@ blocks, document titles, the question, a judge's premise — once, where that co
 the egress plan (`retrieval.answer.egress.plan_egress`) for the question and evidence, the LLM
 judge (`retrieval.answer.entailment.LLMJudge`) for the premise it builds from verified spans.
 
-Two detectors run, ours first (its kinds are the more specific), then a maintained one over
-what ours left:
-
-**A. Our patterns**, in this order (a later pass never re-redacts an earlier marker):
-
-1. Private key blocks: PEM `-----BEGIN … PRIVATE KEY-----` (RSA, EC, DSA, OPENSSH, PKCS#8,
-   ENCRYPTED), PGP `PRIVATE KEY BLOCK`, SSH2 `---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----`, to the
-   matching END line; and the `Private-Lines:` body of a PuTTY key file. A block cut off by a
-   passage boundary is still caught: `BEGIN` without `END` is redacted to the end of the text,
-   and the base64 lines ending in an `END` line without its `BEGIN` are redacted too. Found by
-   one linear scan of the BEGIN/END lines (a regex `BEGIN.*?END` is quadratic on many BEGINs).
-2. Credentials in URLs (`scheme://user:password@host`): the password only.
-3. Provider tokens by their documented prefixes: Stripe secret and restricted keys
-   `sk_live_`/`sk_test_`/`rk_live_`/`rk_test_` and webhook secrets `whsec_`; Anthropic
-   `sk-ant-…`; OpenAI `sk-…`/`sk-proj-…`; GitHub `ghp_`/`gho_`/`ghu_`/`ghs_`/`ghr_`/
-   `github_pat_`; GitLab `glpat-`; Slack `xoxa-`/`xoxb-`/`xoxp-`/`xoxr-`/`xoxs-`/`xoxe-`,
-   `xapp-` and incoming-webhook URLs; AWS access key ids (`AKIA`, `ASIA`, `ABIA`, `ACCA`,
-   `A3T…`); Google API keys `AIza…` and OAuth client secrets `GOCSPX-`; Hugging Face `hf_`;
-   npm `npm_` and `.npmrc` `/:_authToken=<hex>`; PyPI `pypi-AgE…`; SendGrid `SG.….…`;
-   DigitalOcean `dop_v1_`; JSON Web Tokens. Then the rules ported from gitleaks' default
-   configuration (`_GITLEAKS_RULES`; gitleaks is MIT-licensed, © Zachary Rice): Discord,
-   Slack (workflows, triggers) and Microsoft Teams webhook URLs, Heroku `HRKU-AA…`,
-   1Password, age, Airtable, Alibaba, Atlassian, AWS Bedrock, Azure AD client secrets,
-   Databricks, Doppler, Dropbox, Dynatrace, Fly.io, the other GitLab token kinds, Grafana,
-   Harness, Hugging Face organisation tokens, Linear, New Relic, Notion, PlanetScale, Postman,
-   Pulumi, RubyGems, Sentry, Shopify, Sourcegraph, Square, Terraform Cloud, HashiCorp Vault
-   and more, each listed there with its shape (Twilio, Mailchimp and Telegram are left to
-   detect-secrets' plugins, below); and gitleaks' keyword rules whose value has a shape of
-   its own, redacted only after the provider's name in a pair (`_CONTEXT_RULES`: a Heroku
-   API key is a UUID after `heroku…=`; Mailgun; Discord).
-   Prefixes that are also ordinary identifiers need a digit in the body (`sk_test_helpers`
-   is a Python name, a Stripe key has digits).
-4. AWS secret access keys: 40 base64-ish characters, mixed case, within 40 characters after
-   "aws" or "secret" on the same line.
-5. `Bearer <token>` (the token must contain a digit, so "Bearer authentication" survives).
-6. `key = value` / `key: value` pairs whose key *ends* with a secret-ish name (`password`,
-   `passwd`, `passphrase`, `secret`, `token`, `api_key`, `access_key`, `private_key`,
-   `authorization`, any prefix: `DB_PASSWORD`, `aws_secret_access_key`, `"client_secret"`).
-   "Ends with" is deliberate: `max_tokens: 1024` or `token_type: bearer` are not secrets. A
-   pair written like code or config (quoted value, `=`, no space around `:`, an identifier key
-   such as `DB_PASSWORD`, or `password: x` alone on its line as in YAML) is redacted whatever
-   the value; a pair in prose (`Secret: see 1Password`) only when the value looks like a secret
-   (below).
-7. Secrets stated in prose: "the api key is X", "the password was X", "token is now X", and
-   `password X` without a verb (`.netrc`: `login alice password X`) — only when X looks like a
-   secret, so "the password is in the vault" or "token is required" survive.
-
-"Looks like a secret" (`looks_like_secret`): at least 6 characters, not a placeholder
-(`<token>`, `${VAR}`, `$VAR`, `***`), version, date, number, path or URL, and either two
-character classes (letters, digits, symbols other than `_ - .`) with Shannon entropy
-≥ 2 bits per character (`hunter2`, `hunter2x!Q`), or 16+ characters of mixed case at ≥ 3.5 bits
-per character (a random letters-only token). Letters-only passphrases in prose ("the password
-is correct horse") are not caught: they cannot be told from the sentence they sit in.
-
-**B. Yelp's detect-secrets** (1.5.0, Apache-2.0), its plugins run on each line of what ours
-left: AWS, Artifactory, Azure storage, basic-auth URLs, Cloudant, Discord, GitHub, GitLab, IBM
-Cloud IAM and COS HMAC, JWT, keyword (`password = "…"`, quoted values), Mailchimp, OpenAI,
-PyPI, SendGrid, Slack, SoftLayer, Square, Stripe, Telegram, Twilio, and high-entropy base64 in
-quotes. It is called through each plugin's `analyze_string` only — never `analyze_line` or
-`verify`, which would read the library's global settings and may call the provider over the
-network; nothing here touches the network. A plugin is skipped on a window that lacks what
-every one of its matches contains (its `triggers`, read from the plugin's patterns: `eyJ` for
-JWTs, `sq0csp-` for Square) — speed only; a test checks no finding is lost. Constrained or
-left out, and why:
-
-- *Hex high-entropy strings*: left out. A 64-hex SHA-256 (lode prints one for every version)
-  or a git commit id is exactly a random hex string; a hex token is caught when it sits in a
-  `token=…` pair or behind `Bearer`.
-- *Private key*: left out; it reports the `BEGIN … PRIVATE KEY` header, not the key — pass A1
-  redacts the block.
-- *Public IPv4*: left out; an address is not a credential.
-- *Base64 high entropy* (quoted strings above 4.5 bits per character): only values with upper
-  and lower case and a digit, not UUIDs, not `sha256-…` subresource-integrity hashes — quoted
-  CamelCase prose ("TheQuickBrownFoxJumpsOverTheLazyDog") is over the entropy limit too.
-  Short base64 (`aGVsbG8=`, "hello") is under it and survives; long base64 of ordinary text
-  is redacted: it cannot be told from a key without decoding, and a decoded `user:password`
-  is a credential.
-- *Keyword*: its key pattern takes any suffix (`secretary: "Alice"`, `secret_name: "tls"`),
-  so its values must look like a secret (above) too; and its unbounded `\\w*` after the
-  keyword is retried at every keyword of a long word, so it runs on bounded candidates (a
-  keyword, ≤ 64 word characters, ≤ 50 separator characters, a quoted value ≤ 512) that one
-  linear scan finds, with its quotes-required rules.
-- *npm*: left out; `//.+/:_authToken=` backtracks over the whole line at every `//`. Its
-  forms are in pass A3.
-- *Artifactory*, *Twilio*: their patterns also match capitalised words (`APACHECONFIG…`);
-  the value needs a digit and a lowercase letter.
-
-A line longer than `WINDOW_CHARS` is scanned in overlapping windows (`WINDOW_OVERLAP_CHARS`
-shared), because several plugin patterns backtrack over a whole line at each candidate start
-and a 2 MB single-line text would cost quadratic time; a secret shorter than the overlap is
-never cut by a window edge, and pass A (linear patterns over the whole text) does not use
-windows.
-
-Deliberately *not* recognised: bare high-entropy hex (above), publishable keys (Stripe
-`pk_live_`/`pk_test_` are designed to be embedded in web pages), UUIDs, hashes, addresses,
-and personal data such as phone numbers or e-mail addresses — they are not credentials, and
-keeping personal notes from leaving is the relevance floor's job, not the redactor's.
-Over-redaction is the safe direction for egress, but it has a cost the gate makes visible: a
-model that quotes a marker quotes text that is not in the stored version, and the claim is
-dropped.
+Two detectors run: A, our patterns (private key blocks, credentials in URLs, provider tokens by
+their documented prefixes and the rules ported from gitleaks, AWS secret keys, `Bearer`
+tokens, secret-named `key = value` pairs, secrets stated in prose), then B, Yelp's
+detect-secrets plugins over what A left, called through `analyze_string` only so nothing
+touches the network. Values must "look like a secret" (`looks_like_secret`) wherever a pattern
+alone would catch ordinary words. Long lines are scanned in overlapping windows so no pattern
+runs in quadratic time. docs/redaction.md lists every pattern, what is deliberately left out
+(hex hashes, publishable keys, UUIDs, personal data) and why.
 
 `redact` is deterministic and idempotent — markers never match any pattern, and it repeats its
 passes until one finds nothing — so a second call (the chat client redacts again as a
