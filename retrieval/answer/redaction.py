@@ -9,8 +9,9 @@ the egress plan (`retrieval.answer.egress.plan_egress`) for the question and evi
 judge (`retrieval.answer.entailment.LLMJudge`) for the premise it builds from verified spans.
 
 Two detectors run: A, our patterns (private key blocks, credentials in URLs, provider tokens by
-their documented prefixes and the rules ported from gitleaks, AWS secret keys, `Bearer`
-tokens, secret-named `key = value` pairs, secrets stated in prose), then B, Yelp's
+their documented prefixes and the rules ported from gitleaks' default configuration —
+gitleaks is MIT-licensed, © Zachary Rice —, AWS secret keys, `Bearer` tokens, secret-named
+`key = value` pairs, secrets stated in prose), then B, Yelp's
 detect-secrets plugins over what A left, called through `analyze_string` only so nothing
 touches the network. Values must "look like a secret" (`looks_like_secret`) wherever a pattern
 alone would catch ordinary words. Long lines are scanned in overlapping windows so no pattern
