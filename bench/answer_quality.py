@@ -89,7 +89,7 @@ CORPORA = {
             ("notes_unanswerable", "notes_fresh_unanswerable", "notes_fresh2_unanswerable"),
             frozenset({"fresh2"}),
         ),
-        # Written on 2026-12-03; their holdout halves have never been printed.
+        # Written last, from the corpora alone; their holdout halves have never been printed.
         NotesCorpus(
             "lab",
             DATA / "lab_corpus",

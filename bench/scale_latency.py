@@ -34,7 +34,7 @@ version, space, kind, trust, created, text_sha256, manifest), spaces spread roun
 `--spaces` spaces (`--owners` is the old name). Queries are stored vectors plus Gaussian
 noise (σ 0.05, renormalised), so each has true near neighbours. Per query:
 * `dense`: what `VectorStore.query` sends to Chroma for an audience that sees less than a
-  fifth of the documents (and, before 2026-12-02, for every multi-user audience) —
+  fifth of the documents —
   `collection.query(n_results=256+32, where=eligibility_where([space]))` (`VectorStore._nearest`);
 * `dense_unfiltered_by_share`: what it sends now for an audience that sees at least a fifth
   of the documents (`UNFILTERED_SHARE`): no space clause, `int(288 / share) + 32` deep (the

@@ -39,8 +39,8 @@ problem" and "no section match".
 
 A key marked `?` is absent when the ask stopped before that stage (a pinned note that is not
 available stops before `search`; an answerer failure before `gate`), and replay reads that
-absence as "not reached". Reading is forgiving — a missing key reads as its empty value, as
-the readers before this module did — so a partial or older row still opens.
+absence as "not reached". Reading is forgiving — a missing key reads as its empty value — so a
+partial or older row still opens.
 """
 
 from __future__ import annotations
