@@ -146,7 +146,7 @@ def test_a_window_is_embedded_together_and_written_batch_by_batch(
         owner=alice, title="Many", body=sections(*(f"Fact {i}." for i in range(5)))
     )
     steps: list[int] = []
-    report = sync_vectors(embedder=counting, batch_size=2, progress=steps.append)
+    report = sync_vectors(embedder=counting, batch_size=2, window=8, progress=steps.append)
     assert [len(call) for call in counting.calls] == [5]  # one model call: sorted across batches
     assert steps == [2, 2, 1]  # upserted and recorded two at a time
     assert report.written == 5 == get_vector_store().count()
@@ -369,15 +369,19 @@ def test_saving_a_version_queues_its_sync_after_commit(
 
 
 @pytest.mark.django_db
-def test_embed_document_task_syncs_one_document(vector_dir, real_embedder, alice) -> None:
+def test_embed_document_task_shares_its_window_with_other_pending_passages(
+    vector_dir, real_embedder, alice, bob
+) -> None:
     note = services.note_create(owner=alice, title="Ops", body=sections("One.", "Two."))
-    other = services.note_create(owner=alice, title="Other", body="Three.")
+    other = services.note_create(owner=bob, title="Other", body="Three.")
+    # The task's window is taken from every pending passage (round-robin across spaces):
+    # bob's note, saved meanwhile, does not wait for a task of its own.
     result = tasks.embed_document.call(note.pk)
-    assert result["embedded"] == 2
-    assert sorted(get_vector_store().ids()) == head_ids(note)
-    assert pending_count() == 1
-    assert tasks.sync_pending_vectors.call()["embedded"] == 1
+    assert result["embedded"] == 3
     assert sorted(get_vector_store().ids()) == sorted(head_ids(note) + head_ids(other))
+    assert pending_count() == 0
+    assert tasks.embed_document.call(other.pk)["embedded"] == 0
+    assert tasks.sync_pending_vectors.call()["embedded"] == 0
 
 
 @pytest.mark.django_db

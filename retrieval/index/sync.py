@@ -17,6 +17,10 @@ claims expire (a SIGKILLed worker stops renewing them) — a command does; a tas
 to their holder, whose task the worker recovers if the holder dies — so no passage is
 embedded by two live runs and none is left behind. SQLite runs one worker and skips the claims.
 
+Windows are shared between spaces: each is taken round-robin across the spaces with pending
+passages (`embed_order`), so a large import in one space delays another space's new note by
+one window, not by the whole import.
+
 Order follows ADR 0005's upsert-before-prune: new vectors are written before old ones are
 deleted, and a failure while embedding leaves the previous vectors searchable.
 """
@@ -42,6 +46,7 @@ from django.tasks import task
 from django.utils import timezone
 
 from retrieval.index.edges import refresh_mentioning
+from retrieval.index.embed_order import next_window
 from retrieval.index.embeddings import (
     BATCH_SIZE,
     EmbedderLike,
@@ -76,8 +81,10 @@ logger = logging.getLogger("lode.tasks")
 # Back-off for a task that found the model or Chroma unavailable; after the last one the
 # work waits for the next save, the next worker start, or `lode_embed_pending`.
 RETRY_DELAYS_SECONDS = (30, 120, 600, 3600)
-# Batches embedded together, so length sorting spans them (MODELS.md: sorted is faster).
-WINDOW_BATCHES = 8
+# Batches embedded together, so length sorting spans them (MODELS.md: sorted is faster). A
+# window is also what another space's new note may wait behind (`embed_order`): two batches
+# keep that to seconds (bench/fair_embedding.py).
+WINDOW_BATCHES = 2
 # `lode_reindex_vectors` re-syncs this many times to catch passages saved meanwhile.
 REINDEX_PASSES = 3
 
@@ -412,9 +419,59 @@ def unclaimed_pending_exists(manifest_key: str) -> bool:
     return pending.exists()
 
 
-def _sync_claimed(
-    pending: list[int],
+def _embed_window(
+    ids: list[int],
     *,
+    claims: bool,
+    manifest: Manifest,
+    store: VectorStore,
+    embedder: EmbedderLike,
+    report: SyncReport,
+    batch_size: int,
+    progress: Progress | None,
+) -> bool:
+    """Embed one window of pending passages; returns whether this run held any of them.
+
+    With claims (several workers) the window is claimed first and re-read after claiming:
+    a run that held these a moment ago recorded its vectors before releasing, so what is
+    recorded now needs nothing.
+    """
+    if not claims:
+        sync_window(
+            ids,
+            manifest=manifest,
+            store=store,
+            embedder=embedder,
+            report=report,
+            batch_size=batch_size,
+            progress=progress,
+        )
+        return True
+    token = uuid.uuid4().hex
+    with _claimer.lock:
+        _claimer.active.add(token)
+    try:
+        held = claim_passages(ids, token)
+        todo = sorted(pending_passages(manifest.key, held).values_list("pk", flat=True))
+        if todo:
+            sync_window(
+                todo,
+                manifest=manifest,
+                store=store,
+                embedder=embedder,
+                report=report,
+                batch_size=batch_size,
+                progress=progress,
+            )
+        return bool(held)
+    finally:
+        release_claims(token)
+
+
+def _sync_windows(
+    scope: list[int] | None,
+    *,
+    fair: bool,
     manifest: Manifest,
     store: VectorStore,
     embedder: EmbedderLike,
@@ -424,50 +481,55 @@ def _sync_claimed(
     progress: Progress | None,
     wait: bool,
 ) -> None:
-    """`sync_vectors`' loop with claims: embed what this run can claim; then, with `wait`,
-    wait for the rest until another run records it or its claims lapse (then take it
-    over), else leave it to the runs holding it."""
-    remaining = pending
+    """`sync_vectors`' loop: pick a window, embed it, until `scope` (None: everything) has
+    nothing pending that this run can take; then, with `wait`, wait for what other runs have
+    claimed until they record it or their claims lapse (then take it over), else leave it
+    to them.
+
+    Each window is picked afresh, so passages saved meanwhile count too. With `fair` it is
+    `embed_order.next_window` over every pending passage (round-robin across spaces, so a
+    large backlog in one space delays another space's new note by one window); otherwise
+    the lowest ids of `scope`.
+    """
+    claims = claims_enabled()
     stalled_since: float | None = None
-    while remaining:
-        progressed = False
-        for ids in chunked(remaining, window):
-            token = uuid.uuid4().hex
-            with _claimer.lock:
-                _claimer.active.add(token)
-            try:
-                held = claim_passages(list(ids), token)
-                # Re-read after claiming: a run that held these a moment ago recorded its
-                # vectors before releasing, so what is recorded now needs nothing.
-                todo = sorted(pending_passages(manifest.key, held).values_list("pk", flat=True))
-                if todo:
-                    sync_window(
-                        todo,
-                        manifest=manifest,
-                        store=store,
-                        embedder=embedder,
-                        report=report,
-                        batch_size=batch_size,
-                        progress=progress,
-                    )
-                progressed = progressed or bool(held)
-            finally:
-                release_claims(token)
-        remaining = list(
-            pending_passages(manifest.key, remaining).order_by("pk").values_list("pk", flat=True)
-        )
-        if not remaining:
-            break
-        if progressed:
-            stalled_since = None
-            continue
+    while True:
+        candidates = pending_passages(manifest.key)
+        mine = candidates if scope is None else pending_passages(manifest.key, scope)
+        if claims:
+            claimed = live_claims().values("passage_id")
+            candidates = candidates.exclude(pk__in=claimed)
+            mine = mine.exclude(pk__in=claimed)
+        if fair:
+            ids = next_window(candidates, window) if scope is None or mine.exists() else []
+        else:
+            ids = list(mine.order_by("pk").values_list("pk", flat=True)[:window])
+        written = report.written
+        if ids:
+            held = _embed_window(
+                ids,
+                claims=claims,
+                manifest=manifest,
+                store=store,
+                embedder=embedder,
+                report=report,
+                batch_size=batch_size,
+                progress=progress,
+            )
+            if not claims and report.written == written:  # cannot happen; never loop on it
+                logger.warning("a window of %d pending passages recorded nothing", len(ids))
+                return
+            if held:
+                stalled_since = None
+                continue
+        left = pending_passages(manifest.key, scope).count()
+        if not left:
+            return
         stalled_since = stalled_since if stalled_since is not None else perf_counter()
         if not wait or perf_counter() - stalled_since > CLAIM_WAIT_SECONDS:
-            report.left_to_others = len(remaining)
-            logger.info(
-                "%d passage(s) still claimed by another run; leaving them to it", len(remaining)
-            )
-            break
+            report.left_to_others = left
+            logger.info("%d passage(s) still claimed by another run; leaving them to it", left)
+            return
         time.sleep(CLAIM_POLL_SECONDS)
 
 
@@ -483,16 +545,22 @@ def sync_vectors(
     window: int | None = None,
     wait_for_others: bool = True,
     related: bool = True,
+    fair: bool = False,
 ) -> SyncReport:
     """Bring the current manifest's collection in step with the head passages.
 
     `passage_ids` limits the run to those passages (a document's, from its task); None
-    means everything. Pending passages are taken `window` at a time (default 8 batches),
+    means everything. Pending passages are taken `window` at a time (default 2 batches),
     embedded in batches of `batch_size` sorted by length (equal inputs reuse a stored
     vector), then upserted and recorded batch by batch; afterwards vectors of passages
     that left the head set are deleted. `progress(n)` is called after each batch. The model
     and Chroma are only touched when there is work. Raises `EmbeddingUnavailable` or
     `VectorStoreUnavailable`; whatever was recorded before stays done.
+
+    Windows are shared fairly between spaces (`embed_order`) when the run covers everything
+    and, with `fair` (the worker's document tasks), also when it is limited to
+    `passage_ids`: each window is then taken from every pending passage, until those of
+    `passage_ids` are done, so one space's import never holds up another's new note.
 
     With several workers (claims), passages another run is embedding are skipped; with
     `wait_for_others` (commands, which promise a complete index) the run then waits for
@@ -507,37 +575,22 @@ def sync_vectors(
     manifest = embedder.manifest if embedder is not None else current_manifest()
     index_state()  # the first sync on a fresh install makes this manifest the active one
     scope = None if passage_ids is None else list(passage_ids)
-    pending = list(
-        pending_passages(manifest.key, scope).order_by("pk").values_list("pk", flat=True)
+    report = SyncReport(
+        manifest_key=manifest.key, pending=pending_passages(manifest.key, scope).count()
     )
-    report = SyncReport(manifest_key=manifest.key, pending=len(pending))
-    if pending:
-        model = embedder if embedder is not None else get_embedder()
-        store = open_vector_store(manifest.key, manifest)
-        size = window or batch_size * WINDOW_BATCHES
-        if claims_enabled():
-            _sync_claimed(
-                pending,
-                manifest=manifest,
-                store=store,
-                embedder=model,
-                report=report,
-                batch_size=batch_size,
-                window=size,
-                progress=progress,
-                wait=wait_for_others,
-            )
-        else:
-            for ids in chunked(pending, size):
-                sync_window(
-                    list(ids),
-                    manifest=manifest,
-                    store=store,
-                    embedder=model,
-                    report=report,
-                    batch_size=batch_size,
-                    progress=progress,
-                )
+    if report.pending:
+        _sync_windows(
+            scope,
+            fair=fair or scope is None,
+            manifest=manifest,
+            store=open_vector_store(manifest.key, manifest),
+            embedder=embedder if embedder is not None else get_embedder(),
+            report=report,
+            batch_size=batch_size,
+            window=window or batch_size * WINDOW_BATCHES,
+            progress=progress,
+            wait=wait_for_others,
+        )
     report.deleted = prune_vectors(scope)
     report.restamped = restamp_spaces(scope)
     report.seconds = perf_counter() - started
@@ -673,7 +726,9 @@ def _retry_later(retry: Callable[[int], object], attempt: int) -> None:
 def embed_document(document_id: int, attempt: int = 0) -> dict[str, object]:
     """Embed a document's new head passages and delete its old ones' vectors."""
     try:
-        return sync_vectors(document_passage_ids(document_id), wait_for_others=False).as_dict()
+        return sync_vectors(
+            document_passage_ids(document_id), wait_for_others=False, fair=True
+        ).as_dict()
     except RETRIED_ERRORS as exc:
         logger.warning("vector sync of document %s failed: %s", document_id, exc)
         _retry_later(
