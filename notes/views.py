@@ -43,6 +43,7 @@ from notes.rendering import (
 )
 from retrieval import eligibility, links
 from retrieval.search import backlinks
+from retrieval.search.pipeline import pending_notice
 from retrieval.web.graph_picture import NARROW, neighbourhood_svg
 from spaces.current import current_space_id, space_for_new_documents
 from spaces.models import Role, Space
@@ -190,6 +191,8 @@ def note_detail(request: HtmxHttpRequest, note_id: int) -> HttpResponse:
     context = {"note": note, "tags": selectors.note_tags(note), **_note_context(request, note)}
     if not (request.htmx and "part" in request.GET):  # "Show more" needs only the text
         context.update(graph_context(request, note))
+        # Right after a save the note is found by keywords, not yet by meaning: say so.
+        context["pending_notice"] = pending_notice(eligibility.audience_for(request.user.pk))
     return _rendered_page(request, "notes/detail.html", note.head, _note_url(note), context)
 
 

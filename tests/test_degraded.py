@@ -286,8 +286,11 @@ def test_bad_chroma_url_degrades_to_keywords(settings, alice, notes) -> None:
 # --- d. vectors lag behind ---------------------------------------------------------------
 
 
+INDEXING = "New and changed notes are still being indexed for meaning search"
+
+
 def pending_message(count: int) -> str:
-    return f"{count:,} passage{'s' if count != 1 else ''} not yet embedded"
+    return f"({count:,} passage{'s' if count != 1 else ''} waiting)"
 
 
 def test_lagging_vectors_are_counted_per_owner_until_synced(
@@ -300,8 +303,8 @@ def test_lagging_vectors_are_counted_per_owner_until_synced(
     # Nothing is embedded yet (tasks stay queued in tests): keyword hits, and the count.
     result = degraded_search(alice, "hybrid", expected)
     assert_lexical_only(result)
-    assert [m for m in result.degraded if "not yet embedded" in m] == [
-        f"{expected}: found by keywords only until the worker catches up."
+    assert [m for m in result.degraded if "meaning search" in m] == [
+        f"{INDEXING} {expected}; keyword search already finds them."
     ]
     assert not any(SEMANTIC_UNAVAILABLE in m for m in result.degraded)
     page = degraded_page(alice_client, "hybrid", expected)
@@ -333,7 +336,7 @@ def test_lagging_vectors_are_counted_per_owner_until_synced(
             assert result.hits and all(hit.fused.dense is not None for hit in result.hits)
         response = client.get("/search", {"q": QUERY})
         assert response.status_code == 200
-        assert b"not yet embedded" not in response.content
+        assert b"being indexed for meaning search" not in response.content
         assert b'class="warning degraded"' not in response.content
         data = client.get("/api/search/", {"q": QUERY}).json()
         assert data["degraded"] == []

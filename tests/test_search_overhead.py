@@ -32,7 +32,7 @@ from retrieval.models import Passage
 from retrieval.query import parse
 from retrieval.search import pipeline
 from retrieval.search.pipeline import CandidateRow, search
-from retrieval.text import folded_tokens
+from retrieval.text.stemming import folded_tokens
 from spaces.models import personal_space_id
 from tests import factories
 
@@ -198,8 +198,11 @@ def test_canonical_rows_are_the_orm_reads(library, alice, bob) -> None:
 # --- the pending note --------------------------------------------------------------------------
 
 
+INDEXING = "New and changed notes are still being indexed for meaning search"
+
+
 def pending_notes(result: pipeline.SearchResult) -> list[str]:
-    return [m for m in result.degraded if "not yet embedded" in m]
+    return [m for m in result.degraded if "being indexed for meaning search" in m]
 
 
 def test_the_notes_count_stops_after_at_most(library, alice) -> None:
@@ -223,16 +226,16 @@ def test_the_note_says_more_than_beyond_its_bound(library, alice, monkeypatch) -
     total = vectors.pending_count([personal_space_id(alice.pk)])
     result = search(user=alice, query="certbot", mode="hybrid", rerank="off")
     assert pending_notes(result) == [
-        f"{total:,} passages not yet embedded: found by keywords only until the worker catches up."
+        f"{INDEXING} ({total:,} passages waiting); keyword search already finds them."
     ]
     monkeypatch.setattr(pipeline, "PENDING_NOTE_MAX", total - 1)
     for mode, tail in (
-        ("hybrid", "found by keywords only until the worker catches up."),
-        ("semantic", "not searchable by meaning until the worker catches up."),
+        ("hybrid", "; keyword search already finds them."),
+        ("semantic", ": this search by meaning misses them until then."),
     ):
         result = search(user=alice, query="certbot", mode=mode, rerank="off")
         assert pending_notes(result) == [
-            f"More than {total - 1:,} passages not yet embedded: {tail}"
+            f"{INDEXING} (more than {total - 1:,} passages waiting){tail}"
         ]
 
 
@@ -243,7 +246,7 @@ def test_a_note_saved_a_moment_ago_is_counted_at_once(alice) -> None:
     services.note_create(owner=alice, title="More certs", body="Certbot renews on Friday.")
     result = search(user=alice, query="certbot", mode="hybrid", rerank="off")
     assert pending_notes(result) == [
-        "1 passage not yet embedded: found by keywords only until the worker catches up."
+        f"{INDEXING} (1 passage waiting); keyword search already finds them."
     ]
     sync_vectors()
     assert pending_notes(search(user=alice, query="certbot", mode="hybrid", rerank="off")) == []
@@ -271,7 +274,7 @@ def test_graph_expansion_scoring_counts_no_pending_passages(alice, monkeypatch) 
     assert [h for h in result.hits if h.via is not None]  # expansion scored linked documents
     assert len(counted) == 1  # the search's own note only: expansion's scoring discards notes
     assert pending_notes(result) == [
-        "2 passages not yet embedded: found by keywords only until the worker catches up."
+        f"{INDEXING} (2 passages waiting); keyword search already finds them."
     ]
 
 

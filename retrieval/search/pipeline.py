@@ -68,7 +68,8 @@ from retrieval.search.rerank import (
     RerankUnavailable,
     get_reranker,
 )
-from retrieval.text import fold, token_strings
+from retrieval.text.stemming import fold
+from retrieval.text.tokens import token_strings
 from retrieval.trust import trust_rank
 
 if TYPE_CHECKING:
@@ -350,25 +351,31 @@ def _dense_unavailable_errors() -> tuple[type[Exception], ...]:
     return (EmbeddingUnavailable, VectorStoreUnavailable)
 
 
-# The "not yet embedded" note counts at most this many pending passages and says "more than"
-# beyond it: the count runs on every hybrid and semantic search, so its cost must not grow
-# with a backlog (`vectors.pending_note_count`, which reads the pending table, not the corpus).
+# The notice that meaning search is behind counts at most this many pending passages and says
+# "more than" beyond it: the count runs on every hybrid and semantic search, so its cost must
+# not grow with a backlog (`vectors.pending_note_count`, which reads the pending table, not
+# the corpus).
 PENDING_NOTE_MAX = 1000
 
 
-def _pending_note(audience: Audience, mode: str) -> str | None:
+def pending_notice(audience: Audience, mode: str = "hybrid") -> str | None:
+    """Plain words for "passages of these spaces are not embedded yet", or None when none
+    are: counted over the audience's spaces only (never another user's backlog), from the
+    pending table (`pending_note_count`: one query when nothing is pending). Search results
+    and a note's page show it."""
     from retrieval.index.vectors import pending_note_count
 
     pending = pending_note_count(audience.space_ids, at_most=PENDING_NOTE_MAX)
     if not pending:
         return None
     if pending > PENDING_NOTE_MAX:
-        what = f"More than {PENDING_NOTE_MAX:,} passages not yet embedded"
+        waiting = f"more than {PENDING_NOTE_MAX:,} passages waiting"
     else:
-        what = f"{pending:,} passage{'s' if pending != 1 else ''} not yet embedded"
+        waiting = f"{pending:,} passage{'s' if pending != 1 else ''} waiting"
+    notice = f"New and changed notes are still being indexed for meaning search ({waiting})"
     if mode == "semantic":
-        return f"{what}: not searchable by meaning until the worker catches up."
-    return f"{what}: found by keywords only until the worker catches up."
+        return f"{notice}: this search by meaning misses them until then."
+    return f"{notice}; keyword search already finds them."
 
 
 def _lexical_leg(
@@ -489,7 +496,7 @@ def _run_legs(
     if mode in ("hybrid", "semantic"):
         try:
             dense_hits = _dense_leg(parsed, audience, documents, query_vector)
-            note = _pending_note(audience, mode) if pending_note else None
+            note = pending_notice(audience, mode) if pending_note else None
             if note:
                 result.degraded.append(note)
         except _dense_unavailable_errors() as exc:

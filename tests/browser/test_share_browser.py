@@ -96,7 +96,7 @@ def test_shared_search_link_means_the_same_to_members_and_nothing_to_others(
     sent = hit_keys(page)
     assert len(sent) >= 3, sent  # a real ranking, not one lone hit
     expect(page.locator("#results")).not_to_contain_text("zeppelin")
-    expect(page.locator("#results")).not_to_contain_text("not yet embedded")
+    expect(page.locator("#results")).not_to_contain_text("being indexed for meaning search")
     field = page.locator("[data-share-url]")
     expect(page.locator(".share-audience")).to_contain_text("Team")
     page.locator("[data-copy-link]").click()
