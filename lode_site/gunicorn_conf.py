@@ -2,46 +2,9 @@
 
 `python3 -m lode_site.bootstrap run` and `deploy-local` start gunicorn with this module and
 `--bind HOST:PORT` (and `--workers` for deploy-local); a systemd unit does the same
-(docs/deploy.md). Why each number:
-
-* **Processes and threads.** A search is CPU work in Python and onnxruntime (the query's
-  embedding, reranking, highlighting) between short waits on the database and Chroma. The
-  GIL and the embedder's lock serialise the CPU part inside one process, so CPU parallelism
-  comes from processes: one per core (`LODE_WEB_WORKERS`, default: the cores this process
-  may run on, at most 8). Each holds its own copy of the embedding model: a warmed-up worker
-  is ~300 MB resident (measured; the master 26 MB), more with a cross-encoder reranker —
-  which, with the CPU-bound work, is what keeps the count at cores rather than the
-  2 × cores + 1 of gunicorn's docs. A few threads per process (`LODE_WEB_THREADS`, 4) overlap
-  those waits and slow clients, so a request that waits for PostgreSQL does not idle a core.
-* **Time.** Every request's work is bounded by lode's own budget (`lode_site/budget.py`:
-  10 s for reads, 30 s for asks, enforced in the database too); gunicorn's `timeout` is only
-  the outer bound for a wedged process: a worker whose main loop has not checked in for
-  `timeout` seconds (60) is killed and replaced. With the threaded worker requests run in
-  threads and the main loop keeps checking in while they run, even an ask waiting minutes on
-  a remote model (which the budget does not count): only a process stuck without giving up
-  the GIL for that long (a runaway regular expression, say) is killed.
-* **Graceful.** SIGTERM lets requests in flight finish for up to `graceful_timeout` (the ask
-  budget) before workers are killed; SIGHUP starts new workers with freshly loaded code and
-  settings and retires the old ones once they finish — no request is dropped.
-  `bootstrap run` writes the master's pid to `<data>/gunicorn.pid` for that.
-* **Recycling.** A worker is replaced after `max_requests` (± jitter, so the workers do not
-  all restart at once) to bound slow memory growth (allocator fragmentation, caches).
-* **One inference thread per process** (`LODE_EMBED_THREADS=1`, unless set): onnxruntime's
-  default is a pool of one thread per core in every process, spinning between calls, so with
-  a process per core each query's embedding kept every core busy. Measured
-  (`bench/request_cpu.py`, SciFact, hybrid): 92 → 67 ms of CPU per search page, 83 → 59 per
-  API search, for ~3 ms more wall time on an idle server (the query's embedding: 6 → 9 ms).
-* **Garbage collection** (`tune_garbage_collector`, after the model loads): what was loaded at
-  start is frozen out of later collections, and collections come less often; ~1.3 ms of CPU
-  saved per search.
-* **No preload.** The app (Django, and lazily the model, onnxruntime's thread pool, database
-  and Chroma connections) is loaded in each worker after the fork: none of those survive a
-  fork safely, and SIGHUP can only pick up new code when the master never imported it. Each
-  worker loads the embedding model before it takes its first request (`post_worker_init`),
-  so a recycled worker does not make a user wait for it.
-* **Access log** on stdout, one line per request, without the query string: search and ask
-  text are the user's own words about their notes and stay out of logs. Behind a proxy the
-  `X-Forwarded-For` header is logged beside the proxy's address.
+(docs/deploy.md). One threaded process per core, lode's own time budget inside gunicorn's
+outer timeout, graceful reloads on SIGHUP, recycled workers, one inference thread each, and
+an access log without query strings; the comment beside each setting says why its number.
 """
 
 from __future__ import annotations
@@ -65,19 +28,43 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-# Read by the workers' settings (they import Django after the fork); see the docstring.
+# One inference thread per process. Read by the workers' settings (they import Django after
+# the fork). onnxruntime's default is a pool of one thread per core in every process, spinning
+# between calls, so with a process per core each query's embedding kept every core busy.
+# Measured (`bench/request_cpu.py`, SciFact, hybrid): 92 → 67 ms of CPU per search page,
+# 83 → 59 per API search, for ~3 ms more wall time on an idle server (embedding 6 → 9 ms).
 os.environ.setdefault("LODE_EMBED_THREADS", "1")
 
 wsgi_app = "lode_site.wsgi:application"
 proc_name = "lode"
+# Processes and threads. A search is CPU work in Python and onnxruntime (embedding,
+# reranking, highlighting) between short waits on the database and Chroma. The GIL and the
+# embedder's lock serialise the CPU part inside one process, so CPU parallelism comes from
+# processes: one per core, at most 8. Each holds its own embedding model (~300 MB resident
+# warmed up, measured; the master 26 MB), which with the CPU-bound work keeps the count at
+# cores rather than gunicorn's 2 × cores + 1. A few threads per process overlap the waits and
+# slow clients, so a request waiting for PostgreSQL does not idle a core.
 worker_class = "gthread"
 workers = env.env_int("LODE_WEB_WORKERS", min(_cores(), 8), minimum=1)
 threads = env.env_int("LODE_WEB_THREADS", 4, minimum=1)
+# Time. Each request's work is bounded by lode's own budget (`lode_site/budget.py`: 10 s for
+# reads, 30 s for asks, enforced in the database too); `timeout` only kills a process whose
+# main loop has not checked in for that long. With threaded workers the main loop keeps
+# checking in while requests run, even an ask waiting minutes on a remote model, so only a
+# process stuck without releasing the GIL (a runaway regular expression) is killed.
 timeout = 60
+# Graceful: SIGTERM lets requests in flight finish for up to the ask budget; SIGHUP starts
+# workers with fresh code and settings and retires the old ones once they finish, so no
+# request is dropped (`bootstrap run` writes the master's pid to `pidfile` for that).
 graceful_timeout = 30
 keepalive = 5
+# Recycling bounds slow memory growth (allocator fragmentation, caches); the jitter keeps the
+# workers from all restarting at once.
 max_requests = 2000
 max_requests_jitter = 200
+# No preload: Django, the model, onnxruntime's pool and the database and Chroma connections
+# do not survive a fork safely, and SIGHUP can pick up new code only when the master never
+# imported it. Each worker loads the model before its first request (`post_worker_init`).
 preload_app = False
 
 pidfile = str(DATA_DIR / "gunicorn.pid")
@@ -94,6 +81,9 @@ if Path("/dev/shm").is_dir():
 # with LODE_HTTPS=1 (a proxy in front): without a proxy, no client may claim HTTPS.
 forwarded_allow_ips = ""
 
+# Access log on stdout, one line per request, without the query string: search and ask text
+# are the user's own words about their notes and stay out of logs. Behind a proxy the
+# X-Forwarded-For header is logged beside the proxy's address.
 accesslog = "-"
 errorlog = "-"
 access_log_format = (
