@@ -1,5 +1,4 @@
-"""Push-triggered re-indexing: a signed POST
-asks for a source's refresh.
+"""Push-triggered re-indexing: a signed POST asks for a source's refresh.
 
     POST /api/sources/<id>/webhook
     X-Lode-Timestamp: <unix seconds when the request was signed>
@@ -7,44 +6,21 @@ asks for a source's refresh.
                       the source's secret>
     X-Lode-Delivery:  <the sender's delivery id>  (optional; makes retries idempotent)
 
-The timestamp is inside the signature and must be within `TIMESTAMP_TOLERANCE_SECONDS`
-(five minutes) of the server's clock, so a captured request cannot be replayed later; and
-within those five minutes each accepted signature is remembered (its SHA-256 on the
-`WebhookDelivery` row, unique per source, in the database rather than the cache, which can
-evict), so a replay — under the same delivery id, another one or none — is a duplicate and
-queues nothing.
+The timestamp is inside the signature and must be within `TIMESTAMP_TOLERANCE_SECONDS` of the
+server's clock, and within that window each accepted signature is remembered (its SHA-256 on
+the `WebhookDelivery` row, in the database rather than the evictable cache), so a captured
+request replayed later, under any delivery id or none, queues nothing.
 
 The endpoint is unauthenticated except for the signature. So that source ids cannot be
-enumerated, an unknown source, a source without a secret and a wrong signature get exactly
-the same answer (`REFUSED`: 401 and the same body), after the same HMAC work. Checks that do
-not depend on the source (body size, timestamp, a missing signature) are made first and say
-precisely what is wrong. Answers:
+enumerated, an unknown source, a source without a secret and a wrong signature get the same
+answer (`REFUSED`) after the same HMAC work; checks that do not depend on the source (body
+size, timestamp, a missing signature) come first and say precisely what is wrong. The answers
+are listed on `receive_webhook`.
 
-- 429: a refused delivery from an address that had `LODE_WEBHOOK_MAX_FAILURES` refused
-  deliveries in the current five-minute window (`Retry-After` says when it ends). The
-  signature is checked first (an HMAC over at most 1 MB is cheap), so a correctly signed
-  delivery is taken even from an address that junk traffic has used up — behind the TLS
-  proxy every sender may share one;
-- 413: the body is larger than `LODE_WEBHOOK_MAX_BODY_BYTES` (read no further);
-- 400: no or malformed `X-Lode-Timestamp`, or a delivery id longer than the column allows;
-- 401: the timestamp is outside the window, the signature is missing, or `REFUSED`;
-- 409: correctly signed, but the source is disabled;
-- 200 `{"status": "duplicate"}`: the delivery id, or the signature, was already accepted —
-  nothing is queued, so neither a sender retrying after a timeout nor a replay queues a
-  second refresh;
-- 202 `{"status": "queued"}`: a refresh was queued (`externals.tasks.enqueue_refresh`,
-  trigger "webhook"), or one already pending for the source will cover this push (at most
-  one pending refresh per source).
-
-Both carry `source_id` (the source the delivery was signed for, as `POST .../refresh`
-answers) and `delivery` (the sender's id, "" when none was sent). Only a correctly signed
-delivery gets them, so they tell a sender nothing it did not already hold the secret for.
-
-Refused deliveries are logged on the `lode.webhooks` logger (the reason, source id, address,
-delivery id) and counted per client address (`lode_site.throttle.client_address`: the last
-X-Forwarded-For entry behind the TLS proxy, else the peer) in the Django cache; they write no
-database row, so a flood of bad requests costs no writes. Accepted deliveries are recorded as
-`WebhookDelivery` rows (idempotency and audit); a duplicate is acknowledged without a row.
+Refused deliveries are logged on the `lode.webhooks` logger and counted per client address
+(`lode_site.throttle.client_address`) in the Django cache, writing no database row, so a flood
+of bad requests costs no writes. Accepted deliveries are recorded as `WebhookDelivery` rows
+(idempotency and audit); a duplicate is acknowledged without a row.
 """
 
 from __future__ import annotations
@@ -223,7 +199,27 @@ def receive_webhook(request: HttpRequest, source_id: int) -> WebhookOutcome:
     """Check one push delivery and, if it is good and new, queue the source's refresh.
 
     Takes the request itself because the protocol is its raw body and three headers; the
-    endpoint only turns the outcome into a response.
+    endpoint only turns the outcome into a response. Answers:
+
+    - 429: a refused delivery from an address that had `LODE_WEBHOOK_MAX_FAILURES` refused
+      deliveries in the current five-minute window (`Retry-After` says when it ends). The
+      signature is checked first (an HMAC over at most 1 MB is cheap), so a correctly signed
+      delivery is taken even from an address that junk traffic has used up — behind the TLS
+      proxy every sender may share one;
+    - 413: the body is larger than `LODE_WEBHOOK_MAX_BODY_BYTES` (read no further);
+    - 400: no or malformed `X-Lode-Timestamp`, or a delivery id longer than the column allows;
+    - 401: the timestamp is outside the window, the signature is missing, or `REFUSED`;
+    - 409: correctly signed, but the source is disabled;
+    - 200 `{"status": "duplicate"}`: the delivery id, or the signature, was already accepted —
+      nothing is queued, so neither a sender retrying after a timeout nor a replay queues a
+      second refresh;
+    - 202 `{"status": "queued"}`: a refresh was queued (`externals.tasks.enqueue_refresh`,
+      trigger "webhook"), or one already pending for the source will cover this push (at most
+      one pending refresh per source).
+
+    Both carry `source_id` (the source the delivery was signed for, as `POST .../refresh`
+    answers) and `delivery` (the sender's id, "" when none was sent). Only a correctly signed
+    delivery gets them, so they tell a sender nothing it did not already hold the secret for.
     """
     now = time.time()
     remote_addr = client_address(request)[:REMOTE_ADDR_MAX]
