@@ -4,51 +4,22 @@ markdown-it-py runs with raw HTML disabled (so `<script>` in a note comes out as
 link validation on (no `javascript:`/`vbscript:`/`data:` links) and linkify-it turning bare
 URLs in text into links (never inside code or an existing link). nh3 (the ammonia
 sanitiser) then allows only a fixed set of tags, attributes and URL schemes as a second,
-independent layer, and puts `rel="noopener noreferrer nofollow"` on every link.
+independent layer, and puts `rel="noopener noreferrer nofollow"` on every link. bleach is
+not used: its html5lib tree walker is quadratic in the children of one element, so a
+one-line table of hundreds of thousands of cells ran for minutes; nh3 and linkify are linear.
 
-What note-takers expect, from mdit-py-plugins (executablebooks, the
-maintained companion of markdown-it-py): task lists (`- [ ]`/`- [x]` as disabled
-checkboxes) and footnotes (`[^1]`, `^[inline]`). `[[Title]]`/`[[Title|label]]` wiki links
-are parsed here (`_wiki_link`) into a placeholder, `<span class="wikilink" title="Title">`,
-that is the same for every reader, so the per-version cache stays shared; the page then
-resolves the placeholders against the reader's own notes (`link_wiki`), at request time,
-so a renamed or new note is linked at once and nobody's note is ever linked from another's.
+Task lists and footnotes come from mdit-py-plugins. `[[Title]]`/`[[Title|label]]` wiki links
+become a placeholder that is the same for every reader, so the per-version cache stays
+shared; `link_wiki` resolves the placeholders against the reader's own notes at request
+time, so nobody's note is ever linked from another's.
 
-Why not bleach: profiled with cProfile, a 320 KB table spent its seconds in
-html5lib, twice (bleach's clean, then its linkify): the etree tree walker's
-`getParentNode`/`getNextSibling` call `list.index`/`list.count` on the parent's children,
-so the cost is quadratic in the children of one element (rows of one table, cells of one
-row), and a one-line table of hundreds of thousands of cells ran for minutes. nh3 and
-markdown-it's linkify are linear. bleach's linkify pass also escaped the already-escaped
-text inside code a second time (`&quot;` shown in code).
-
-Large notes are shown in parts of at most `PART_MAX_CHARS` characters of source, cut at
-block boundaries where there are any (`split_parts`), and each part's HTML is cached by
-the version's SHA-256 (versions are immutable), `RENDERER_VERSION` and the versions of the
-parser and sanitiser packages, so a page request renders at most one bounded part, and only
-once.
-
-A part is bounded by what it renders to, not only by its length: a GFM table gives every
-row as many cells as its header has columns, filling short rows with empty cells, so 19 KB
-of one-character rows under a 181-column header rendered 851,786 `<td>` (8.6 MB, 20 s).
-`split_parts` charges each table line its column count (`PART_MAX_CELLS` a part); the
-renderer itself never makes more than `PART_MAX_CELLS` cells in one call (the rows past it
-stay text), and a part whose HTML still comes out over `PART_MAX_HTML_CHARS` is shown as
-escaped text.
-
-A part is also bounded by its structure, counted on the parsed tokens before anything is
-rendered (`Structure`, `RenderBounds`): lists and block quotes nested more than
-`MAX_NESTING_DEPTH` deep (markdown-it would silently drop what lies deeper), more links,
-footnotes, headings or tokens than a part may have: such a part is shown as its escaped
-text under a notice saying why. The counts are deterministic, so the bound is the same on
-every machine and in every test, and bench/render_pathological.py prints what the densest
-inputs cost.
-
-Images load from lode's own origin (a relative URL) or a `data:image/…` URL only, unless
-their `https` host is one the operator listed in `LODE_REMOTE_IMAGE_HOSTS` (the
-Content-Security-Policy's `img-src` lists the same hosts): any other image becomes a link
-to it, saying it was not loaded, so a note cannot put a tracking pixel in front of the
-people it is shared with.
+Large notes are shown in parts (`split_parts`), each cached by the version's SHA-256,
+`RENDERER_VERSION` and the parser and sanitiser versions, so a page request renders at most
+one bounded part, once. A part is bounded by its source length, its costly inline marks, the
+table cells it renders and its structure (nesting depth, links, footnotes, headings, tokens);
+a part over a bound is shown as escaped text under a notice. Images load only from lode's own
+origin, a `data:image/…` URL or a host in `LODE_REMOTE_IMAGE_HOSTS`; any other becomes a link,
+so a note cannot put a tracking pixel in front of the people it is shared with.
 """
 
 from __future__ import annotations
