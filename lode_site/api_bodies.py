@@ -35,6 +35,11 @@ _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
+# A text field that must hold more than whitespace (the services strip it, then refuse "").
+NOT_BLANK = r"\S"
+# The same, for text a Django form cleans (forms refuse NUL characters too).
+NOT_BLANK_NO_NUL = r"^\s*[^\s\x00][^\x00]*$"
+
 _JSON_TYPES = {
     str: "a string",
     bool: "a boolean",
@@ -103,7 +108,9 @@ class BodySchema(Schema):
     the JSON type its schema declares — strict, so `0` is not `false` and `"1"` is not `1`,
     as the OpenAPI schema says (422 otherwise)."""
 
-    model_config = ConfigDict(strict=True)
+    # Patterns are matched by Python's `re`, as schemathesis and Python clients read them
+    # (`\s` is `str.isspace`, which is what the services' `strip()` removes).
+    model_config = ConfigDict(strict=True, regex_engine="python-re")
 
     @model_validator(mode="before")
     @classmethod

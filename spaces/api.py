@@ -16,7 +16,7 @@ from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
 from externals.models import Source
-from lode_site.api_bodies import BodySchema
+from lode_site.api_bodies import NOT_BLANK, BodySchema
 from lode_site.errors import NO_ACCESS
 from lode_site.ids import DbId
 from retrieval.eligibility import member_space_ids, role_in, visible_documents
@@ -58,8 +58,12 @@ class SpaceDetailOut(SpaceOut):
 
 
 class SpaceIn(BodySchema):
-    name: str = Field(description="1 to 100 characters (surrounding spaces are stripped).")
-    description: str = ""
+    name: str = Field(
+        max_length=services.NAME_MAX_CHARS,
+        pattern=NOT_BLANK,
+        description="1 to 100 characters, not only spaces (surrounding spaces are stripped).",
+    )
+    description: str = Field("", max_length=services.DESCRIPTION_MAX_CHARS)
 
 
 class SpaceUpdateIn(BodySchema):

@@ -323,10 +323,11 @@ def test_api_ask_shape_and_stored_answer(alice_client, alice_note):
 @pytest.mark.parametrize(
     ("payload", "status"),
     [
-        ({"question": ""}, 400),
-        ({"question": "   "}, 400),
-        ({"question": "x" * 1001}, 400),
-        ({"question": "ok?", "mode": "nonsense"}, 400),
+        ({"question": ""}, 422),
+        ({"question": "   "}, 422),
+        ({"question": "x" * 1001}, 422),
+        ({"question": "nul \x00 byte"}, 422),
+        ({"question": "ok?", "mode": "nonsense"}, 422),
         ({}, 422),
     ],
 )

@@ -15,13 +15,14 @@ the response.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
+from django.conf import settings
 from django.http import HttpRequest
 from ninja import Field, Router, Schema, Status
 from pydantic import StrictBool
 
-from lode_site.api_bodies import BodySchema
+from lode_site.api_bodies import NOT_BLANK_NO_NUL, BodySchema
 from lode_site.errors import NO_ACCESS
 from lode_site.ids import DbId
 from retrieval.answer.ask import ask
@@ -37,13 +38,17 @@ router = Router(tags=["ask"])
 
 
 class AskIn(BodySchema):
-    question: str = Field(description="The question; at most LODE_MAX_QUERY_CHARS characters.")
-    pinned_document_id: int | None = Field(
+    question: str = Field(
+        max_length=settings.LODE_MAX_QUERY_CHARS,
+        pattern=NOT_BLANK_NO_NUL,
+        description="The question: not blank, at most LODE_MAX_QUERY_CHARS characters.",
+    )
+    pinned_document_id: DbId | None = Field(
         None,
         description='"Ask about this note": every head passage of this document of yours is '
         "given to the answerer first, uncapped, then normal retrieval.",
     )
-    mode: str | None = Field(
+    mode: Literal["hybrid", "lexical", "semantic"] | None = Field(
         None, description="Search mode: hybrid (default) | lexical | semantic."
     )
     space: int | None = Field(
@@ -205,8 +210,8 @@ def _expansion(trace_id: int | None) -> ExpansionOut | None:
 @router.post("", response={200: AskOut, 400: ErrorOut, 404: ErrorOut, 503: ErrorOut})
 def ask_endpoint(request: HttpRequest, payload: AskIn):
     """Ask a question over your notes. Every ask stores its answer and trace; `permalink`
-    and `GET /api/ask/{trace_id}` return it later, unchanged. An empty or too long question
-    or an unknown mode is a 400; a `pinned_document_id` that is not one of your documents
+    and `GET /api/ask/{trace_id}` return it later, unchanged. A blank or too long question
+    or an unknown mode is a 422; a `pinned_document_id` that is not one of your documents
     is a 404. An ask that runs past its time budget (LODE_ASK_BUDGET_SECONDS; the answer
     model's network wait does not count) is stopped: 503 with `detail` and no answer stored.
     The answer is bounded: the verified claims (each quoted span with a short context) and

@@ -6,7 +6,7 @@
 
 A question the rules (offline) or the model cannot turn into a valid query is still a 200:
 `answered` is false and `message` says why (the shapes the rules know, the validator's
-message, the direction check); nothing was executed. An empty or too long question is a 400;
+message, the direction check); nothing was executed. A blank or too long question is a 422;
 a space the user is not a member of is a 404, like a missing one.
 """
 
@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest
 from ninja import Field, Router, Schema, Status
 
-from lode_site.api_bodies import BodySchema
+from lode_site.api_bodies import NOT_BLANK, BodySchema
 from lode_site.errors import NO_ACCESS
 from retrieval.answer.graph_words import WordsError, ask_graph
 from retrieval.eligibility import NoAccess
@@ -27,6 +28,8 @@ router = Router(tags=["graph"])
 
 class GraphAskIn(BodySchema):
     question: str = Field(
+        max_length=settings.LODE_MAX_QUERY_CHARS,
+        pattern=NOT_BLANK,
         description='A graph question in words, e.g. "what links to Backup Policy?" or "how '
         'is \\"Restore runbook\\" connected to \\"Deploy\\"?"; at most LODE_MAX_QUERY_CHARS '
         "characters."
