@@ -6,14 +6,11 @@ the same selectors and services as the pages, so permissions are the same.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest
 from django.urls import reverse
-from django.utils import timezone
 from ninja import NinjaAPI
 from ninja.errors import HttpError
 from ninja.openapi.schema import OpenAPISchema
@@ -22,11 +19,6 @@ from ninja.security import APIKeyCookie, HttpBearer
 from lode_site.api_bodies import BoundedJSONParser, JsonBodyRefused
 from lode_site.budget import ASK_PATHS
 from lode_site.models import ApiToken, token_digest
-
-# A token's `last_used_at` is written at most this often: writing it on every request made
-# each API search a write transaction (on SQLite, every API read took a turn at the one
-# write lock).
-LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
 class TokenAuth(HttpBearer):
@@ -41,9 +33,7 @@ class TokenAuth(HttpBearer):
         # or to reading, which only the MCP server enforces (its tools take their scope).
         if row.refusal() or not row.can_ask or row.spaces.exists():
             return None
-        now = timezone.now()
-        if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:
-            ApiToken.objects.filter(pk=row.pk).update(last_used_at=now)
+        row.mark_used()
         request.user = row.user
         return row.user
 

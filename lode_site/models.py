@@ -11,7 +11,7 @@ import secrets
 import socket
 import time
 from collections.abc import Iterable, Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -38,6 +38,11 @@ class ApiToken(models.Model):
     `expires_at`. `/api/` takes only tokens that cover every space and may ask, because its
     endpoints read the user's whole audience; narrowed tokens are for the MCP server.
     """
+
+    # `last_used_at` is written at most this often: writing it on every request made each
+    # API search a write transaction (on SQLite, every API read took a turn at the one
+    # write lock).
+    LAST_USED_RESOLUTION = timedelta(minutes=1)
 
     class Scope(models.TextChoices):
         READ = "read", "Read: search, open evidence, graph queries"
@@ -73,6 +78,13 @@ class ApiToken(models.Model):
         if not self.user.is_active:
             return "This token's account is deactivated."
         return ""
+
+    def mark_used(self) -> None:
+        """Record a use now, unless one was recorded within `LAST_USED_RESOLUTION`."""
+        now = timezone.now()
+        if self.last_used_at is None or now - self.last_used_at >= self.LAST_USED_RESOLUTION:
+            self.last_used_at = now
+            ApiToken.objects.filter(pk=self.pk).update(last_used_at=now)
 
     @property
     def status(self) -> str:

@@ -15,12 +15,10 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.urls import Resolver404, get_script_prefix, resolve
-from django.utils import timezone
 
 from lode_site.budget import as_budget_exceeded, time_budget
 from lode_site.models import ApiToken, McpCall, token_digest
@@ -48,8 +46,6 @@ MISSING_TOKEN = (
 )
 # Tools budgeted like an ask (they search and may call a model); the rest like a read.
 BUDGETED_AS_ASK = frozenset({"ask", "graph_query"})
-# A token's `last_used_at` is written at most this often (as the API does).
-LAST_USED_EVERY = timedelta(minutes=1)
 UNKNOWN_TOKEN = "This access token is not known; create one under Settings → Access tokens."
 
 
@@ -117,8 +113,7 @@ def run_tool(grant: Grant, tool: str, work: Callable[[ApiToken], dict[str, Any]]
         _log(grant, token, tool, started, len(exc.message.encode()), exc.message)
         raise
     _log(grant, token, tool, started, len(text.encode()), "")
-    if token.last_used_at is None or timezone.now() - token.last_used_at >= LAST_USED_EVERY:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+    token.mark_used()
     return text
 
 
