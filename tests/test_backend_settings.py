@@ -113,7 +113,7 @@ def test_the_short_answerer_names_keep_their_meaning(settings) -> None:
         (f"{HERE}.NoSuchAnswerer", "does not import"),
         ("no_such_package.Answerer", "does not import"),
         (f"{HERE}.NotAnAnswerer", "NotAnAnswerer lacks answer"),
-        ("gpt", "is neither one of chat, extractive nor a dotted import path"),
+        ("gpt", "unknown answerer backend; use one of chat, extractive or a dotted import path"),
     ],
 )
 def test_a_bad_answerer_setting_fails_the_start_up_check(settings, value, reason) -> None:
@@ -154,7 +154,7 @@ def test_the_short_entailment_names_keep_their_meaning(settings) -> None:
         (f"{HERE}.NoSuchScorer", "does not import"),
         (f"{HERE}.NotAnAnswerer", "NotAnAnswerer cannot be called with user="),
         (f"{HERE}.FirstPassageAnswerer", "cannot be called with user="),
-        ("cross_encoder", "is neither one of cross-encoder, llm-judge nor a dotted import path"),
+        ("cross_encoder", "unknown entailment backend; use one of cross-encoder, llm-judge or"),
     ],
 )
 def test_a_bad_entailment_setting_fails_the_start_up_check(settings, value, reason) -> None:

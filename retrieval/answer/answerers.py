@@ -475,4 +475,4 @@ def get_answerer(value: str | None = None) -> Answerer:
     value = settings.LODE_ANSWERER if value is None else value
     if value == "auto":
         value = "chat" if settings.LODE_LLM_BASE_URL else "extractive"
-    return build_backend("LODE_ANSWERER", value, ANSWERER_ALIASES, Answerer)
+    return build_backend("LODE_ANSWERER", value, ANSWERER_ALIASES, Answerer, kind="answerer")

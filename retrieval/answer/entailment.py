@@ -165,7 +165,9 @@ def get_entailment_scorer(
     name = settings.LODE_ENTAILMENT if name is None else name
     if name == "none":
         return None
-    return build_backend("LODE_ENTAILMENT", name, ENTAILMENT_ALIASES, EntailmentScorer, user=user)
+    return build_backend(
+        "LODE_ENTAILMENT", name, ENTAILMENT_ALIASES, EntailmentScorer, kind="entailment", user=user
+    )
 
 
 # --- the LLM judge (entailment backend "llm-judge") --------------------------------------------

@@ -25,32 +25,32 @@ class BackendPathError(ImproperlyConfigured, ValueError):
     which setting, what it named and what to use instead."""
 
 
-def dotted_path(setting: str, value: str, aliases: Mapping[str, str]) -> str:
+def dotted_path(setting: str, value: str, aliases: Mapping[str, str], kind: str) -> str:
     """The import path `value` stands for: its entry in `aliases`, else `value` itself when it
-    is dotted. Raises BackendPathError for an unknown short name."""
+    is dotted. Raises BackendPathError for an unknown short name (`kind` names the backend)."""
     value = value.strip()
     if value in aliases:
         return aliases[value]
     if "." not in value:
         raise BackendPathError(
-            f"{setting}={value!r} is neither one of {', '.join(sorted(aliases))} nor a dotted "
-            "import path"
+            f"{setting}={value!r}: unknown {kind} backend; use one of "
+            f"{', '.join(sorted(aliases))} or a dotted import path"
         )
     return value
 
 
-def load_object(setting: str, value: str, aliases: Mapping[str, str]) -> Any:
+def load_object(setting: str, value: str, aliases: Mapping[str, str], kind: str) -> Any:
     """The class or factory `value` names (`django.utils.module_loading.import_string`)."""
-    path = dotted_path(setting, value, aliases)
+    path = dotted_path(setting, value, aliases, kind)
     try:
         return import_string(path)
     except ImportError as exc:
         raise BackendPathError(f"{setting}={value!r}: {path} does not import ({exc})") from None
 
 
-def load_module(setting: str, value: str, aliases: Mapping[str, str]) -> ModuleType:
+def load_module(setting: str, value: str, aliases: Mapping[str, str], kind: str) -> ModuleType:
     """The module `value` names (a backend that is a module of functions)."""
-    path = dotted_path(setting, value, aliases)
+    path = dotted_path(setting, value, aliases, kind)
     try:
         return import_module(path)
     except ImportError as exc:
@@ -71,11 +71,17 @@ def require_members(setting: str, value: str, backend: object, members: Iterable
 
 
 def build_backend(
-    setting: str, value: str, aliases: Mapping[str, str], protocol: type, **arguments: Any
+    setting: str,
+    value: str,
+    aliases: Mapping[str, str],
+    protocol: type,
+    *,
+    kind: str,
+    **arguments: Any,
 ) -> Any:
     """Call the class or factory `value` names with `arguments` and return what it builds,
     which must have every member of `protocol`; raises BackendPathError otherwise."""
-    factory = load_object(setting, value, aliases)
+    factory = load_object(setting, value, aliases, kind)
     try:
         backend = factory(**arguments)
     except TypeError as exc:

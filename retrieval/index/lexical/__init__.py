@@ -47,7 +47,7 @@ def backend_for(value: str, vendor: str) -> ModuleType:
         raise BackendPathError(
             f"lode has no lexical backend for {vendor}; set LODE_LEXICAL_BACKEND to one"
         )
-    module = load_module("LODE_LEXICAL_BACKEND", value or vendor, VENDOR_BACKENDS)
+    module = load_module("LODE_LEXICAL_BACKEND", value or vendor, VENDOR_BACKENDS, "lexical")
     require_members("LODE_LEXICAL_BACKEND", value or vendor, module, BACKEND_FUNCTIONS)
     return module
 
