@@ -13,46 +13,13 @@ type coercion), of exactly this shape — `QUERY_JSON_SCHEMA` below is its JSON 
                "max_hops": 1..4, "kinds": [<kind>, ...]   (default: the declared kinds)},
      "space": <space id, optional>}
 
-How one runs (`answer()` does all four steps):
-
-1. **Discovery** — `discover(audience, lookups)`: for each lookup, the live documents the
-   audience may see whose title is exactly it (`title_key`), then those whose path is exactly
-   it (an imported note's `external_key`, a version's `source_path`, a source item's path),
-   then the search pipeline's results; at most `CANDIDATES_PER_LOOKUP` per lookup. An exact
-   path check first, so a note that *mentions* `deploy.md` never stands in for `deploy.md`.
-2. **Validation** — `validate(raw, candidates)`: the shape above, and every seed must be
-   the document id of a discovered candidate: never a free id (an id the model made up, or
-   one the user may not see, is refused the same way). `GraphQueryError(message)` says what
-   is wrong in words.
-3. **Execution** — `run(audience, valid_query, candidates)` reads the graph generation and
-   the edges inside ONE transaction (REPEATABLE READ on PostgreSQL, set as the transaction's
-   first statement; on SQLite lode's transactions are IMMEDIATE, so no write commits while
-   it runs): a save committed during the query is not seen, and the answer names the
-   generation it ran on. Traversal starts from `graph_read.resolved_edges(audience)` —
-   eligibility on both ends — so a path never passes through a document the user cannot see.
-   * `neighbours`: the edges of one kind out of (or into) the seed, ordered by the other
-     end's id then the edge id; at most `MAX_ROWS` rows (`truncated` says when more exist).
-     `contains` edges start at a source, not a document: `in` from an external lists the
-     sources that mirror it (nodes of type "source"); `out` from a document is always empty.
-   * `path`: the shortest path along outgoing edges of the given kinds, at most `max_hops`
-     (≤ `MAX_HOPS`) edges. **Tie rule** (deterministic among equally short paths):
-     breadth-first, level by level; each level's documents are expanded in ascending id
-     order and each one's neighbours are visited in ascending id order; a document's
-     parent is the first expanded document that reached it, and between two documents the
-     edge used is the first of `ALL_KINDS` order (declared kinds first) then the lowest edge
-     id. So among paths of equal length the one whose documents have the smallest ids,
-     compared from the start, wins.
-4. **Hydration** — the evidence of at most `MAX_EVIDENCE` distinct resources within
-   `EVIDENCE_BUDGET` characters in all: for each row in order, the passage the edge was read
-   from (a declared link's linking passage), else the head passage the edge leads to
-   (first of its document); each excerpt is cut around the link's span to its share of the
-   budget, and carries its verified-evidence link (`retrieval.links.evidence_url`, pinned
-   to the version's hash, which the evidence page re-verifies on opening).
-
-The result (`GraphResult.as_dict()`) carries the query, its parameters (the bounds and the
-tie rule), the generation, the candidates, the nodes and rows — each edge with its kind,
-basis (`graph_read.basis_of`) and trust tier (`graph_read.edge_tier`; inferred edges at the
-bottom) — and the evidence.
+`answer()` runs four steps, each a function with its own rules: `discover` turns lookups into
+candidate documents the audience may see; `validate` checks the shape and that every seed is
+a discovered candidate (never a free id); `run` reads the edges on one graph generation,
+with eligibility on both ends, so a path never passes through a document the user cannot see;
+`_hydrate` attaches bounded, verified evidence. The result (`GraphResult.as_dict()`) carries
+the query, its bounds and tie rule, the generation, the candidates, the nodes and rows — each
+edge with its kind, basis and trust tier (inferred edges at the bottom) — and the evidence.
 """
 
 from __future__ import annotations
@@ -298,7 +265,8 @@ def parse(raw: object) -> GraphQueryIn:
 
 def validate(raw: object, candidates: Sequence[Candidate]) -> ValidQuery:
     """`raw` checked in full: its shape (`parse`), then every seed among the discovered
-    candidates' document ids. Raises `GraphQueryError` with what is wrong."""
+    candidates' document ids — an id a model made up, or one the user may not see, is refused
+    the same way. Raises `GraphQueryError` with what is wrong, in words."""
     request = parse(raw)
     query = request.query
     if isinstance(query, PathQuery) and len(set(query.kinds)) != len(query.kinds):
@@ -411,7 +379,10 @@ def _add(
 def discover(audience: Audience, lookups: Sequence[str]) -> list[Candidate]:
     """The candidates each lookup names, in order: exact title matches (ascending id), then
     exact path matches, then search results (by rank); each document once per lookup and at
-    most `CANDIDATES_PER_LOOKUP` per lookup. Only live documents the audience may see."""
+    most `CANDIDATES_PER_LOOKUP` per lookup. Only live documents the audience may see. A path
+    is an imported note's `external_key`, a version's `source_path` or a source item's path;
+    exact paths come before search, so a note that *mentions* `deploy.md` never stands in for
+    `deploy.md`."""
     candidates: list[Candidate] = []
     for index, raw_lookup in enumerate(lookups):
         lookup = raw_lookup.strip()
@@ -603,7 +574,14 @@ def _kind_rank(kind: str) -> int:
 
 
 def run(audience: Audience, valid: ValidQuery, candidates: Sequence[Candidate]) -> GraphResult:
-    """Execute a validated query on one graph generation (see the module docstring)."""
+    """Execute a validated query on one graph generation.
+
+    The generation and the edges are read inside ONE transaction (REPEATABLE READ on
+    PostgreSQL, set as its first statement; on SQLite lode's transactions are IMMEDIATE, so
+    no write commits while it runs): a save committed during the query is not seen, and the
+    answer names the generation it ran on. Edges come from `graph_read.resolved_edges`, with
+    eligibility on both ends.
+    """
     started = time.perf_counter()
     allowed = {c.document_id for c in candidates} & valid.candidate_ids
     for name, seed in _named_seeds(valid.query):
@@ -634,6 +612,9 @@ def run(audience: Audience, valid: ValidQuery, candidates: Sequence[Candidate]) 
 
 
 def _neighbours(audience: Audience, query: NeighboursQuery):
+    """The edges of one kind out of (or into) the seed, ordered by the other end's id then the
+    edge id, at most `MAX_ROWS` (`truncated` says when more exist). `contains` edges start at
+    a source: `in` from an external lists the sources that mirror it; `out` is always empty."""
     edges = _edges(audience).filter(kind=query.kind)
     if query.direction == "out":
         edges = edges.filter(from_document_id=query.seed).order_by("to_document_id", "id")
@@ -651,7 +632,9 @@ def _neighbours(audience: Audience, query: NeighboursQuery):
 
 
 def _path(audience: Audience, query: PathQuery):
-    """Bounded breadth-first search along outgoing edges; the tie rule is `TIE_RULE`."""
+    """Bounded breadth-first search along outgoing edges; the tie rule is `TIE_RULE`, so among
+    paths of equal length the one whose documents have the smallest ids, compared from the
+    start, wins."""
     start, goal = query.from_, query.to
     if start == goal:
         return [], False, [], "The two documents are the same: a path of no hops."
@@ -787,8 +770,10 @@ def _first_passage_ids(audience: Audience, document_ids: set[int]) -> dict[int, 
 
 def _hydrate(audience: Audience, edges: list[Edge], rows: list[Row]) -> list[Evidence]:
     """At most MAX_EVIDENCE distinct passages, EVIDENCE_BUDGET characters in all, in row
-    order: the passage the edge was read from, else the first head passage it leads to. The
-    unspent share of one excerpt passes to the next."""
+    order: the passage the edge was read from, else the first head passage it leads to. Each
+    excerpt is cut around the link's span and carries its verified-evidence link (pinned to
+    the version's hash, re-verified on opening). The unspent share of one excerpt passes to
+    the next."""
     wanted: list[tuple[int, int, int | None, int | None]] = []  # (row, passage, start, end)
     targets = {e.to_document_id for e in edges if e.passage_id is None}
     first = _first_passage_ids(audience, targets)
