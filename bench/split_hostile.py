@@ -23,7 +23,7 @@ from tests.test_text import HOSTILE_BODIES  # noqa: E402
 
 
 def seconds(body: str) -> float:
-    from retrieval.text import split_sentences
+    from retrieval.text.sentences import split_sentences
 
     started = time.perf_counter()
     split_sentences(body)

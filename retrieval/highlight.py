@@ -36,7 +36,8 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from retrieval.text import LINE_BREAK_RE, TOKEN_RE, fold
+from retrieval.text.stemming import fold
+from retrieval.text.tokens import LINE_BREAK_RE, TOKEN_RE
 
 logger = logging.getLogger("lode.highlight")
 

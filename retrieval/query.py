@@ -43,7 +43,8 @@ from datetime import date
 
 from django.conf import settings
 
-from retrieval.text import IDENTIFIER_RE, QUERY_STOPWORDS, tokens
+from retrieval.text.tokens import IDENTIFIER_RE, tokens
+from retrieval.words.stopwords import QUERY_STOPWORDS
 
 # Identifiers with one of these characters are code-like in any query.
 CODE_CHAR_RE = re.compile(r"[_./:]")

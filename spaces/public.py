@@ -54,7 +54,7 @@ from notes.models import Document, Version
 from retrieval.eligibility import NO_LONGER_VISIBLE, can, citable_in_public_link, role_in
 from retrieval.models import AskTrace
 from retrieval.search.evidence import check_source, source_size_limit
-from retrieval.text import nfc_collapsed
+from retrieval.text.normalise import nfc_collapsed
 from spaces.models import PublicLink, PublicLinkView, Role, Space, live_link_q
 
 # --- messages (shown to the member who tried; never to a public visitor) ----------------------

@@ -8,7 +8,7 @@ import pytest
 
 from retrieval.answer import answer_shape as shape
 from retrieval.answer.gate import NOT_AN_ANSWER, STEP_RELEVANCE, shape_verdict
-from retrieval.answer.relevance import Candidate
+from retrieval.answer.relevance.candidate import Candidate
 from retrieval.answer.types import Claim, ClaimVerdict, Decision, Support
 from retrieval.models import AskTrace
 from tests.test_ask import extractive_ask, ops_notes  # noqa: F401 (a fixture)

@@ -31,7 +31,7 @@ from retrieval.answer.egress import plan_egress
 from retrieval.answer.gate import run_gate
 from retrieval.answer.types import AnswerDraft, EvidencePack
 from retrieval.models import EgressLog, Passage
-from retrieval.text import MAX_SENTENCE_CHARS, split_sentences
+from retrieval.text.sentences import MAX_SENTENCE_CHARS, split_sentences
 from tests.factories import note, pack_of
 
 RUNBOOK = (

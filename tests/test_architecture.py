@@ -50,6 +50,7 @@ EXPLICIT: dict[str, str] = {
     "spaces.admin_public": "web",
     # Shared vocabulary: how every stage reads text, queries, eligibility, trust and links.
     "retrieval.text": "vocabulary",
+    "retrieval.words": "vocabulary",
     "retrieval.query": "vocabulary",
     "retrieval.eligibility": "vocabulary",
     "retrieval.highlight": "vocabulary",

@@ -34,7 +34,7 @@ from retrieval.answer.types import (
     ShownSupport,
 )
 from retrieval.query import parse
-from retrieval.text import sentence_spans
+from retrieval.text.sentences import sentence_spans
 from retrieval.trust import tier_order
 
 

@@ -21,7 +21,7 @@ from retrieval.answer.pack import (
 from retrieval.answer.types import PackItem
 from retrieval.models import Passage
 from retrieval.search.pipeline import search
-from retrieval.text import nfkc_folded
+from retrieval.text.normalise import nfkc_folded
 
 
 def item(pid: int, text: str, *, rank: int = 0, pinned: bool = False, start: int = 0) -> PackItem:

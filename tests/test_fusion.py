@@ -23,7 +23,7 @@ from retrieval.search.fusion import (
     exact_matches,
     fuse,
 )
-from retrieval.text import nfkc_folded
+from retrieval.text.normalise import nfkc_folded
 
 
 def lex(passage_id: int, rank: int, score: float | None = None) -> LegHit:

@@ -35,7 +35,10 @@ from retrieval.answer.gate import (
     span_tokens,
 )
 from retrieval.answer.types import Claim, ClaimVerdict, Support
-from retrieval.text import GLUE_WORDS, NEGATION_WORDS, negation_cues, nfc_collapsed
+from retrieval.text.negation import negation_cues
+from retrieval.text.normalise import nfc_collapsed
+from retrieval.words.negation import NEGATION_WORDS
+from retrieval.words.stopwords import GLUE_WORDS
 from tests.test_rerank import BOOSTED_WORD, DEFAULT_MODEL_NAME, _build_tiny_cross_encoder
 
 V1, V2, V_WITHHELD = 11, 22, 33

@@ -69,7 +69,7 @@ from notes import services
 from notes.models import Document, Version
 from retrieval.answer.types import Decision
 from retrieval.models import AskTrace, EgressLog
-from retrieval.text import nfc_collapsed
+from retrieval.text.normalise import nfc_collapsed
 from tests.factories import free_port
 
 ENABLED = os.environ.get("LODE_E2E_LLM") == "1"

@@ -13,7 +13,6 @@ import pytest
 
 from notes import services
 from notes.models import Document
-from retrieval.answer import relevance
 from retrieval.answer.ask import claim_candidate, gate_claims
 from retrieval.answer.gate import (
     NOT_AN_ANSWER,
@@ -21,27 +20,24 @@ from retrieval.answer.gate import (
     STEP_RELEVANCE,
     relevance_verdict,
 )
-from retrieval.answer.relevance import (
-    FALLBACK_FEATURE_NAMES,
+from retrieval.answer.relevance import scoring
+from retrieval.answer.relevance.candidate import Candidate
+from retrieval.answer.relevance.claim_types import answer_types, is_decision, is_step, number_near
+from retrieval.answer.relevance.egress_floor import item_relevance
+from retrieval.answer.relevance.features import FALLBACK_FEATURE_NAMES, FEATURE_NAMES, features
+from retrieval.answer.relevance.model import (
     FALLBACK_MODEL,
-    FEATURE_NAMES,
     FULL_MODEL,
     RELEVANCE_FILE,
-    Candidate,
-    IdfTable,
+    RelevanceModel,
     RelevanceUnavailable,
-    answer_types,
-    features,
-    is_decision,
-    is_step,
     load_model,
-    number_near,
-    question_profile,
     read_model,
-    score_candidates,
-    score_pairs,
-    section_answers,
 )
+from retrieval.answer.relevance.question import question_profile
+from retrieval.answer.relevance.rarity import DF_CAP, IdfTable
+from retrieval.answer.relevance.scoring import score_candidates, score_pairs
+from retrieval.answer.relevance.section_rule import section_answers
 from retrieval.answer.types import Claim, ClaimVerdict, EvidencePack, Support
 from retrieval.eligibility import audience_for
 from retrieval.models import EgressLog
@@ -298,7 +294,7 @@ def test_rank_feature_reads_pinned_as_the_best_rank():
 
 def test_idf_table_caps_counts_and_weighs_unknown_words_as_rarest():
     table = IdfTable(passages=10_000, df={"common": 9_000, "rare": 2})
-    assert table.idf("common") == pytest.approx(math.log(10_001 / (relevance.DF_CAP + 0.5)))
+    assert table.idf("common") == pytest.approx(math.log(10_001 / (DF_CAP + 0.5)))
     assert table.idf("unseen") > table.idf("rare") > table.idf("common") > 0
     assert IdfTable().idf("anything") == 1.0
 
@@ -550,7 +546,7 @@ def test_a_dead_embedding_model_degrades_to_the_fallback_model_and_says_so(
 
 @pytest.mark.django_db
 def test_unreadable_weights_fail_closed(alice, backups, monkeypatch):
-    def broken() -> relevance.RelevanceModel:
+    def broken() -> RelevanceModel:
         raise RelevanceUnavailable("the relevance weights (relevance.json) are unreadable")
 
     monkeypatch.setattr("retrieval.answer.ask.load_model", broken)
@@ -642,22 +638,22 @@ def test_an_embedding_failing_mid_inference_falls_back_like_a_dead_model(monkeyp
     def failing(question: str, texts: list[str]) -> list[float]:
         raise RuntimeError("onnxruntime: bad allocation")
 
-    monkeypatch.setattr(relevance, "embedding_cosines", failing)
-    scored = relevance.score_pairs(
+    monkeypatch.setattr(scoring, "embedding_cosines", failing)
+    scored = scoring.score_pairs(
         "When do the nightly backups run?", [Candidate(text="Backups run at 03:30 UTC.")]
     )
-    assert scored.model == relevance.FALLBACK_MODEL and "bad allocation" in scored.note
+    assert scored.model == FALLBACK_MODEL and "bad allocation" in scored.note
     assert len(scored.scores) == 1 and 0.0 < scored.scores[0] < 1.0
 
 
 def test_an_override_moves_the_fallback_threshold_by_the_same_log_odds(settings):
     model = load_model()
     settings.LODE_RELEVANCE_THRESHOLD = None
-    assert relevance.threshold_of(model.fallback, model.full) == model.fallback.threshold
+    assert scoring.threshold_of(model.fallback, model.full) == model.fallback.threshold
     settings.LODE_RELEVANCE_THRESHOLD = 0.6
-    assert relevance.threshold_of(model.full, model.full) == pytest.approx(0.6)
-    moved = relevance.threshold_of(model.fallback, model.full)
-    logit = relevance._logit
+    assert scoring.threshold_of(model.full, model.full) == pytest.approx(0.6)
+    moved = scoring.threshold_of(model.fallback, model.full)
+    logit = scoring._logit
     assert logit(moved) - logit(model.fallback.threshold) == pytest.approx(
         logit(0.6) - logit(model.full.threshold)
     )
@@ -673,7 +669,7 @@ def test_item_relevance_scores_every_item_even_behind_a_long_pinned_note(alice):
         owner=alice, title="Backups", body="The nightly backups run at 03:30 UTC."
     )
     pack = pack_of(pinned, answer)
-    scores = relevance.item_relevance(
+    scores = item_relevance(
         "When do the nightly backups run?", pack.items, audience=audience_for(alice.pk)
     )
     answering = pack.items[-1].passage_id
@@ -682,7 +678,7 @@ def test_item_relevance_scores_every_item_even_behind_a_long_pinned_note(alice):
 
 
 def test_the_embedded_text_carries_the_heading_path_never_the_title():
-    from retrieval.answer.relevance import embedding_text
+    from retrieval.answer.relevance.features import embedding_text
 
     step = Candidate("Run `pg_ctl promote`.", title="Database runbook", heading_path="Promote")
     assert embedding_text(step) == "Promote\nRun `pg_ctl promote`."
@@ -690,7 +686,7 @@ def test_the_embedded_text_carries_the_heading_path_never_the_title():
 
 
 def test_cosine_pairs_embed_each_distinct_text_once_in_one_call():
-    from retrieval.answer.relevance import cosine_pairs
+    from retrieval.answer.relevance.features import cosine_pairs
 
     calls: list[list[str]] = []
 

@@ -1,6 +1,7 @@
-"""The text primitives of retrieval/text.py: what each one does with unicode, punctuation,
-digits, apostrophes, hyphens and empty text — and a check of the source tree that no module
-grows its own copy of one again (issue 11 item 4: every stage must tokenise the same way).
+"""The text primitives of retrieval/text/ and the word lists of retrieval/words/: what each one
+does with unicode, punctuation, digits, apostrophes, hyphens and empty text — and a check of the
+source tree that no module grows its own copy of one again (every stage must tokenise the same
+way).
 
 Pure: no database, no network. The SciFact test reads ../shared/data when it is there and is
 skipped otherwise.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib
 import json
 import re
 import sys
@@ -22,34 +24,37 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval import text
-from retrieval.text import (
-    CONFLICT_NEGATIONS,
-    EXTRACTIVE_STOPWORDS,
-    GLUE_WORDS,
-    LINE_BREAK_RE,
-    NEGATION_TOKENS,
-    NEGATION_WORDS,
+from retrieval.text.markdown import quotable_blocks
+from retrieval.text.negation import (
     NT_CONTRACTION_RE,
     NT_SUFFIX_RE,
-    QUERY_STOPWORDS,
-    QUESTION_FILLER_WORDS,
+    negation_cue_counts,
+    negation_cues,
+)
+from retrieval.text.normalise import nfc_collapsed, nfc_collapsed_with_offsets, nfkc_folded
+from retrieval.text.sentences import (
+    MAX_SENTENCE_CHARS,
     SENTENCE_END_WORD_RE,
+    sentence_spans,
+    split_sentences,
+)
+from retrieval.text.stemming import fold, folded_tokens
+from retrieval.text.tokens import (
+    LINE_BREAK_RE,
     SPACED_WORD_RE,
     TOKEN_RE,
     WHITESPACE_RE,
     WORD_RE,
-    fold,
-    folded_tokens,
-    negation_cue_counts,
-    negation_cues,
-    nfc_collapsed,
-    nfc_collapsed_with_offsets,
     nfc_tokens,
-    nfkc_folded,
-    sentence_spans,
-    split_sentences,
+    token_strings,
     tokens,
+)
+from retrieval.words.negation import CONFLICT_NEGATIONS, NEGATION_TOKENS, NEGATION_WORDS
+from retrieval.words.stopwords import (
+    EXTRACTIVE_STOPWORDS,
+    GLUE_WORDS,
+    QUERY_STOPWORDS,
+    QUESTION_FILLER_WORDS,
 )
 from tests.test_architecture import ROOT, project_modules
 
@@ -75,7 +80,7 @@ def test_ascii_text_takes_a_shortcut_to_the_same_tokens() -> None:
     ASCII character (boundaries, digits, "_", case) and on text mixing them."""
 
     def general(value: str) -> tuple[str, ...]:
-        return tuple(m.group(0).casefold() for m in text.WORD_RE.finditer(value))
+        return tuple(m.group(0).casefold() for m in WORD_RE.finditer(value))
 
     every_ascii = "".join(map(chr, range(128)))
     samples = [every_ascii, every_ascii[::-1], "ERR_SSL v2.0 IL-6 x_y_Z9 don't", "A" * 50]
@@ -101,12 +106,12 @@ def test_token_strings_are_token_re_matches_on_every_text() -> None:
         "ERR_SSL v2.0 IL-6 x_y_Z9",
         "Café e\u0301 \ue000x",
     ):
-        assert text.token_strings(sample) == text.TOKEN_RE.findall(sample), sample
+        assert token_strings(sample) == TOKEN_RE.findall(sample), sample
 
     @settings(max_examples=300, deadline=None)
     @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
     def any_ascii(sample: str) -> None:
-        assert text.token_strings(sample) == text.TOKEN_RE.findall(sample)
+        assert token_strings(sample) == TOKEN_RE.findall(sample)
 
     any_ascii()
 
@@ -222,8 +227,8 @@ def test_stop_words_never_swallow_negations_or_numbers_where_they_matter() -> No
     assert {"a", "an", "the", "be", "am", "is", "are", "was", "were", "been", "being"} == GLUE_WORDS
     for words in (QUERY_STOPWORDS, GLUE_WORDS, EXTRACTIVE_STOPWORDS, QUESTION_FILLER_WORDS):
         assert all(w == w.casefold() and w.isalpha() for w in words)
-    # The four lists differ on purpose (retrieval/text.py says why): these are the words that
-    # tell them apart, so a merge would show here.
+    # The four lists differ on purpose (retrieval/words/stopwords.py says why): these are the
+    # words that tell them apart, so a merge would show here.
     assert "not" in EXTRACTIVE_STOPWORDS and "not" in QUESTION_FILLER_WORDS
     assert "will" in QUERY_STOPWORDS and "will" not in QUESTION_FILLER_WORDS
     assert "fix" in QUESTION_FILLER_WORDS and "fix" not in EXTRACTIVE_STOPWORDS
@@ -285,7 +290,7 @@ def test_split_sentences_knows_markdown_and_abbreviations() -> None:
         "Then this!",
         "item one.",
         "item two",
-    ]  # code is never quoted (issue 12 item 3: see retrieval/text.py, quotable units)
+    ]  # code is never quoted (issue 12 item 3: see retrieval/text/sentences.py, quotable units)
     assert all(body[s.start : s.end] == s.text for s in sentences)
     assert split_sentences("") == []
     assert split_sentences("# only a heading\n") == []
@@ -349,9 +354,15 @@ def test_scifact_corpus_why_two_token_forms_and_one_whitespace_rule() -> None:
     assert differing == 17
 
 
-# --- no copies outside retrieval/text.py ----------------------------------------------------------
+# --- no copies outside retrieval/text/ and retrieval/words/ -------------------------------------
 
-TEXT_MODULE = ROOT / "retrieval" / "text.py"
+# The primitives' home: the text package and the word lists.
+HOME_PACKAGES = (ROOT / "retrieval" / "text", ROOT / "retrieval" / "words")
+HOME_MODULES = tuple(
+    importlib.import_module(name)
+    for name, path in project_modules().items()
+    if any(path.is_relative_to(package) for package in HOME_PACKAGES)
+)
 # Names the primitives had before they moved here; a new definition under one is a copy.
 FORMER_NAMES = frozenset(
     {"normalise", "normalised_text", "sentences", "_normalised_with_map", "_stemmer", "_words"}
@@ -370,7 +381,10 @@ def _unescaped(pattern: str) -> str:
 @cache
 def _primitive_patterns() -> frozenset[str]:
     return frozenset(
-        _unescaped(value.pattern) for value in vars(text).values() if isinstance(value, re.Pattern)
+        _unescaped(value.pattern)
+        for module in HOME_MODULES
+        for value in vars(module).values()
+        if isinstance(value, re.Pattern)
     )
 
 
@@ -378,8 +392,9 @@ def _primitive_patterns() -> frozenset[str]:
 def _primitive_functions() -> frozenset[str]:
     defined = {
         name
-        for name, value in vars(text).items()
-        if callable(value) and getattr(value, "__module__", "") == text.__name__
+        for module in HOME_MODULES
+        for name, value in vars(module).items()
+        if callable(value) and getattr(value, "__module__", "") == module.__name__
     }
     return frozenset(defined) | FORMER_NAMES
 
@@ -430,7 +445,11 @@ def text_copies(path: Path) -> list[str]:
 
 
 def source_files() -> list[Path]:
-    files = [path for path in project_modules().values() if path != TEXT_MODULE]
+    files = [
+        path
+        for path in project_modules().values()
+        if not any(path.is_relative_to(package) for package in HOME_PACKAGES)
+    ]
     files += sorted((ROOT / "bench").rglob("*.py"))
     return files
 
@@ -596,7 +615,7 @@ def test_markdown_units_start_at_content_and_stay_in_one_item() -> None:
     # Headings, code (fenced or indented), HTML and a table's header row are never units; list
     # markers, task boxes, ">" and a row's outer pipes stay out of the span.
     assert _texts(MARKDOWN_NOTE) == MARKDOWN_UNITS
-    assert [b.kind for b in text.quotable_blocks(MARKDOWN_NOTE)] == [
+    assert [b.kind for b in quotable_blocks(MARKDOWN_NOTE)] == [
         *["list_item"] * 10,
         "quote",
         "list_item",
@@ -627,7 +646,7 @@ def test_a_long_unit_is_cut_at_clause_punctuation_or_dropped() -> None:
     assert len(clauses) > 3000 and "\n" not in clauses
     pieces = split_sentences(clauses)
     assert len(pieces) > 1
-    assert all(len(p.text) <= text.MAX_SENTENCE_CHARS for p in pieces)
+    assert all(len(p.text) <= MAX_SENTENCE_CHARS for p in pieces)
     assert all(clauses[p.start : p.end] == p.text and not p.text.endswith(",") for p in pieces)
     # Together the pieces keep every clause.
     assert sum(p.text.count("serviced") for p in pieces) == 80
@@ -663,7 +682,7 @@ def test_split_sentences_survives_hostile_bodies(name: str) -> None:
     body = HOSTILE_BODIES[name]
     sentences = split_sentences(body)
     assert all(body[s.start : s.end] == s.text for s in sentences)
-    assert all(len(s.text) <= text.MAX_SENTENCE_CHARS for s in sentences)
+    assert all(len(s.text) <= MAX_SENTENCE_CHARS for s in sentences)
 
 
 def test_line_heavy_bodies_give_one_unit_per_line_and_row() -> None:

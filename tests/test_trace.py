@@ -155,7 +155,10 @@ def test_a_changed_decision_is_reported(answered):
 
 def relevance_of(question: str, made: Claim, document: Document) -> float:
     """The relevance step's score for `made` quoted from `document` (rank 1, no heading)."""
-    from retrieval.answer.relevance import Candidate, passage_idf, question_profile, score_pairs
+    from retrieval.answer.relevance.candidate import Candidate
+    from retrieval.answer.relevance.question import question_profile
+    from retrieval.answer.relevance.rarity import passage_idf
+    from retrieval.answer.relevance.scoring import score_pairs
 
     idf = passage_idf(audience_for(document.owner_id), question_profile(question))
     candidate = Candidate(text=made.text, title=document.title, rank=1)

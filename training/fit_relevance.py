@@ -83,25 +83,20 @@ if __name__ == "__main__":
 
     django.setup()
 
-from retrieval.answer.relevance import (
-    DF_CAP,
+from retrieval.answer.relevance.candidate import Candidate
+from retrieval.answer.relevance.features import (
     FALLBACK_FEATURE_NAMES,
-    FALLBACK_MODEL,
     FEATURE_NAMES,
-    FULL_MODEL,
-    MAX_IDF_WORDS,
-    Candidate,
-    IdfTable,
-    LogisticModel,
-    corpus_idf,
     cosine_pairs,
     embedding_text,
     features,
-    question_profile,
-    read_model,
 )
+from retrieval.answer.relevance.model import FALLBACK_MODEL, FULL_MODEL, LogisticModel, read_model
+from retrieval.answer.relevance.question import question_profile
+from retrieval.answer.relevance.rarity import DF_CAP, MAX_IDF_WORDS, IdfTable, corpus_idf
 from retrieval.index.chunking import chunk_markdown
-from retrieval.text import TOKEN_RE, split_sentences
+from retrieval.text.sentences import split_sentences
+from retrieval.text.tokens import TOKEN_RE
 from training.files import read_jsonl, write_atomically
 from training.logistic import fit_logistic, sigmoid, standardiser
 
@@ -210,7 +205,7 @@ class Corpus:
 
 
 def _stem_list(text: str) -> list[str]:
-    from retrieval.text import fold
+    from retrieval.text.stemming import fold
 
     return [fold(m.group(0)) for m in TOKEN_RE.finditer(text)]
 

@@ -80,10 +80,10 @@ def setup_django(data_dir: str) -> None:
 
 def use_weights(path: Path) -> None:
     """Make this process's scorer read `path` instead of the shipped weights file."""
-    from retrieval.answer import relevance
+    from retrieval.answer.relevance import model
 
-    relevance.RELEVANCE_FILE = path
-    relevance._shipped_model.cache_clear()
+    model.RELEVANCE_FILE = path
+    model._shipped_model.cache_clear()
 
 
 # --- the questions of one part --------------------------------------------------------------
@@ -252,12 +252,9 @@ def collect(args: argparse.Namespace) -> int:
     from notes.models import Version
     from retrieval.answer import ask as ask_module
     from retrieval.answer.answerers import ExtractiveAnswerer
-    from retrieval.answer.relevance import (
-        embedding_cosines,
-        features,
-        passage_idf,
-        question_profile,
-    )
+    from retrieval.answer.relevance.features import embedding_cosines, features
+    from retrieval.answer.relevance.question import question_profile
+    from retrieval.answer.relevance.rarity import passage_idf
 
     if not (settings.LODE_RELEVANCE_THRESHOLD or 1.0) < 1e-3:
         raise SystemExit("set LODE_RELEVANCE_THRESHOLD=0.000001: every claim must reach the step")
@@ -328,7 +325,8 @@ def collect(args: argparse.Namespace) -> int:
 
 
 def load_groups(paths: Sequence[str], without: Sequence[str] = ()) -> list[Any]:
-    from retrieval.answer.relevance import FEATURE_NAMES, Candidate
+    from retrieval.answer.relevance.candidate import Candidate
+    from retrieval.answer.relevance.features import FEATURE_NAMES
     from training.fit_relevance import Group, Question
 
     groups = []
@@ -426,10 +424,9 @@ def fit(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     import django
 
     django.setup()
-    from retrieval.answer.relevance import (
-        FALLBACK_FEATURE_NAMES,
+    from retrieval.answer.relevance.features import FALLBACK_FEATURE_NAMES, FEATURE_NAMES
+    from retrieval.answer.relevance.model import (
         FALLBACK_MODEL,
-        FEATURE_NAMES,
         FULL_MODEL,
         LogisticModel,
         read_model,
@@ -538,7 +535,7 @@ def holdout(args: argparse.Namespace) -> int:
     setup_django(args.data)
     from retrieval.answer.answerers import ExtractiveAnswerer
     from retrieval.answer.ask import ask
-    from retrieval.answer.relevance import load_model
+    from retrieval.answer.relevance.model import load_model
 
     use_weights(Path(args.model))
     print(f"weights {args.model} (version {load_model().version})")

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from retrieval.text import nfc_collapsed
+from retrieval.text.normalise import nfc_collapsed
 from training.files import iter_jsonl
 
 # Index = class id in the trained head. Entailment must be 0: the export reads it as the

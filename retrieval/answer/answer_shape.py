@@ -1,6 +1,6 @@
 """Answer shape: does a claim hold the *kind of thing* the question asks for? (issue 12)
 
-The relevance scorer (relevance.py) weighs many cues into one probability, and a near-topic
+The relevance scorer (relevance/scoring.py) weighs many cues into one probability, and a near-topic
 quote can clear its threshold on shared words alone: *"Which two customers reported missing
 notes?"* → "Two customers reported missing notes." (every word is the question's own), *"Who
 gets paged when JobQueueBacklog fires?"* → "The alert `JobQueueBacklog` fires when more than
@@ -66,33 +66,34 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from retrieval.answer.relevance import (
-    _AUX,
-    _TIME_RE,
+from retrieval.answer.relevance.candidate import Candidate
+from retrieval.answer.relevance.claim_types import TIME_RE, is_decision, named_present
+from retrieval.answer.relevance.question import (
     INTENT_DECISION,
     KIND_COUNT,
     KIND_FOCUS,
     KIND_PERSON,
     KIND_TIME,
-    NUMBER_WORDS,
-    PERSON_WORDS,
-    TIME_WORDS,
-    WH_WORDS,
-    Candidate,
     QuestionProfile,
-    _named_present,
-    _stop_stems,
-    is_decision,
     question_profile,
+    stop_stems,
 )
-from retrieval.text import (
-    NAMED_IDENTIFIER_RE,
-    NUMBER_IN_TEXT_RE,
-    TOKEN_RE,
-    fold,
-    surface_stems,
-    word_set,
+from retrieval.text.stemming import fold, surface_stems
+from retrieval.text.tokens import NAMED_IDENTIFIER_RE, NUMBER_IN_TEXT_RE, TOKEN_RE
+from retrieval.words.answer_types import (
+    CALENDAR_NAMES,
+    COUNTING_WORDS,
+    MONEY_NOUNS,
+    MONEY_VERBS,
+    NUMBER_WORDS,
+    OCCASION_WORDS,
+    PERSON_WORDS,
+    RESPONSIBILITY_WORDS,
+    SCHEDULE_WORDS,
+    STRONG_TIME_WORDS,
 )
+from retrieval.words.opposites import CONTRAST_PAIRS, DIRECTION_PAIRS
+from retrieval.words.question_words import AUXILIARIES, WH_WORDS, YES_NO_OPENERS
 
 # Recorded with the relevance scorer's version in every ask's trace (`ask.relevance_manifest`),
 # so a replay that drops a claim differently says the rules changed.
@@ -110,20 +111,6 @@ CONTRAST = "the question asks about {asked}, and it is about {said}"
 NO_MONEY = "the question asks what something costs, and it gives no amount of money"
 ONLY_SCHEDULE = "the question asks when it last or next happens, and it gives only how often"
 
-# A question that starts with one of these asks yes or no: restating the question (with a
-# "not", or a qualification) is how such a question is answered.
-YES_NO_OPENERS = word_set(
-    "is are was were am do does did can could should would will shall has have had may might "
-    "must isn aren wasn weren don doesn didn can't won"
-)
-# Time words that only place something relative to another event ("after the upgrade"): not
-# a time by themselves, so they do not answer *when*.
-WEAK_TIME_WORDS = word_set(
-    "after before since until during every ago sprint deadline schedule scheduled timestamp"
-)
-STRONG_TIME_WORDS = TIME_WORDS - WEAK_TIME_WORDS
-# Words before a counted noun that count or mention it without naming it.
-COUNTING_WORDS = NUMBER_WORDS | word_set("a an some several many most few all both each other")
 # A query with no wh-word and at most this many content words is a keyword fragment ("Pena
 # Palace ticket price"), asked like a question; a longer one is a statement to check (SciFact's
 # claims), which a quote confirms by saying it again.
@@ -167,7 +154,7 @@ def novel_words(question: str, text: str) -> list[tuple[str, str, str]]:
     """(original surface, case-folded surface, stem) of every token of `text` that is neither a
     stop or filler word nor a word of the question (by stem), in order (pure)."""
     asked = {stem for _, stem in surface_stems(question)}
-    stop = _stop_stems()
+    stop = stop_stems()
     nfkc = unicodedata.normalize("NFKC", text)
     out = []
     for match, (surface, stem) in zip(TOKEN_RE.finditer(nfkc), surface_stems(text), strict=True):
@@ -183,7 +170,7 @@ def _capitalised(novel: Sequence[tuple[str, str, str]]) -> bool:
 
 def _has_time(question: str, text: str, novel: Sequence[tuple[str, str, str]]) -> bool:
     asked = question.casefold()
-    if any(m.group(0).casefold() not in asked for m in _TIME_RE.finditer(text)):
+    if any(m.group(0).casefold() not in asked for m in TIME_RE.finditer(text)):
         return True
     return any(surface in STRONG_TIME_WORDS for _, surface, _ in novel)
 
@@ -211,8 +198,6 @@ _AMOUNT_RE = re.compile(
 # "price of Castell's bread flour". "How many … do we sell" counts things and "What do we sell?"
 # asks for things, so a verb cue counts only after *how much*; a *what* question or a keyword
 # fragment needs a money noun (`asks_money`).
-MONEY_NOUNS = word_set("price prices cost costs fee fees charge charges rent salary wage wages")
-MONEY_VERBS = word_set("priced costing charged pay paid pays sell sells sold spend spent")
 _MONEY_RE = re.compile(
     r"[£$€¥]\s?\d|\b\d+(?:[.,]\d+)*\s?(?:p|pence|pounds?|euros?|eur|gbp|usd|dollars?|cents?)\b",
     re.IGNORECASE,
@@ -220,11 +205,6 @@ _MONEY_RE = re.compile(
 # A *when … last / next* question asks for one occasion: "yearly, in January" or "quarterly
 # visits" says how often, not when the last or the next one is (rules 4). A date, a day, a clock
 # time or a day-relative word answers it; a month alone does not when a schedule word is there.
-OCCASION_WORDS = word_set("last next")
-SCHEDULE_WORDS = word_set(
-    "daily nightly hourly weekly fortnightly monthly quarterly yearly annually annual biannual "
-    "every each"
-)
 _MONTHS = (
     r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
     r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
@@ -270,18 +250,6 @@ def _has_amount(question: str, text: str) -> bool:
     return any(m.group(0).casefold() not in asked for m in _AMOUNT_RE.finditer(text))
 
 
-# Words among PERSON_WORDS that say someone is responsible without naming anyone: "owned by
-# Mei" answers *who owns* through "Mei", and "owned" alone answers no *who* ("Who runs the
-# drill while Mei is on holiday?" is not answered by "… owned by Mei": Mei is the question's).
-RESPONSIBILITY_WORDS = word_set("owns owned responsible assigned")
-# Capitalised words that are days or months, not names: "first Tuesday of each month" names no
-# one. April, May, June and August are left out: they are first names as often as months.
-CALENDAR_NAMES = word_set(
-    "monday tuesday wednesday thursday friday saturday sunday january february march "
-    "september october november december"
-)
-
-
 def _has_person(text: str, novel: Sequence[tuple[str, str, str]]) -> bool:
     # A name is capitalised and is someone the question does not already name (`novel`); an
     # all-capitals word ("UTC", "TLS") is an acronym, and the acronyms of roles ("SRE", "DBA")
@@ -294,48 +262,6 @@ def _has_person(text: str, novel: Sequence[tuple[str, str, str]]) -> bool:
     return any(
         surface in PERSON_WORDS and surface not in RESPONSIBILITY_WORDS for _, surface, _ in novel
     )
-
-
-# Pairs of words that name two different things of one kind: a near-topic question swaps one
-# for the other ("… on my *old* running shoes?" against "*New* shoes … 62 km on them"; "… slow
-# down *updates*?" against "slows *inserts* by 6%"). A claim that holds the other word and not
-# the question's — nor does its section or title — is about the neighbouring thing. Compared
-# as index stems (`retrieval.text.fold`: "updates", "updated" and "update" are one word).
-# Pairs whose words often sit side by side in one answer about one thing are left out
-# (start/end of a window, first/last of a list, read/write of a replica, next/previous).
-CONTRAST_PAIRS: tuple[tuple[str, str], ...] = (
-    ("old", "new"),
-    ("primary", "secondary"),
-    ("minimum", "maximum"),
-    ("staging", "production"),
-    ("insert", "update"),
-    ("input", "output"),
-    ("upload", "download"),
-    ("inbound", "outbound"),
-    ("ingress", "egress"),
-    ("internal", "external"),
-    ("public", "private"),
-    ("weekday", "weekend"),
-    ("daily", "weekly"),
-    ("weekly", "monthly"),
-    ("monthly", "yearly"),
-    ("backup", "restore"),
-    ("cpu", "memory"),
-    ("memory", "disk"),
-    ("cpu", "disk"),
-)
-
-
-# Pairs of directions: a claim that says the other one refutes a statement to check or a
-# keyword fragment ("DUSP4 decreases apoptosis." → "DUSP4 overexpression increased …
-# apoptosis": SciFact's CONTRADICT evidence answers it), so they count only against a
-# wh-question ("Which drug decreases apoptosis?").
-DIRECTION_PAIRS: tuple[tuple[str, str], ...] = (
-    ("increase", "decrease"),
-    ("enable", "disable"),
-    ("success", "failure"),
-    ("upgrade", "downgrade"),
-)
 
 
 def _other_sides(pairs: Sequence[tuple[str, str]]) -> dict[str, frozenset[str]]:
@@ -401,7 +327,7 @@ def _which_phrase(question: str) -> set[str]:
     after = [
         (s, stem)
         for s, stem in words[at + 1 :]
-        if s not in _AUX and s not in COUNTING_WORDS and not NUMBER_IN_TEXT_RE.fullmatch(s)
+        if s not in AUXILIARIES and s not in COUNTING_WORDS and not NUMBER_IN_TEXT_RE.fullmatch(s)
     ]
     return {stem for _, stem in after[:2]}
 
@@ -429,7 +355,7 @@ def _names_something(question: str, text: str) -> bool:
     if any(m.group(0).casefold() not in asked for m in NAMED_IDENTIFIER_RE.finditer(text)):
         return True
     nfkc = unicodedata.normalize("NFKC", text)
-    stop = _stop_stems()
+    stop = stop_stems()
     for i, m in enumerate(TOKEN_RE.finditer(nfkc)):
         word = m.group(0)
         folded = word.casefold()
@@ -439,10 +365,10 @@ def _names_something(question: str, text: str) -> bool:
 
 
 def _named_here(item: str, casefolded: str, stems_: frozenset[str]) -> bool:
-    """`relevance._named_present`, except that an identifier made of words alone
+    """`relevance.claim_types.named_present`, except that an identifier made of words alone
     ("finished-jobs") is also found as those words ("Finished jobs are deleted …"): only an
     identifier holding a digit ("db-2", "16.4") must occur whole."""
-    if _named_present(item, casefolded, stems_):
+    if named_present(item, casefolded, stems_):
         return True
     if any(c.isdigit() for c in item) or not NAMED_IDENTIFIER_RE.fullmatch(item):
         return False

@@ -75,21 +75,13 @@ from retrieval.answer.gate import (
     version_labels,
 )
 from retrieval.answer.pack import build_pack
-from retrieval.answer.relevance import (
-    FALLBACK_MODEL,
-    SECTION_RULE_VERSION,
-    Candidate,
-    RelevanceUnavailable,
-    candidate_for,
-    egress_floor,
-    item_relevance,
-    load_model,
-    passage_idf,
-    question_profile,
-    score_pairs,
-    section_answers,
-    threshold_of,
-)
+from retrieval.answer.relevance.candidate import Candidate, candidate_for
+from retrieval.answer.relevance.egress_floor import egress_floor, item_relevance
+from retrieval.answer.relevance.model import FALLBACK_MODEL, RelevanceUnavailable, load_model
+from retrieval.answer.relevance.question import question_profile
+from retrieval.answer.relevance.rarity import passage_idf
+from retrieval.answer.relevance.scoring import score_pairs, threshold_of
+from retrieval.answer.relevance.section_rule import SECTION_RULE_VERSION, section_answers
 from retrieval.answer.trace import (
     Trace,
     TraceDecision,
@@ -112,7 +104,7 @@ from retrieval.answer.types import (
 from retrieval.eligibility import Audience, audience_documents, audience_for
 from retrieval.models import AskTrace, Passage
 from retrieval.search.pipeline import SearchResult, search
-from retrieval.text import nfc_collapsed
+from retrieval.text.normalise import nfc_collapsed
 from retrieval.trust import tier_order
 
 logger = logging.getLogger("lode.ask")

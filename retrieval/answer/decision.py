@@ -110,24 +110,20 @@ from retrieval.answer.types import (
     ShownClaim,
 )
 from retrieval.query import PIECE_RE, ParsedQuery
-from retrieval.text import (
-    CONFLICT_NEGATIONS,
-    IDENTIFIER_VALUE_RE,
-    NT_SUFFIX_RE,
-    NUMBER_IN_TEXT_RE,
-    QUERY_STOPWORDS,
-    QUESTION_FILLER_WORDS,
+from retrieval.text.negation import NT_SUFFIX_RE
+from retrieval.text.sentences import sentence_spans
+from retrieval.text.stemming import fold, folded_tokens
+from retrieval.text.tokens import IDENTIFIER_VALUE_RE, NUMBER_IN_TEXT_RE, WORD_RE, tokens
+from retrieval.trust import tier_order
+from retrieval.words.negation import CONFLICT_NEGATIONS
+from retrieval.words.question_words import (
+    DEICTIC_WORDS,
+    HOW_DEGREE,
     QUESTION_FRAME_WORDS,
     QUESTION_FRAMING_VERBS,
-    SUGGESTION_STOPWORDS,
-    WORD_RE,
-    fold,
-    folded_tokens,
-    sentence_spans,
-    tokens,
-    word_set,
 )
-from retrieval.trust import tier_order
+from retrieval.words.state_values import STATE_WORDS
+from retrieval.words.stopwords import QUERY_STOPWORDS, QUESTION_FILLER_WORDS, SUGGESTION_STOPWORDS
 
 MIN_CONTENT_WORDS = 2
 # Share of the question's content words the best pack item must contain (0.5 lets a two-word
@@ -147,15 +143,9 @@ CLOSEST_COUNT = 3
 
 # What is left of a question without these is its content words (retrieval.text lists).
 NON_CONTENT = QUERY_STOPWORDS | QUESTION_FILLER_WORDS | QUESTION_FRAME_WORDS
-DEICTIC_WORDS = ("it", "this", "that", "these", "those", "them", "they", "there", "here", "one")
 
 CLARIFY_MESSAGE = "The question is too short or vague to search on. Could you say more?"
 ANSWERER_FAILED = "The answerer failed ({error}); nothing is shown as verified."
-
-
-# Words that only complete the question after "how" ("how long are backups kept?"): asking
-# the corpus to contain "long" would abstain on answerable questions.
-HOW_DEGREE = word_set("long often far old big large many much soon late early fast")
 
 
 def content_words(question: str) -> list[str]:
@@ -463,10 +453,6 @@ CONNECTOR_RE = re.compile(
     r"\bequals\s+|\bset\s+to\s+|\bdefaults\s+to\s+|\bshould\s+be\s+|\bmust\s+be\s+|"
     r"\s=\s*|=\s*|:\s+)",
     re.IGNORECASE,
-)
-STATE_WORDS = word_set(
-    "true false yes no on off enabled disabled required optional allowed forbidden "
-    "mandatory deprecated supported unsupported public private open closed"
 )
 MAX_VALUE_WORDS = 3
 MAX_SUBJECT_WORDS = 3

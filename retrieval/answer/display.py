@@ -42,14 +42,10 @@ from retrieval.answer.types import (
 from retrieval.eligibility import Audience
 from retrieval.links import evidence_url
 from retrieval.models import AskTrace, Passage
-from retrieval.text import (
-    LINE_BREAK_RE,
-    TOKEN_RE,
-    fold,
-    nfc_collapsed,
-    nfc_collapsed_with_offsets,
-    quotable_blocks,
-)
+from retrieval.text.markdown import quotable_blocks
+from retrieval.text.normalise import nfc_collapsed, nfc_collapsed_with_offsets
+from retrieval.text.stemming import fold
+from retrieval.text.tokens import LINE_BREAK_RE, TOKEN_RE
 
 # Code points of version text shown each side of a verified span (cut back to a paragraph
 # break or a word boundary).

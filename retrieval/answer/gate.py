@@ -77,16 +77,10 @@ from retrieval.answer.entailment import (
     EntailmentUnavailable,
 )
 from retrieval.answer.types import Claim, ClaimVerdict, PackItem, Support
-from retrieval.text import (
-    COMPOUND_RE,
-    GLUE_WORDS,
-    NUMBER_RE,
-    UNICODE_HYPHENS_RE,
-    WORD_RE,
-    negation_cue_counts,
-    nfc_collapsed,
-    nfc_tokens,
-)
+from retrieval.text.negation import negation_cue_counts
+from retrieval.text.normalise import nfc_collapsed
+from retrieval.text.tokens import COMPOUND_RE, NUMBER_RE, UNICODE_HYPHENS_RE, WORD_RE, nfc_tokens
+from retrieval.words.stopwords import GLUE_WORDS
 
 logger = logging.getLogger("lode.gate")
 

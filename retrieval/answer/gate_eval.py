@@ -39,6 +39,7 @@ from retrieval.answer.entailment import (
 )
 from retrieval.answer.gate import STEP_COUPLING, STEP_ENTAILMENT, STEP_VERBATIM, check_claim
 from retrieval.answer.types import Claim, ClaimVerdict, Support
+from retrieval.words.opposites import ANTONYMS
 
 LABELS = ("SUPPORT", "CONTRADICT")
 BODY_JOINER = " "
@@ -188,18 +189,6 @@ def summarise(items: list[GateItem], verdicts: list[ClaimVerdict]) -> dict[str, 
 # verified with no model in the loop, whatever the backend. `self_quote` measures the other
 # side: a claim identical to its span must couple.
 
-ANTONYMS = {
-    "increase": "decrease",
-    "increases": "decreases",
-    "increased": "decreased",
-    "decreased": "increased",
-    "reduced": "increased",
-    "higher": "lower",
-    "lower": "higher",
-    "more": "less",
-    "positive": "negative",
-    "positively": "negatively",
-}
 _INTEGER_RE = re.compile(r"\b\d+\b")
 _NOT_RE = re.compile(r"\bnot ")
 _NT_RE = re.compile(r"n['\u2019]t\b")

@@ -56,7 +56,9 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from retrieval.answer.types import EvidencePack, PackItem
-from retrieval.text import NEGATION_TOKENS, fold, folded_tokens, nfkc_folded
+from retrieval.text.normalise import nfkc_folded
+from retrieval.text.stemming import fold, folded_tokens
+from retrieval.words.negation import NEGATION_TOKENS
 
 if TYPE_CHECKING:
     from retrieval.models import Passage

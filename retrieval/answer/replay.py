@@ -43,7 +43,7 @@ from retrieval.answer.trace import TRACE_SCHEMA, Trace, TraceSearch
 from retrieval.answer.types import ClaimVerdict, EvidencePack
 from retrieval.eligibility import Audience, audience_for
 from retrieval.models import AskTrace
-from retrieval.text import nfc_collapsed
+from retrieval.text.normalise import nfc_collapsed
 
 
 class RecordedScorer:

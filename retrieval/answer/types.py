@@ -222,7 +222,7 @@ class ClaimVerdict:
     # Why the claim cannot answer by its shape (retrieval.answer.answer_shape), when that is
     # what dropped it at the relevance step; "" otherwise.
     shape_problem: str = ""
-    # The section rule held at the relevance step (`retrieval.answer.relevance.section_answers`:
+    # The section rule held at the relevance step (`relevance.section_rule.section_answers`:
     # a step of the section named for a procedure question), so the claim passed that step
     # whatever its score. A later half of the step (answer shape, an LLM judge) may still drop
     # it; the flag then says the rule held, and `passed`/`reason` say what dropped it.

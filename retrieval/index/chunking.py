@@ -52,12 +52,8 @@ from dataclasses import dataclass
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from retrieval.text import (
-    LINE_BREAK_RE,
-    SENTENCE_END_WORD_RE,
-    SPACED_WORD_RE,
-    WHITESPACE_RE,
-)
+from retrieval.text.sentences import SENTENCE_END_WORD_RE
+from retrieval.text.tokens import LINE_BREAK_RE, SPACED_WORD_RE, WHITESPACE_RE
 
 DEFAULT_MAX_WORDS = 200
 DEFAULT_OVERLAP_WORDS = 20

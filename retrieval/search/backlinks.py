@@ -48,7 +48,7 @@ from retrieval.search.graph_read import (
     resolved_edges,
     visible_edges,
 )
-from retrieval.text import split_sentences
+from retrieval.text.sentences import split_sentences
 from spaces.models import Membership
 
 # At most this many rows per list (the count of all of them is given beside it).

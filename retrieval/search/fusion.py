@@ -22,7 +22,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from retrieval.text import nfkc_folded
+from retrieval.text.normalise import nfkc_folded
 
 RRF_K = 60
 # Above any RRF sum (at most 2 / (k + 1)), so an exact match always outranks fusion alone.

@@ -35,6 +35,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from retrieval.words.question_words import SENTENCE_OPENERS
+
 RULE_ASKED = "asked"
 RULE_NOT_ASKED = "not asked"
 RULE_RELATIONAL = "relational words"
@@ -72,13 +74,6 @@ WHY = re.compile(r"\bwhy\b", re.IGNORECASE)
 # A name: two or more Capitalised words in a row (letters, digits, hyphens), or one
 # Capitalised word with an inner capital or digit ("PagerDuty", "ADR-021").
 NAME = re.compile(r"\b[A-Z][\w-]*(?:\s+(?:[A-Z0-9][\w-]*))+|\b[A-Z][a-z]+[A-Z0-9][\w-]*")
-QUESTION_WORDS = frozenset(
-    (
-        *("who", "what", "when", "where", "which", "why", "how", "is", "are", "does", "do"),
-        *("did", "can", "should", "could", "would", "will", "if", "the", "a", "an", "in"),
-        *("on", "at", "for", "of", "to"),
-    )
-)
 
 
 @dataclass(frozen=True)
@@ -117,7 +112,7 @@ def capitalised_names(question: str) -> list[str]:
     names: list[str] = []
     for match in NAME.finditer(question):
         words = match.group(0).split()
-        while words and words[0].casefold() in QUESTION_WORDS:
+        while words and words[0].casefold() in SENTENCE_OPENERS:
             words = words[1:]
         if len(words) >= 2 or (words and any(ch.isupper() or ch.isdigit() for ch in words[0][1:])):
             names.append(" ".join(words))

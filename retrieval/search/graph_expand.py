@@ -50,14 +50,10 @@ from retrieval.search.graph_read import (
     edge_tier,
     resolved_edges,
 )
-from retrieval.text import (
-    QUERY_STOPWORDS,
-    QUESTION_FILLER_WORDS,
-    QUESTION_FRAME_WORDS,
-    fold,
-    folded_tokens,
-)
+from retrieval.text.stemming import fold, folded_tokens
 from retrieval.trust import PENALTY, trust_key
+from retrieval.words.question_words import QUESTION_FRAME_WORDS
+from retrieval.words.stopwords import QUERY_STOPWORDS, QUESTION_FILLER_WORDS
 
 if TYPE_CHECKING:
     from retrieval.models import Edge

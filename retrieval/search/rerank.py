@@ -34,7 +34,8 @@ from django.conf import settings
 
 from retrieval.query import ParsedQuery
 from retrieval.search.fusion import FusedHit
-from retrieval.text import QUERY_STOPWORDS, tokens
+from retrieval.text.tokens import tokens
+from retrieval.words.stopwords import QUERY_STOPWORDS
 
 RERANK_CHOICES = ("learned", "cross-encoder", "off")
 LEARNED_MODEL_FILE = Path(__file__).resolve().parent.parent / "data" / "rerank_learned.json"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.answer.relevance import FULL_MODEL, read_model
+from retrieval.answer.relevance.model import FULL_MODEL, read_model
 from training import fit_relevance
 from training.fit_relevance import Corpus, Doc, Question, quotable
 

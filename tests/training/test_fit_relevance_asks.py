@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrieval.answer.relevance import FEATURE_NAMES, FULL_MODEL, RELEVANCE_FILE, read_model
+from retrieval.answer.relevance.features import FEATURE_NAMES
+from retrieval.answer.relevance.model import FULL_MODEL, RELEVANCE_FILE, read_model
 from training import fit_relevance_asks as refit
 from training.fit_relevance import Group, Question
 
