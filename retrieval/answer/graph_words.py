@@ -3,63 +3,25 @@ Model with a Specific Job", "Grammar, Examples, and Meaning", "Validation Eviden
 
 A question such as "what links to Backup Policy?" becomes one restricted graph query
 (`retrieval.search.graph_query`: the same discovery, validator and executor as
-`POST /api/graph/query`), by one of two paths, and the result always says which:
+`POST /api/graph/query`), by one of two paths, and the result always says which: the
+**rules** (`_RULES`; the only path when no LLM endpoint is configured), which know a few
+question shapes and refuse any other with the list of shapes, or the **model**
+(`_answer_by_model`; when `LODE_LLM_BASE_URL` is set), in two stages: lookups, then a query
+over the real candidates, which goes through the same validator as the JSON API.
 
-**Rules** (`path="rules"`; the only path when no LLM endpoint is configured). `match_rules`
-knows these shapes, case-insensitively, and nothing else:
+Egress (DESIGN.md invariant 8): each request commits an `EgressLog` row before every attempt
+(`ChatClient.complete_json`) and is redacted. A candidate whose document is no-egress is
+withheld — neither title nor excerpt is sent, and it cannot be the model's seed; when every
+candidate is withheld and the question has a rule shape, the rules answer it locally.
 
-* "what links to X", "which notes link to X", "what points to X", "what depends on X",
-  "backlinks of X" → neighbours of X, direction `in`, kind `links_to`;
-* "what mentions X" → neighbours of X, direction `in`, kind `mentions` (inferred edges: an
-  unlinked exact title, labelled as inferred wherever shown);
-* "what does X link to / depend on / reference / point to / cite", "what is X linked to",
-  "links from X" → direction `out`, kind `links_to` ("what does X mention": `mentions`);
-* "how is X connected to Y", "how are X and Y related", "is X linked to Y", "path from X to
-  Y", "path between X and Y" → the shortest path from X to Y, at most 4 hops, declared kinds.
+Direction check: a model can return well-formed JSON for "what does X link to?" when asked
+"what links to X?", and the validator cannot know intent. So when the question also matches
+a rule shape, the model's query must agree with the rule on the operation and direction, or
+it is refused, shown and not run (`_disagreement`).
 
-X and Y are taken literally: a quoted span ("…", “…”, `…`) or a wiki link `[[Title]]` is
-used as written (quote a title that contains "and" or "to"), otherwise the words the pattern
-leaves. Each is looked up by `discover`; the seed is its one *exact* match (title or path).
-No exact match is refused with the closest search hits offered, several exact matches (the
-same title in two spaces) are refused as ambiguous — as an ambiguous wiki link is kept
-unresolved, never guessed — and any question of another shape is refused with the list of
-shapes.
-
-**Model** (`path="model"`; when `LODE_LLM_BASE_URL` is set). The seed's two stages:
-
-1. *Lookups.* The model receives the question (redacted, as quoted data) and returns
-   `{"lookups": [...]}` — up to three literal titles, paths or words — under
-   `LOOKUP_SCHEMA`; two complete worked examples. The gateway runs `discover` on them.
-2. *Query.* The model receives the real candidates — id, kind, title and a short excerpt of
-   the head version, redacted, between `BEGIN CANDIDATES <tag>` / `END CANDIDATES <tag>`
-   lines whose tag occurs in none of them (`llm.quote_tag`) — with the edge kinds and their
-   directions and six worked examples, "what links to X" beside "what does X link to" so the
-   direction is fixed by example, and returns `{"query": {...}}` (`QUERY_RESPONSE_SCHEMA`).
-   That object goes through C's `validate` — the same validator as the JSON API, which
-   refuses unknown kinds, extra properties, more than 4 hops and seeds outside the candidates
-   — and only an accepted query is executed by `run` (one graph generation).
-
-Egress (DESIGN.md invariant 8, as `retrieval.answer.egress` does it for evidence): each
-request goes through `ChatClient.complete_json`, which commits an `EgressLog` row (purpose
-"tool") before every attempt and redacts again as a backstop. A candidate whose document is
-no-egress (itself, its source or its space: `egress.no_egress_document_ids`, read from the
-database) is *withheld*: neither its title nor its excerpt is sent, it is listed in the
-result as "present, withheld from cloud synthesis", and it cannot be the model's seed (the
-query is validated against the candidates the model was shown — an id it was not shown can
-only be a guess). When every candidate is withheld and the question has a rule shape, the
-rules answer it locally (nothing more leaves); otherwise it is refused.
-
-Direction check. A model can return well-formed JSON for "what does X link to?" when asked
-"what links to X?"; the validator cannot know intent. So when the question also matches a
-rule shape, the model's query must agree with the rule on the operation and (for neighbours)
-the direction, or it is refused, with the model's query shown and nothing executed. Questions
-no rule recognises are run as the model says; the result always carries the executed query,
-so a reader can see what was asked of the graph.
-
-Every result records `PROMPT_VERSION` and, per model stage, the SHA-256 of the exact request
-body (the same hash as its egress row), the model and the raw reply (`trace`); with
-`inputs=True` the redacted messages too (the seed: "callers can also request the complete
-inputs that produced a query").
+Every result records `PROMPT_VERSION`, the executed query and, per model stage, the SHA-256
+of the exact request body (as on its egress row), the model and the raw reply (`trace`);
+with `inputs=True` the redacted messages too.
 """
 
 from __future__ import annotations
@@ -181,6 +143,26 @@ _SLOT_RE = re.compile("\x00(\\d+)\x00")
 _WHICH = r"(?:what|who|which(?:\s+\w+)?)"
 _IN, _OUT, _PATH = "in", "out", "path"
 
+# The rules path (`path="rules"`; the only one when no LLM endpoint is configured).
+# `match_rules` knows these shapes, case-insensitively, and nothing else:
+#
+# * "what links to X", "which notes link to X", "what points to X", "what depends on X",
+#   "backlinks of X" → neighbours of X, direction `in`, kind `links_to`;
+# * "what mentions X" → neighbours of X, direction `in`, kind `mentions` (inferred edges: an
+#   unlinked exact title, labelled as inferred wherever shown);
+# * "what does X link to / depend on / reference / point to / cite", "what is X linked to",
+#   "links from X" → direction `out`, kind `links_to` ("what does X mention": `mentions`);
+# * "how is X connected to Y", "how are X and Y related", "is X linked to Y", "path from X to
+#   Y", "path between X and Y" → the shortest path from X to Y, at most 4 hops, declared kinds.
+#
+# X and Y are taken literally: a quoted span ("…", “…”, `…`) or a wiki link `[[Title]]` is
+# used as written (quote a title that contains "and" or "to"), otherwise the words the pattern
+# leaves. Each is looked up by `discover`; the seed is its one *exact* match (title or path).
+# No exact match is refused with the closest search hits offered, several exact matches (the
+# same title in two spaces) are refused as ambiguous — as an ambiguous wiki link is kept
+# unresolved, never guessed — and any question of another shape is refused with the list of
+# shapes.
+#
 # (rule name, op, direction, kind, pattern). Tried in order on the question with its
 # literals replaced by slots, whitespace collapsed and the final ?.! removed.
 _RULES: tuple[tuple[str, str, str, str, re.Pattern[str]], ...] = tuple(
@@ -693,6 +675,20 @@ def _answer_by_model(
     client: ChatClient,
     inputs: bool,
 ) -> GraphWords:
+    """The model path (`path="model"`; when `LODE_LLM_BASE_URL` is set), in two stages:
+
+    1. *Lookups.* The model receives the question (redacted, as quoted data) and returns
+       `{"lookups": [...]}` — up to three literal titles, paths or words — under
+       `LOOKUP_SCHEMA`; two complete worked examples. The gateway runs `discover` on them.
+    2. *Query.* The model receives the real candidates — id, kind, title and a short excerpt of
+       the head version, redacted, between `BEGIN CANDIDATES <tag>` / `END CANDIDATES <tag>`
+       lines whose tag occurs in none of them (`llm.quote_tag`) — with the edge kinds and their
+       directions and six worked examples, "what links to X" beside "what does X link to" so the
+       direction is fixed by example, and returns `{"query": {...}}` (`QUERY_RESPONSE_SCHEMA`).
+       That object goes through `graph_query.validate` — the same validator as the JSON API, which
+       refuses unknown kinds, extra properties, more than 4 hops and seeds outside the candidates
+       — and only an accepted query is executed by `run` (one graph generation).
+    """
     trace = outcome.trace
     trace["stages"] = []
     question, redactions = redact(outcome.question)
