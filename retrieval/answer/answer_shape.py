@@ -67,7 +67,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from retrieval.answer.relevance.candidate import Candidate
-from retrieval.answer.relevance.claim_types import TIME_RE, is_decision, named_present
+from retrieval.answer.relevance.claim_types import is_decision, named_present
 from retrieval.answer.relevance.question import (
     INTENT_DECISION,
     KIND_COUNT,
@@ -78,6 +78,7 @@ from retrieval.answer.relevance.question import (
     question_profile,
     stop_stems,
 )
+from retrieval.answer.time_expressions import OCCASION_RE, TIME_RE
 from retrieval.text.stemming import fold, surface_stems
 from retrieval.text.tokens import NAMED_IDENTIFIER_RE, NUMBER_IN_TEXT_RE, TOKEN_RE
 from retrieval.words.answer_types import (
@@ -202,20 +203,6 @@ _MONEY_RE = re.compile(
     r"[£$€¥]\s?\d|\b\d+(?:[.,]\d+)*\s?(?:p|pence|pounds?|euros?|eur|gbp|usd|dollars?|cents?)\b",
     re.IGNORECASE,
 )
-# A *when … last / next* question asks for one occasion: "yearly, in January" or "quarterly
-# visits" says how often, not when the last or the next one is (rules 4). A date, a day, a clock
-# time or a day-relative word answers it; a month alone does not when a schedule word is there.
-_MONTHS = (
-    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
-    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
-)
-_OCCASION_RE = re.compile(
-    rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}(?:/\d{{2,4}})?\b"
-    rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTHS}\b|\b{_MONTHS}\s+\d{{1,2}}(?:st|nd|rd|th)?\b"
-    rf"|\b{_MONTHS}\s+\d{{4}}\b|\b\d{{1,2}}:\d{{2}}\b"
-    r"|\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(?:today|tonight|tomorrow|yesterday)\b",
-    re.IGNORECASE,
-)
 
 
 def asks_money(words: Sequence[str], kind: str, fragment: bool) -> bool:
@@ -234,11 +221,13 @@ def _has_money(question: str, text: str) -> bool:
 
 
 def only_schedule(words: Sequence[str], text: str) -> bool:
-    """Whether a *when … last/next* question's claim says how often and names no occasion."""
+    """Whether a *when … last/next* question's claim says how often and names no occasion:
+    "yearly, in January" or "quarterly visits" says how often, not when the last or the next
+    one is; a date, a day, a clock time or a day-relative word (`OCCASION_RE`) answers it."""
     if not any(word in OCCASION_WORDS for word in words):
         return False
     said = question_words(text)
-    return any(word in SCHEDULE_WORDS for word in said) and not _OCCASION_RE.search(text)
+    return any(word in SCHEDULE_WORDS for word in said) and not OCCASION_RE.search(text)
 
 
 def _asks_how_long(words: Sequence[str]) -> bool:

@@ -16,6 +16,7 @@ from retrieval.answer.relevance.question import (
     KIND_REASON,
     KIND_TIME,
 )
+from retrieval.answer.time_expressions import TIME_RE
 from retrieval.text.stemming import fold, surface_stems
 from retrieval.text.tokens import NAMED_IDENTIFIER_RE, NUMBER_IN_TEXT_RE, TOKEN_RE
 from retrieval.words.answer_types import (
@@ -35,11 +36,6 @@ from retrieval.words.claim_cues import (
 NEAR_TOKENS = 4
 
 # A clock time, a year, a date, a quarter, a duration with its unit, or cron.
-TIME_RE = re.compile(
-    r"\b\d{1,2}:\d{2}\b|\b\d{1,2}\s?(?:am|pm)\b|\b(?:19|20)\d{2}\b|\b\d{4}-\d{2}-\d{2}\b"
-    r"|\bq[1-4]\b|\b\d+\s?(?:ms|s|sec|secs|min|mins|h|hrs?|d|w)\b|\bcron\b",
-    re.IGNORECASE,
-)
 # An @handle, or two capitalised words in a row (a name).
 _PERSON_RE = re.compile(r"(?<![\w@])@[A-Za-z][\w.-]+|\b[A-Z][a-z]+ [A-Z][a-z]+\b")
 _PLACE_RE = re.compile(
