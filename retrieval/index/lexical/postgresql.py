@@ -14,38 +14,12 @@ BM25 as SQLite FTS5's `bm25()` computes it, so both databases rank alike:
                IDF(q) * tf(q, D) * (k1 + 1) / (tf(q, D) + k1 * (1 - b + b * |D| / avgdl))
     IDF(q)   = ln((N - df(q) + 0.5) / (df(q) + 0.5)), or 1e-6 when that is <= 0
 
-with k1 = 1.2, b = 0.75; tf = TITLE_WEIGHT x hits in the title + TEXT_WEIGHT x hits in the
-body (FTS5's column weights: the weighted sum of per-column hits); |D| the passage's tokens
-and avgdl their mean; N the head passages and df those holding q, over every owner (FTS5's
-statistics are table-wide too). Differences from FTS5, all small: a quoted phrase scores as
-its lexemes, each with its own df and tf, where FTS5 scores the phrase as one unit (every
-candidate contains the phrase anyway, it is required); |D| is the highest token position in
-the tsvector (the parser counts stop words, as FTS5 does, but a trailing stop word of the
-title or body is not counted, and `long-term` takes three positions, `long-term`, `long`
-and `term`, where FTS5 counts two tokens).
-
-The statistics are *derived data in tables written by the same statement as the passage*:
-statement-level triggers on `retrieval_passage` (transition tables, so a bulk insert costs
-one INSERT … SELECT; an UPDATE that changes neither `is_head` nor the tsvector costs a join
-and writes nothing) keep
-
-* `retrieval_bm25_posting` (lexeme, passage, title hits, body hits, passage length): one row
-  per lexeme of each head passage, read from the stored tsvector itself (`unnest`: positions
-  and weights), under a covering B-tree on (lexeme, passage) so scoring reads the index only;
-* `retrieval_bm25_length` (passage, tokens): one row per head passage, for N and avgdl.
-
-df, N and avgdl are then aggregates over those rows taken by the query itself, in its own
-snapshot, so they are right after every write, inside the writing transaction too (a
-just-saved note ranks with its own words counted). No counter row is shared between
-writers: a per-lexeme df table or a totals row would be updated by every passage write
-(common lexemes by nearly all), serialising concurrent writers until they commit and, with
-several rows locked in different orders by two transactions, deadlocking them. Postings
-of different passages never share a key, so concurrent writers never wait on each other
-here. The price is read time: df counts the postings of the query's lexemes, which scoring
-reads anyway (one index range per lexeme), and N/avgdl scan `retrieval_bm25_length`
-(narrow rows: about 1 ms for SciFact's 8k passages, linear in head passages; a cached total
-is the next step if that ever dominates). The cost of a query is linear in its lexemes'
-postings, like FTS5's; `statement_timeout` (the request budget) bounds it.
+with k1 = 1.2, b = 0.75 and FTS5's column weights (title ×3); N, df and avgdl are taken over
+every head passage, as FTS5's statistics are table-wide. A quoted phrase scores as its
+lexemes where FTS5 scores it as one unit, and token counts differ slightly (`bm25_sql` says
+how). The statistics are kept by statement-level triggers in two tables of derived data,
+written by the same statement as the passage, so a just-saved note ranks with its own words
+counted; no counter row is shared between writers (see "BM25 statistics" below).
 
 Candidates come from the GIN index (`lode_bm25_matches`, which also keeps the planner off a
 sequential scan that would detoast every tsvector to test `@@`), so phrases, exclusions and
@@ -129,7 +103,29 @@ DROP_SQL: list[str] = [
     f"DROP TEXT SEARCH CONFIGURATION IF EXISTS {CONFIG}",
 ]
 
-# --- BM25 statistics (migration 0006; see the module docstring) ---------------------------
+# --- BM25 statistics (migration 0006) ---------------------------------------------------
+# The statistics are *derived data in tables written by the same statement as the passage*:
+# statement-level triggers on `retrieval_passage` (transition tables, so a bulk insert costs
+# one INSERT … SELECT; an UPDATE that changes neither `is_head` nor the tsvector costs a join
+# and writes nothing) keep
+#
+# * `retrieval_bm25_posting` (lexeme, passage, title hits, body hits, passage length): one row
+#   per lexeme of each head passage, read from the stored tsvector itself (`unnest`: positions
+#   and weights), under a covering B-tree on (lexeme, passage) so scoring reads the index only;
+# * `retrieval_bm25_length` (passage, tokens): one row per head passage, for N and avgdl.
+#
+# df, N and avgdl are then aggregates over those rows taken by the query itself, in its own
+# snapshot, so they are right after every write, inside the writing transaction too (a
+# just-saved note ranks with its own words counted). No counter row is shared between
+# writers: a per-lexeme df table or a totals row would be updated by every passage write
+# (common lexemes by nearly all), serialising concurrent writers until they commit and, with
+# several rows locked in different orders by two transactions, deadlocking them. Postings
+# of different passages never share a key, so concurrent writers never wait on each other
+# here. The price is read time: df counts the postings of the query's lexemes, which scoring
+# reads anyway (one index range per lexeme), and N/avgdl scan `retrieval_bm25_length`
+# (narrow rows: about 1 ms for SciFact's 8k passages, linear in head passages; a cached total
+# is the next step if that ever dominates). The cost of a query is linear in its lexemes'
+# postings, like FTS5's; `statement_timeout` (the request budget) bounds it.
 
 POSTINGS = "retrieval_bm25_posting"
 LENGTHS = "retrieval_bm25_length"
@@ -289,6 +285,15 @@ def query_tokens(query: ParsedQuery) -> list[str]:
     return list(dict.fromkeys(token for group in (*query.terms, *query.phrases) for token in group))
 
 
+# The module docstring's BM25: tf = TITLE_WEIGHT x hits in the title + TEXT_WEIGHT x hits in the
+# body (FTS5's column weights: the weighted sum of per-column hits); |D| the passage's tokens and
+# avgdl their mean; N the head passages and df those holding q, over every owner (FTS5's
+# statistics are table-wide too). Differences from FTS5, all small: a quoted phrase scores as its
+# lexemes, each with its own df and tf, where FTS5 scores the phrase as one unit (every candidate
+# contains the phrase anyway, it is required); |D| is the highest token position in the tsvector
+# (the parser counts stop words, as FTS5 does, but a trailing stop word of the title or body is
+# not counted, and `long-term` takes three positions, `long-term`, `long` and `term`, where FTS5
+# counts two tokens).
 def bm25_sql(candidates: str | None) -> str:
     """A statement scoring the passages `candidates` selects (a SELECT of `id`s over `m`,
     the GIN matches of the query, run as a CTE after `q`; None: every match, the top list),
