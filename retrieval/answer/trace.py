@@ -24,18 +24,11 @@ read back unchanged:
                   inferred, tier, basis}}], elapsed_ms, notes}
     code_version, elapsed_ms
 
-`expansion` is written whenever search ran and `settings.follow_links` only when the user
-chose: a trace without them reads as
-"expansion not recorded" (`Trace.expansion` None) and still replays.
-
-Two keys inside sections are written only when they hold something, so traces stored before
-them write back unchanged: a pack item's `heading_path` (its section headings) and the
-pre-decision's `choices` (ASK_CLARIFYING's suggestions as {label, question,
-pinned_document_id}).
-
-A gate verdict writes `relevance_score`, `shape_problem` and `section_match` only when it
-has one, so verdicts stored before those steps load as "not scored", "no shape
-problem" and "no section match".
+Some keys are written only when they hold something, so older traces write back unchanged:
+`settings.follow_links` (only when the user chose), a pack item's `heading_path`, the
+pre-decision's `choices` ({label, question, pinned_document_id}) and a gate verdict's
+`relevance_score`, `shape_problem` and `section_match`; absent, they read as "expansion not
+recorded", "not scored", "no shape problem" and "no section match".
 
 A key marked `?` is absent when the ask stopped before that stage (a pinned note that is not
 available stops before `search`; an answerer failure before `gate`), and replay reads that
