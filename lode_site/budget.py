@@ -20,20 +20,7 @@ Network waits that have their own timeouts (the answer model's HTTP call) run in
 `paused()`: the budget is about the work this server does, not about a remote model, so a
 slow but healthy model does not make the trace write after it fail.
 
-Which requests get which budget (`budget_seconds_for`):
-
-* reads (GET/HEAD) of every page and API endpoint: `LODE_REQUEST_BUDGET_SECONDS` (10 s);
-* asking (`POST /ask`, `POST /api/ask`): `LODE_ASK_BUDGET_SECONDS` (30 s), larger because an
-  ask is a search plus local model work (reranking, entailment) plus writing its trace —
-  with model network waits excluded as above;
-* no budget for other writes (saving a note, adding a source, webhooks): stopping those
-  half-way would throw away what the user sent, and their cost is bounded by the size
-  limits (`LODE_MAX_NOTE_BYTES`, …); nor for `/admin/`, whose index-health check reads the
-  whole index by design (staff only);
-* none outside requests: the background worker and management commands never go through
-  the middleware, so they never inherit a web budget.
-
-`0` turns a budget off.
+`budget_seconds_for` says which requests get which budget; `0` turns a budget off.
 """
 
 from __future__ import annotations
@@ -250,7 +237,19 @@ def as_budget_exceeded(exc: BaseException) -> BudgetExceeded | None:
 
 
 def budget_seconds_for(request: HttpRequest) -> float:
-    """The budget for `request` in seconds; 0 means none (see the module docstring)."""
+    """The budget for `request` in seconds; 0 means none.
+
+    * reads (GET/HEAD) of every page and API endpoint: `LODE_REQUEST_BUDGET_SECONDS` (10 s);
+    * asking (`POST /ask`, `POST /api/ask`): `LODE_ASK_BUDGET_SECONDS` (30 s), larger because an
+      ask is a search plus local model work (reranking, entailment) plus writing its trace —
+      with model network waits excluded (`paused`);
+    * no budget for other writes (saving a note, adding a source, webhooks): stopping those
+      half-way would throw away what the user sent, and their cost is bounded by the size
+      limits (`LODE_MAX_NOTE_BYTES`, …); nor for `/admin/`, whose index-health check reads the
+      whole index by design (staff only);
+    * none outside requests: the background worker and management commands never go through
+      the middleware, so they never inherit a web budget.
+    """
     path = request.path_info
     if path.startswith(UNBUDGETED_PREFIXES):
         return 0.0
