@@ -1,95 +1,18 @@
-"""Answerability decisions, rules first (issue 5 item 5; seeds/lighthouse-spec.md "Answerability
+"""Answerability decisions, rules first (seeds/lighthouse-spec.md "Answerability
 + contradiction decision"). Pure functions over the question, the evidence pack and the
 gate's survivors: no database, no model.
 
-**Before answering** (`decide_before_answer`), in order:
-
-1. ASK_CLARIFYING when the question is too short or too vague to retrieve on: fewer than
-   `MIN_CONTENT_WORDS` (2) content words. Content words are the question's words minus stop
-   words, question words, pronouns and generic verbs ("fix", "work", "mean" …; the
-   `retrieval.text` lists) and minus `QUESTION_FRAME_WORDS`: time and aspect words ("now",
-   "currently", "still", "today", "ever"), hedges ("actually", "really"), speech and decision
-   verbs ("decide", "decision", "agreed", "said", "mention", "plan"), what is left of a
-   negated auxiliary ("didn"), generic verbs of taking place ("run", "occur") and the
-   prepositions the shared lists lack ("during", "after" …) — the list says why each class
-   frames a question rather than naming its topic. They are matched as typed, never by stem
-   ("currently" is filler, "current" is not). A speech or decision verb still counts towards
-   the two words (it says which kind of passage is wanted: "What did we decide about
-   backups?" is a question, "backups?" is not), and so does nothing else of that list. A
-   quoted phrase, an identifier (`allkeys-lru`, `nginx.conf`) or a word typed as a name
-   (`named_words`: "RPO", "ShipBridge", "Keycloak" after the first word, "Auth0") counts as
-   specific enough on its own. A bare deictic question ("what about it?", "how do I fix
-   this") falls under the same rule, and its first clarifying question asks what the pronoun
-   refers to. With a pinned note ("ask about this note") the note *is* the referent, so only
-   a question with no words at all is sent back.
-   The 1–3 clarifying questions are built from what is there: the titles of the top
-   documents in the pack ("Do you mean …?") and the words that occur in most of the top
-   pack items but not in the question, in no inflection ("Are you asking about …?"). The
-   page offers them as choices (`clarifying_choices`), each a question to ask at once: the
-   same question pinned to one of the top two documents, or the question with one of those
-   words added ("backups?" → "backups alerts?").
-2. ABSTAIN_NO_EVIDENCE when the pack is empty, or the words are not there: no single pack
-   item covers at least `MIN_COVERAGE` (half) of the question's content words, or the pack
-   as a whole holds fewer than `MIN_PACK_COVERAGE` (80%) of them (stemmed, as the index folds
-   them; an item's text, its document title and its heading path count —
-   `item_coverage_text`: a step under "Failover › Promote the replica" covers "promote" and
-   "replica"). The second test catches the topic word the library has never heard of
-   ("rugby", "Paraguay", "sourdough"): lexical search ORs the words, so a word that exists in
-   the library almost always shows up in some top item.
-   This is also the rule for meaning-only hits: the dense leg always returns *something*
-   (every cosine is above zero), so a semantic-only hit counts only through the words it
-   shares, like any other item. A paraphrase with no word in common is left to a model
-   answerer only when the user pins the note: a pinned note is never abstained on before
-   answering (the gate still guards the result).
-   Measured (lexical search, extractive answerer, the first 100 SciFact train queries, the
-   50 off-topic questions of bench/data/offtopic_questions.txt and the 50 held-out ones of
-   offtopic_questions_holdout.txt; a one-off probe, the end-to-end figures are
-   bench/ask_latency.py's). Issue 5, with the best-item test alone: 91/100 train and 13/50
-   off-topic questions let through (79 and 6 answered); with the pack test as well, 81/100
-   and 3/50 (73 and 0 answered) — six fewer answers to SciFact claims for six fewer false
-   answers, the trade the design asks for ("a confident answer with a wrong citation is the
-   worst outcome"). Issue 12 (filler words, headings, named words), re-measured on the same
-   data folder with the pipeline of that day, before → after: best-item test alone, train
-   91 → 92 let through (77 → 77 answered), off-topic 12 → 12 (1 → 0), held-out 22 → 21
-   (1 → 0); the rule as shipped, train 81 → 81 (71 → 71), off-topic 2 → 2 (0 → 0), held-out
-   7 → 6 (1 → 0). SciFact claims are statements with no filler in them, so nothing moves
-   there; what moves is everyday questions over notes (the tests' backup and failover
-   questions, and the `tune` half of bench/data/questions/notes_answerable.jsonl: 44 → 47
-   of 88 answered, 30 → 34 quoting the answering text; its near-topic unanswerable half:
-   20 → 18 of 59 falsely answered — that is the relevance step's job, not this rule's).
+**Before answering** (`decide_before_answer`): ASK_CLARIFYING when the question has too few
+content words to retrieve on, with clarifying questions built from the top of the pack;
+ABSTAIN_NO_EVIDENCE when the pack is empty or does not hold the question's words.
 
 **After the gate** (`decide_after_gate`): no surviving claim → ABSTAIN_NO_EVIDENCE with
 `ABSTAIN_MESSAGE`; surviving claims that conflict (`find_conflicts`) → ANSWER_WITH_CONFLICTS;
 otherwise ANSWER.
 
 **Conflicts** (`find_conflicts`): two statements from *different documents* about the same
-subject with different values. Statements are the sentences of the surviving claims (claim
-text and verified quoted spans) and, for subjects a claim raised, the sentences of the pack's
-evidence items. Three lexical heuristics give a statement its (subject, value) facts:
-
-* **key/value**: "<subject> is|are|was|=|:|equals|set to|defaults to <value>" where the value
-  is short (≤ 3 words) and carries a number, an identifier (`allkeys-lru`) or a state word
-  (enabled, disabled, true, off …), optionally negated. The subject is the last three content
-  words before the connector. "The staging timeout is 30 seconds" → (staging timeout, 30
-  seconds).
-* **numeric template**: the sentence's content words with every free-standing number
-  replaced by `#`; two sentences with the same template (≥ 3 words besides numbers, at most
-  3 numbers — a sentence of statistics is not one value of one thing) and different numbers
-  conflict ("run the backup every 6 hours" / "… every 12 hours").
-* **polarity**: the same content words, one negated and the other not ("backups are
-  encrypted" / "backups are not encrypted").
-
-A conflict needs a *claimed* value and a different value from another document; evidence
-only speaks for documents no claim on that subject came from (another value inside a claimed
-document is its history or detail, not a second source). Each conflict lists every
-(document, value), the higher trust tier first (`retrieval.trust.tier_order`: note >
-annotation > current external > stale external > inferred); the page shows them all, the
-leading one first. Limits, stated plainly: subjects must use the same words
-(no synonyms: "timeout" vs "time limit" is missed); units are not converted ("30 s" vs
-"0.5 min" is reported as a conflict); long free-text values and scope ("in staging" vs "in
-production" in another clause) are not understood, so a false conflict is possible — it
-costs little, since both sides are verified evidence shown with their tiers, never a hidden
-choice. Two values inside one document are not a conflict (a note may record history).
+subject with different values, found by three lexical heuristics, every value shown with its
+trust tier.
 """
 
 from __future__ import annotations
@@ -129,6 +52,17 @@ MIN_CONTENT_WORDS = 2
 # Share of the question's content words the best pack item must contain (0.5 lets a two-word
 # question through on one shared word), and the share the whole pack must contain (with fewer
 # than five content words: all of them). See the module docstring for the measurements.
+# Measured (lexical search, extractive answerer, the first 100 SciFact train queries, the 50
+# off-topic questions of bench/data/offtopic_questions.txt and the 50 held-out ones of
+# offtopic_questions_holdout.txt; a one-off probe, the end-to-end figures are
+# bench/ask_latency.py's): with the best-item test alone, 91/100 train and 13/50 off-topic
+# questions let through (79 and 6 answered); with the pack test as well, 81/100 and 3/50 (73 and
+# 0 answered) — six fewer answers to SciFact claims for six fewer false answers, the trade the
+# design asks for ("a confident answer with a wrong citation is the worst outcome"). Ignoring
+# filler words and counting headings and named words moves nothing on SciFact (its claims have
+# no filler) and helps everyday questions over notes: on the `tune` half of
+# bench/data/questions/notes_answerable.jsonl, 47 rather than 44 of 88 answered, 34 rather than
+# 30 quoting the answering text.
 MIN_COVERAGE = 0.5
 MIN_PACK_COVERAGE = 0.8
 MAX_CLARIFYING = 3
@@ -355,9 +289,47 @@ def query_error_choices(question: str) -> list[ClarifyingChoice]:
 def decide_before_answer(
     question: str, pack: EvidencePack, *, parsed: ParsedQuery | None = None
 ) -> PreDecision:
-    """ASK_CLARIFYING, ABSTAIN_NO_EVIDENCE, or None (answer), by the module docstring's rules.
+    """ASK_CLARIFYING, ABSTAIN_NO_EVIDENCE, or None (answer), in this order.
     `parsed` (the search's parsed query) lets quoted phrases and identifiers count as
-    specific."""
+    specific.
+
+    1. ASK_CLARIFYING when the question is too short or too vague to retrieve on: fewer than
+       `MIN_CONTENT_WORDS` (2) content words. Content words are the question's words minus stop
+       words, question words, pronouns and generic verbs ("fix", "work", "mean" …; the
+       `retrieval.text` lists) and minus `QUESTION_FRAME_WORDS`: time and aspect words ("now",
+       "currently", "still", "today", "ever"), hedges ("actually", "really"), speech and
+       decision verbs ("decide", "decision", "agreed", "said", "mention", "plan"), what is left
+       of a negated auxiliary ("didn"), generic verbs of taking place ("run", "occur") and the
+       prepositions the shared lists lack ("during", "after" …) — the list says why each class
+       frames a question rather than naming its topic. They are matched as typed, never by stem
+       ("currently" is filler, "current" is not). A speech or decision verb still counts towards
+       the two words (it says which kind of passage is wanted: "What did we decide about
+       backups?" is a question, "backups?" is not), and so does nothing else of that list. A
+       quoted phrase, an identifier (`allkeys-lru`, `nginx.conf`) or a word typed as a name
+       (`named_words`: "RPO", "ShipBridge", "Keycloak" after the first word, "Auth0") counts as
+       specific enough on its own. A bare deictic question ("what about it?", "how do I fix
+       this") falls under the same rule, and its first clarifying question asks what the pronoun
+       refers to. With a pinned note ("ask about this note") the note *is* the referent, so only
+       a question with no words at all is sent back. The 1–3 clarifying questions are built from
+       what is there: the titles of the top documents in the pack ("Do you mean …?") and the
+       words that occur in most of the top pack items but not in the question, in no inflection
+       ("Are you asking about …?"). The page offers them as choices (`clarifying_choices`), each
+       a question to ask at once: the same question pinned to one of the top two documents, or
+       the question with one of those words added ("backups?" → "backups alerts?").
+    2. ABSTAIN_NO_EVIDENCE when the pack is empty, or the words are not there: no single pack
+       item covers at least `MIN_COVERAGE` (half) of the question's content words, or the pack
+       as a whole holds fewer than `MIN_PACK_COVERAGE` (80%) of them (stemmed, as the index
+       folds them; an item's text, its document title and its heading path count —
+       `item_coverage_text`: a step under "Failover › Promote the replica" covers "promote" and
+       "replica"). The second test catches the topic word the library has never heard of
+       ("rugby", "Paraguay", "sourdough"): lexical search ORs the words, so a word that exists
+       in the library almost always shows up in some top item. This is also the rule for
+       meaning-only hits: the dense leg always returns *something* (every cosine is above zero),
+       so a semantic-only hit counts only through the words it shares, like any other item. A
+       paraphrase with no word in common is left to a model answerer only when the user pins the
+       note: a pinned note is never abstained on before answering (the gate still guards the
+       result).
+    """
     words = content_words(question)
     pinned = any(item.pinned for item in pack.items)
     specific = bool(parsed and (parsed.phrases or parsed.needles)) or bool(
@@ -554,7 +526,35 @@ def _statement_facts(statement: Statement) -> list[tuple[Fact, Statement]]:
 def find_conflicts(
     claim_statements: Sequence[Statement], evidence_statements: Sequence[Statement] = ()
 ) -> list[dict[str, Any]]:
-    """Subjects on which two documents state different values (module docstring).
+    """Subjects on which two documents state different values.
+
+    Statements are the sentences of the surviving claims (claim text and verified quoted spans)
+    and, for subjects a claim raised, the sentences of the pack's evidence items. Three lexical
+    heuristics give a statement its (subject, value) facts:
+
+    * **key/value**: "<subject> is|are|was|=|:|equals|set to|defaults to <value>" where the
+      value is short (≤ 3 words) and carries a number, an identifier (`allkeys-lru`) or a state
+      word (enabled, disabled, true, off …), optionally negated. The subject is the last three
+      content words before the connector. "The staging timeout is 30 seconds" → (staging
+      timeout, 30 seconds).
+    * **numeric template**: the sentence's content words with every free-standing number
+      replaced by `#`; two sentences with the same template (≥ 3 words besides numbers, at most
+      3 numbers — a sentence of statistics is not one value of one thing) and different numbers
+      conflict ("run the backup every 6 hours" / "… every 12 hours").
+    * **polarity**: the same content words, one negated and the other not ("backups are
+      encrypted" / "backups are not encrypted").
+
+    A conflict needs a *claimed* value and a different value from another document; evidence
+    only speaks for documents no claim on that subject came from (another value inside a claimed
+    document is its history or detail, not a second source). Each conflict lists every
+    (document, value), the higher trust tier first (`retrieval.trust.tier_order`: note >
+    annotation > current external > stale external > inferred); the page shows them all, the
+    leading one first. Limits, stated plainly: subjects must use the same words (no synonyms:
+    "timeout" vs "time limit" is missed); units are not converted ("30 s" vs "0.5 min" is
+    reported as a conflict); long free-text values and scope ("in staging" vs "in production" in
+    another clause) are not understood, so a false conflict is possible — it costs little, since
+    both sides are verified evidence shown with their tiers, never a hidden choice. Two values
+    inside one document are not a conflict (a note may record history).
 
     Evidence statements only join a subject some claim statement raised. Returns
     [{"subject", "kind", "values": [{"value", "trust_tier", "document_id", "document_title",
