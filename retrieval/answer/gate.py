@@ -18,8 +18,8 @@ Steps, in order, for each claim:
 3. **Entailment.** The claim's cited spans, joined with a space, are the premise and the claim
    text the hypothesis; accepted strictly above `ENTAILMENT_THRESHOLD`. No scorer → dropped
    (fail closed); a scorer that cannot run → dropped with its reason.
-4. **Relevance** (issue 12 item 1), run by `retrieval.answer.ask.gate_claims` over the claims
-   that passed 1–3, all at once: `retrieval.answer.relevance` scores each question × claim
+4. **Relevance**, run by `retrieval.answer.ask.gate_claims` over the claims that passed 1–3,
+   all at once: `retrieval.answer.relevance` scores each question × claim
    pair and `relevance_verdict` (below, pure) drops a claim scoring below the fitted threshold
    with the reason "does not answer the question"; with an LLM judge configured the judge is
    also asked "does this claim answer the question?" and a "no" drops it the same way
@@ -27,39 +27,9 @@ Steps, in order, for each claim:
 5. Every failure is a `ClaimVerdict(passed=False, step, reason)`, in plain words; callers drop
    those claims and abstain when none survive. A reason names a version as its pages do —
    by its number within its document (`version_labels`: "version 2 of “Runbook”"), never
-   by its database id (issue 13), which only URLs and the API's fields carry.
+   by its database id, which only URLs and the API's fields carry.
 
-Known, accepted exposure (seed decision lode-1qxy, pinned by a canary test): `[^\\W_]+` splits
-hyphenated compounds, so "the policy is allkeys-lru" couples with "maxmemory-policy
-allkeys-lru", and "DNS" couples with "DNS-01" — a claim naming a *fragment* of a span's
-compound. The negation-cue check (seed decision lode-w2y7) is lexical, not a polarity parser:
-affixal negation ("unchanged"), hedges ("fails to", "hardly") and negation scope are not seen.
-Containment cannot see *which* occurrence of a word the claim means: in a long span holding a
-word twice, a claim may still pair it with the wrong neighbour (ordering, below, narrows this).
-
-Tightenings beyond the seed, each measured on SciFact (`manage.py lode_eval_gate`, and
-perturbed rationale sentences) and each only ever demoting a claim to step 3 — the fail-closed
-direction; none touches the tokenizer, so the lode-1qxy canary still holds:
-
-* a token a span cuts in half at either edge (the span "dose of 25" quoted from "dose of 250
-  mg") is not counted among that span's tokens: a truncated quote cannot couple a drifted
-  number (the span still passes step 1 — it does occur);
-* every hyphenated compound *of the claim* must occur whole in the span: "UCP1-dependent" does
-  not couple with "UCP1-independent … ATP-dependent" (a real SciFact CONTRADICT false accept);
-* every number of the claim, read whole with its decimal/thousands separators, must occur
-  whole in the span: "1.8 mg" does not couple with "0.8 mg … 1 to 4";
-* negation cues are compared by count, not presence: a claim that drops one of a span's two
-  "not"s does not couple;
-* the payload must occur in the span *in the claim's order* (a subsequence, gaps allowed), not
-  merely as a set: set containment let a claim swap "decreased"/"increased" between two
-  clauses of one long sentence, or move a number to where another occurrence sits. Cost: a
-  claim restating a span's words in another order goes to step 3 (on SciFact SUPPORT
-  rationales, coupling fell from 4 to 3 of 616: claim 222 reorders its sentence).
-
-Measured with `lode_eval_gate`'s coupling stress (bench/README.md): of SciFact rationale
-sentences edited to be false, the seed's rule alone coupled 46 of 294 one-off number drifts,
-15 of 198 antonym swaps, 4 of 70 removed negations and 2 of 40 "X-independent" →
-"X-dependent"; with these checks, none — while every unedited sentence still couples.
+`couples` states step 2's known limits and the tightenings measured on SciFact.
 """
 
 from __future__ import annotations
@@ -184,7 +154,42 @@ def span_tokens(span: str, body: str) -> frozenset[str]:
 
 
 def couples(claim_text: str, spans: Iterable[tuple[str, str]]) -> tuple[bool, str]:
-    """Step 2 over (span, body) pairs: (coupled, why in words)."""
+    """Step 2 over (span, body) pairs: (coupled, why in words).
+
+    Known, accepted exposure (seed decision lode-1qxy, pinned by a canary test): `[^\\W_]+`
+    splits hyphenated compounds, so "the policy is allkeys-lru" couples with "maxmemory-policy
+    allkeys-lru", and "DNS" couples with "DNS-01" — a claim naming a *fragment* of a span's
+    compound. The negation-cue check (seed decision lode-w2y7) is lexical, not a polarity
+    parser: affixal negation ("unchanged"), hedges ("fails to", "hardly") and negation scope are
+    not seen. Containment cannot see *which* occurrence of a word the claim means: in a long
+    span holding a word twice, a claim may still pair it with the wrong neighbour (ordering,
+    below, narrows this).
+
+    Tightenings beyond the seed, each measured on SciFact (`manage.py lode_eval_gate`, and
+    perturbed rationale sentences) and each only ever demoting a claim to step 3 — the
+    fail-closed direction; none touches the tokenizer, so the lode-1qxy canary still holds:
+
+    * a token a span cuts in half at either edge (the span "dose of 25" quoted from "dose of 250
+      mg") is not counted among that span's tokens: a truncated quote cannot couple a drifted
+      number (the span still passes step 1 — it does occur);
+    * every hyphenated compound *of the claim* must occur whole in the span: "UCP1-dependent"
+      does not couple with "UCP1-independent … ATP-dependent" (a real SciFact CONTRADICT false
+      accept);
+    * every number of the claim, read whole with its decimal/thousands separators, must occur
+      whole in the span: "1.8 mg" does not couple with "0.8 mg … 1 to 4";
+    * negation cues are compared by count, not presence: a claim that drops one of a span's two
+      "not"s does not couple;
+    * the payload must occur in the span *in the claim's order* (a subsequence, gaps allowed),
+      not merely as a set: set containment let a claim swap "decreased"/"increased" between two
+      clauses of one long sentence, or move a number to where another occurrence sits. Cost: a
+      claim restating a span's words in another order goes to step 3 (on SciFact SUPPORT
+      rationales, coupling fell from 4 to 3 of 616: claim 222 reorders its sentence).
+
+    Measured with `lode_eval_gate`'s coupling stress (bench/README.md): of SciFact rationale
+    sentences edited to be false, the seed's rule alone coupled 46 of 294 one-off number drifts,
+    15 of 198 antonym swaps, 4 of 70 removed negations and 2 of 40 "X-independent" →
+    "X-dependent"; with these checks, none — while every unedited sentence still couples.
+    """
     payload = payload_tokens(claim_text)
     if not payload:
         return False, "the claim has no words to check against a span"
@@ -242,7 +247,7 @@ def _not_in(i: int, label: str | None) -> str:
     return f"quoted span {i} does not occur in {label or 'the version it cites'}"
 
 
-# Step 1's reasons as stored before issue 13, naming the version by its database id.
+# Step 1's reasons in older traces, which name the version by its database id.
 _ID_REASON_RE = re.compile(
     r"^quoted span (?P<i>\d+) (?:cites version (?P<cited>\d+), which was not shown to the "
     r"answerer|does not occur in version (?P<absent>\d+))$"
@@ -250,8 +255,8 @@ _ID_REASON_RE = re.compile(
 
 
 def relabel_reason(reason: str, labels: Mapping[int, str]) -> str:
-    """A step-1 reason stored before issue 13 (which named the version by its database id)
-    in today's words, the version named by `labels`; any other reason unchanged. Versions
+    """A step-1 reason of an older trace (which names the version by its database id) in
+    today's words, the version named by `labels`; any other reason unchanged. Versions
     are immutable, so the id and the label name the same text: nothing stored is re-judged."""
     match = _ID_REASON_RE.match(reason)
     if match is None:
