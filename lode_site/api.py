@@ -16,7 +16,7 @@ from ninja.errors import HttpError
 from ninja.openapi.schema import OpenAPISchema
 from ninja.security import APIKeyCookie, HttpBearer
 
-from lode_site.api_bodies import BoundedJSONParser, JsonBodyRefused
+from lode_site.api_bodies import MAX_JSON_DEPTH, BoundedJSONParser, JsonBodyRefused
 from lode_site.budget import ASK_PATHS
 from lode_site.models import ApiToken, token_digest
 
@@ -68,7 +68,10 @@ _VALIDATION_SCHEMA = {
 }
 # Answers that come from the API as a whole rather than from one endpoint's code.
 _COMMON_RESPONSES = {
-    "400": {"description": "The request body is not JSON (or not the declared content type)."},
+    "400": {
+        "description": "The request body is not JSON (or not the declared content type), or "
+        f"nests arrays and objects deeper than {MAX_JSON_DEPTH} levels.",
+    },
     "401": {"description": "Not signed in (no session, or a missing or unknown bearer token)."},
     "403": {
         "description": "A signed-in session's write without the CSRF token (send the "
@@ -141,14 +144,19 @@ def _declare_common_responses(path: str, method: str, operation: dict) -> None:
     security = operation.get("security") or []
     if security:
         declare("401", _DETAIL_SCHEMA)
+    def declare_also(code: str, body: dict) -> None:
+        # An endpoint's own 400 or 403 (a rule, a role) keeps its body, which has the same
+        # `detail` shape; its description also names the API-wide cause.
+        if code in responses:
+            own = responses[code].get("description", "")
+            common = _COMMON_RESPONSES[code]["description"]
+            responses[code]["description"] = f"{own} Also: {common}" if own else common
+        declare(code, body)
+
     if method not in SAFE_METHODS and any("SessionAuth" in option for option in security):
-        if "403" in responses:  # the endpoint's own 403 (a role): the CSRF 403 is one too
-            own = responses["403"].get("description", "")
-            csrf = _COMMON_RESPONSES["403"]["description"]
-            responses["403"]["description"] = f"{own} Also: {csrf}" if own else csrf
-        declare("403", _DETAIL_SCHEMA)
+        declare_also("403", _DETAIL_SCHEMA)
     if operation.get("requestBody"):
-        declare("400", _DETAIL_SCHEMA)
+        declare_also("400", _DETAIL_SCHEMA)
     if operation.get("parameters") or operation.get("requestBody"):
         declare("422", _VALIDATION_SCHEMA)
     if "{" in path:
