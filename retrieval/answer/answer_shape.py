@@ -1,62 +1,35 @@
-"""Answer shape: does a claim hold the *kind of thing* the question asks for? (issue 12)
+"""Answer shape: does a claim hold the *kind of thing* the question asks for?
 
 The relevance scorer (relevance/scoring.py) weighs many cues into one probability, and a near-topic
 quote can clear its threshold on shared words alone: *"Which two customers reported missing
 notes?"* → "Two customers reported missing notes." (every word is the question's own), *"Who
 gets paged when JobQueueBacklog fires?"* → "The alert `JobQueueBacklog` fires when more than
-5,000 jobs are ready …" (no one is named), *"When will we upgrade to Keycloak 26?"* → "Sofia
-wants it after the Keycloak 26 upgrade." (no time is given). Each of these is a checkable
-fact about the claim's own words, so it is checked as a rule with a reason a reader
-understands, after the score:
+5,000 jobs are ready …" (no one is named). Each of these is a checkable fact about the claim's
+own words, so it is checked as a rule with a reason a reader understands, after the score:
 
 * **restates** — a wh-question (or a keyword fragment) whose claim adds no content word to the
   question's: it only says the question back;
 * **no answer of the asked type** — *when* / *how often* wants a time, a date, a day or a
-  duration; *who* a person, a handle or a role; *how many / how much* a number; *how long*
-  an amount with its unit — each *beyond* what the question itself says (the "January" of
-  "When is the January book club meeting?" is not an answer to it). *Where* has no rule: a
-  place is as often a common noun ("near the mill") as a name, and no false answer in the
-  question sets needed one. Nor is the number of a *how many X* required to sit next to the
-  X: in scientific prose it rarely does, and that rule cost 8 right SciFact answers for no
-  false answer removed;
-* **counts instead of naming** — *which X* wants the X named; a claim that only counts them or
-  mentions one indefinitely ("four carriers push events …", "pick three pilot customers")
-  names none;
-* **a named thing swapped** — the question names something (an identifier like `db-2`, a
-  capitalised name, a version) that neither the claim nor its heading path nor its document's
-  title mentions: a near-topic question usually swaps exactly one of them;
-* **a contrast swapped** (rules 3) — the question says one of a pair of words that name two
-  things of one kind (`CONTRAST_PAIRS`: old/new, inserts/updates, CPU/memory, staging/
-  production, …), the claim says the other, and neither it nor its section says the
-  question's: "How many km are on my old running shoes?" → "New shoes … 62 km on them".
-  Yes/no questions are exempt ("Does it increase the risk?" is answered by "it decreases"),
-  and pairs of directions (`DIRECTION_PAIRS`) count only against a wh-question: "DUSP4
-  decreases apoptosis." is answered by the finding that it increased it.
+  duration, and *when … last / next* one occasion, not a schedule alone; *who* someone beyond
+  the question (not a day's name, not "owned"); *how many / how much* a number, and *how
+  much* with a money word an amount of money; *how long* an amount with its unit — each
+  *beyond* what the question itself says. *Where* has no rule: a place is as often a common
+  noun ("near the mill") as a name. Nor must the number of a *how many X* sit next to the X:
+  in scientific prose it rarely does;
+* **counts instead of naming** — *which X* wants the X named, not counted ("four carriers …");
+* **a named thing swapped** — the question names something (`db-2`, a capitalised name, a
+  version) that neither the claim nor its heading path nor its document's title mentions;
+* **a contrast swapped** — the question says one of a pair (`CONTRAST_PAIRS`: old/new,
+  inserts/updates, staging/production, …), the claim the other, and neither it nor its section
+  the question's; pairs of directions (`DIRECTION_PAIRS`) count only against a wh-question.
 
-Rules 4 add two answer types, from false answers of the lab and café corpora's tune halves
-(`bench/data/questions/`, written 2026-12-03): *how much* with a money word, or a money noun in a
-*what* question or keyword fragment ("price of …", "roaster delivery fee"), wants an amount of
-money, not the "250 g" of the bag it asks the price of; *when … last / next* wants one occasion (a
-date, a day, a clock time), not a schedule alone ("quarterly visits", "yearly, in January").
-
-A *who* answer must name someone beyond the question (rules 3): "Who runs the drill while Mei is
-on holiday?" is not answered by "… owned by Mei", nor by a day's name ("Tuesday") or a word
-that only says someone is responsible ("owned").
-
-The rules of versions 1 and 2 were kept only because, on the tune halves of the question sets
-(`bench/data/questions/`, `bench/answer_shape_rules.py`), they removed false answers at a small
-cost in right ones; the figures are in bench/README.md ("Answer shape"). Those of version 3
-(the who-rule's calendar and responsibility words, the contrast rule) were written from false
-answers of the holdout and fresh splits, which tune had none of left: kept because they cost no
-answer on any split, SciFact included; on the never-read `fresh2` split they removed none
-(bench/README.md, "rules version 3"). The rules are pure
-and lexical, like the scorer's own type cues: a rule that fires wrongly costs an answer (the
-ask then abstains and offers the closest passages), never lets a false one through.
-Yes/no questions ("Is a slow primary a reason to fail over?") are exempt from every rule but
-the named thing: "A slow primary is not a reason to fail over." answers by restating. So are
-statements to check (SciFact's claims: no question mark, no wh-word or auxiliary first, more
-than four content words): their "who" and "when" are relative words, not questions, and on
-SciFact train the *when* / *who* rules dropped only answers citing a relevant abstract.
+Yes/no questions are exempt from every rule but the named thing ("A slow primary is not a
+reason to fail over." answers by restating), and so are statements to check (SciFact's claims:
+no question mark, no wh-word or auxiliary first, more than four content words). The rules are
+pure and lexical: one that fires wrongly costs an answer (the ask abstains and offers the
+closest passages), never lets a false one through. Each is kept only while it removes false
+answers at little cost in right ones on the question sets (`bench/answer_shape_rules.py`;
+figures in bench/README.md, "Answer shape"); `SHAPE_RULES_VERSION` names the rule set in traces.
 """
 
 from __future__ import annotations
@@ -195,7 +168,7 @@ _AMOUNT_RE = re.compile(
 )
 
 
-# A question about what something costs (rules 4): "How much do we sell the 250 g bags for?",
+# A question about what something costs: "How much do we sell the 250 g bags for?",
 # "price of Castell's bread flour". "How many … do we sell" counts things and "What do we sell?"
 # asks for things, so a verb cue counts only after *how much*; a *what* question or a keyword
 # fragment needs a money noun (`asks_money`).
