@@ -1,4 +1,4 @@
-"""Benchmark: `retrieval.text.split_sentences` on hostile ~1 MB bodies (issue 12 item 3).
+"""Benchmark: `retrieval.text.split_sentences` on hostile ~1 MB bodies.
 
     .venv/bin/python bench/split_hostile.py
 

@@ -1,6 +1,6 @@
 """Note pages. Thin: each view reads through selectors, writes through services.
 
-Who may do what is the user's role in the note's space (issue 15): any member reads (list,
+Who may do what is the user's role in the note's space: any member reads (list,
 detail, history, compare, versions, trash); an editor or admin writes (create, edit, delete,
 restore). A note of a space the user is not in answers the no-access page (404), for reads
 and writes alike, so ids leak nothing; a member without the role gets Django's 403.
@@ -197,7 +197,7 @@ def note_detail(request: HtmxHttpRequest, note_id: int) -> HttpResponse:
 
 
 def graph_context(request: HttpRequest, document: Document) -> dict[str, object]:
-    """The graph sections of a document's page (issue 16, item 2; templates/graph/_links.html):
+    """The graph sections of a document's page (templates/graph/_links.html):
     its backlinks, links, unresolved links and unlinked mentions as this reader may see them,
     and the picture of its neighbourhood, one hop by default, two with `?hops=2`."""
     audience = eligibility.audience_for(request.user.pk)
@@ -225,7 +225,7 @@ def _int_field(raw: str | None) -> int | None:
 @require_POST
 @shows_no_access
 def link_mention(request: HttpRequest, note_id: int) -> HttpResponse:
-    """The "Link it" button of an unlinked mention (issue 16, item 2): a new version of the
+    """The "Link it" button of an unlinked mention: a new version of the
     mentioning note `note_id` in which the mention becomes a `[[wiki link]]` to `target`.
 
     The form carries the head the mention was read from (`base_version`) and its span
@@ -293,7 +293,7 @@ def _note_context(request: HttpRequest, note: Document) -> dict[str, object]:
     return {
         "can_write": selectors.may_write(request.user, note),
         "show_spaces": selectors.shows_space_badges(request.user),
-        # Share (issue 15, item 5): the note's link and who can open it; moving it to
+        # Share: the note's link and who can open it; moving it to
         # another space (spaces/move.html, which reads `document`); a public read-only
         # link to its current version (spaces/_public_link_form.html).
         "share_url": request.build_absolute_uri(_note_url(note)),

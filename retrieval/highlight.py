@@ -18,7 +18,7 @@ get `term_segments`: the query's terms found in Python with the index's tokenize
 `evidence_anchor` is the first-to-last highlighted range and its line range
 (seeds/loom-chain-of-custody.md, "Name the coordinate system before calculating offsets").
 
-Bounded cost (issue 10): FTS5 `highlight()` rebuilds its output string on every append, so
+Bounded cost: FTS5 `highlight()` rebuilds its output string on every append, so
 its time grows with the square of the matches in one passage (40,000 matches: ~1.6 s), and
 `ts_headline` is no better. So the engines only ever see passages of at most
 `HIGHLIGHT_MAX_CHARS` characters (the chunker's `LODE_CHUNK_MAX_CHARS` keeps new passages

@@ -1,4 +1,4 @@
-"""Public read-only links (issue 15, item 4): one note version or one stored answer, shown to
+"""Public read-only links: one note version or one stored answer, shown to
 anyone holding an unguessable token, only while the space's admin allows it.
 
 The rules live here, not in the views, so the web page, the admin and the tests all apply the

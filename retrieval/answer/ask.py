@@ -1,4 +1,4 @@
-"""The ask pipeline, orchestrated (DESIGN.md "The two pipelines"; issue 5 items 1, 5, 7, 9):
+"""The ask pipeline, orchestrated (DESIGN.md "The two pipelines"):
 
     search → EvidencePack (pack.py) → decision before answering (decision.py)
     → egress plan, once (egress.py: what may leave, redacted) → answerer (answerers.py)
@@ -436,7 +436,7 @@ def ask(
     `answerer` defaults to `retrieval.answer.answerers.get_answerer()` (a chat model when
     `LODE_LLM_BASE_URL` is set, else the offline extractive answerer).
 
-    `follow_links` (issue 16): None lets the graph discipline rule decide whether search
+    `follow_links`: None lets the graph discipline rule decide whether search
     follows links from the top hits; True always, False never. The trace records the
     choice and what expansion added (`Trace.expansion`).
     """

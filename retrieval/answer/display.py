@@ -109,7 +109,7 @@ def context_segments(
     return tuple((text, highlighted) for text, highlighted in pieces if text)
 
 
-# --- quotes as a person reads them (issue 12 item 3) -------------------------------------------
+# --- quotes as a person reads them -------------------------------------------------------------
 #
 # A quote's context is shown as text, not as Markdown source: no "##", no fences, no "- "
 # markers, no "**". Chosen over rendering the context through the sanitiser
@@ -439,7 +439,7 @@ def closest_passages(
 def outcome_from_trace(row: AskTrace) -> AskOutcome:
     """The outcome exactly as stored (for permalinks): nothing is re-run or re-read. The
     withheld documents are the pack items the trace lists as withheld. A dropped claim's
-    reason stored before issue 13 named its version by database id; it is shown naming the
+    reason in an older trace may name its version by database id; it is shown naming the
     version by its number, from the stored pack (`gate.relabel_reason`)."""
     answer = row.answer or {}
     trace = Trace.from_row(row)

@@ -1,5 +1,5 @@
 """The EvidencePack: the ordered, deduplicated, budgeted evidence an answerer may use
-(issue 5 item 1; seeds/lighthouse-spec.md "EvidencePack"; seeds/lode-retrieval.md
+(seeds/lighthouse-spec.md "EvidencePack"; seeds/lode-retrieval.md
 "Pinned-note context is deliberately unbounded").
 
 Order (stable, so the same hits always make the same pack and a trace can be replayed):
@@ -9,8 +9,8 @@ Order (stable, so the same hits always make the same pack and a trace can be rep
    counted against the budget — capping them would silently drop parts of the very note the
    user chose to ask about (seed decision lode-ol2v).
 2. **Search hits**, in search rank order (ties by passage id). Search rank already folds in the
-   trust gradient (`retrieval.trust`). Passages graph expansion added (issue 16,
-   `retrieval.search.graph_expand`: reached by a link from a top hit's document) are hits
+   trust gradient (`retrieval.trust`). Passages graph expansion added
+   (`retrieval.search.graph_expand`: reached by a link from a top hit's document) are hits
    like the others, in the place the trust rule gave them — right after the hit they were
    reached from, lower for an inferred edge — so they share the same budget and dedup, and
    the answerer may quote them; the gate checks those quotes like any other. Which items

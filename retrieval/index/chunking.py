@@ -60,7 +60,7 @@ DEFAULT_OVERLAP_WORDS = 20
 # The character bound. 200 (+20 overlap) words of prose are ~1,100-1,700 characters
 # (SciFact abstracts chunked at 200 words: median 989, longest 1,708), so 2,000 never
 # splits ordinary prose, while one line of a table, a minified file or a giant "word"
-# can no longer become a megabyte-long passage (issue 10).
+# cannot become a megabyte-long passage.
 DEFAULT_MAX_CHARS = 2000
 
 # Only the block structure is needed, so the (comparatively slow) inline pass

@@ -1,4 +1,4 @@
-"""Backlinks (issue 16, item 2): what a document's page shows about its place in the graph.
+"""Backlinks: what a document's page shows about its place in the graph.
 
 `document_links(audience, document)` reads the edges around one document and returns four
 bounded lists, each row plain data a template renders with auto-escaping:

@@ -11,7 +11,7 @@ Order (DESIGN.md "RRF k=60 + exact identifier/phrase boosts + deterministic ties
 3. ties broken by lexical rank (measured on SciFact train: ~0.01 nDCG@10 better than dense
    order), then dense rank, then passage id.
 
-Short queries in hybrid search add a word-coverage tier (`word_tiers`, issue 13 item 4): a
+Short queries in hybrid search add a word-coverage tier (`word_tiers`): a
 passage holding every query word ranks above one holding only some, which ranks above one
 holding none, whatever the dense leg thought; RRF orders each tier. Exact matches stay first.
 """
@@ -115,7 +115,7 @@ def word_tier(words_matched: int, query_words: int) -> int:
 def word_tiers(hits: Sequence[FusedHit], query_words: int) -> list[FusedHit]:
     """`hits` (in fused order, each with `words_matched` set) grouped by word coverage.
 
-    Why (issue 13, item 4): fusion adds the dense leg's reciprocal ranks to the lexical
+    Why: fusion adds the dense leg's reciprocal ranks to the lexical
     leg's, so on a two-word query ("failover replica") a passage that is merely *about*
     databases but holds neither word can collect more RRF than the one passage holding both
     when that one sits deep in both legs (a library crowded with one-word matches), and the

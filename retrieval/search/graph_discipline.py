@@ -1,4 +1,4 @@
-"""Graph discipline (issue 16 item 3; seeds/lighthouse-spec.md "Graph Discipline Policy"):
+"""Graph discipline (seeds/lighthouse-spec.md "Graph Discipline Policy"):
 the one rule deciding whether a search or an ask follows links at all.
 
 "Graph retrieval is invoked only when the planner flags multi-hop / entity-relational /

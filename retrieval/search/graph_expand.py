@@ -1,4 +1,4 @@
-"""Graph expansion (issue 16 item 3; seeds/lode-retrieval.md `ctx = graph_expand(big)`):
+"""Graph expansion (seeds/lode-retrieval.md `ctx = graph_expand(big)`):
 from the documents of the top hits, follow links one hop and add the linked passages that
 best match the query, as context marked "via link from X" with the edge that led there.
 
@@ -199,7 +199,7 @@ def named_documents(question: str, audience: Audience) -> list[Document]:
     live = Document.objects.filter(deleted_at__isnull=True, title_key__in=keys).exclude(head=None)
     # By title key first, the space checked here: with the spaces in the same statement,
     # SQLite walks every document of the audience's spaces instead of the title index (at
-    # 56k passages ~40 ms a search against ~3 ms; bench/README.md, issue 14). Bounded: when
+    # 56k passages ~40 ms a search against ~3 ms; bench/README.md). Bounded: when
     # more documents of all spaces bear these titles than `TITLE_SCAN`, the filtered
     # statement answers instead.
     matches = list(live.order_by("pk").values_list("pk", "space_id")[: TITLE_SCAN + 1])

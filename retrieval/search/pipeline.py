@@ -98,7 +98,7 @@ MAX_PAGE_SIZE = 100
 # Internal callers (evaluation, answers) may take the whole fused list.
 MAX_LIMIT = lexical.LEXICAL_LIMIT + DENSE_LIMIT
 
-# The similarity floor for meaning-only hits (issue 13, item 4): a passage holding none of
+# The similarity floor for meaning-only hits: a passage holding none of
 # the query's words, found by the dense leg alone, is shown only when its cosine with the
 # query reaches this — or when the user asks for weaker matches (`show_weaker`). The dense
 # leg always returns its 256 nearest passages, however unrelated ("kubernetes helm chart"
@@ -145,7 +145,7 @@ class Hit:
     # An annotation whose quote is no longer in the current snapshot of its external: kept
     # in results (never dropped) but labelled and ranked after every live hit.
     orphaned: bool = False
-    # Graph expansion (issue 16, graph_expand.py): this passage was not found by the query
+    # Graph expansion (graph_expand.py): this passage was not found by the query
     # but reached by a link from (or to) the document of a top hit; `via` names the edge.
     via: Via | None = None
 
@@ -241,7 +241,7 @@ class SearchResult:
     # Set by the legs: the lexical leg ran and returned fewer than its limit, so it found
     # every eligible passage holding a query word (a candidate it did not return holds none).
     lexical_complete: bool = field(default=False, repr=False)
-    # Graph expansion (issue 16): whether links were followed, the rule that decided, and
+    # Graph expansion: whether links were followed, the rule that decided, and
     # what was added (the added hits are also in `hits`, with `via` set). None: not reached.
     expansion: Expansion | None = None
 
@@ -595,7 +595,7 @@ class _Ranked:
 
 # Candidates' stems, per process: short hybrid queries count the words of every candidate
 # (word-coverage tiers), and the same passages come back search after search; folding each
-# one's title and text was most of such a search's time (bench/README.md, issue 14). Keyed
+# one's title and text was most of such a search's time (bench/README.md). Keyed
 # by the strings themselves, so an edited passage is a new entry (as the reranker's
 # `rerank.passage_terms`); the bound keeps memory to a few tens of MB per process.
 PASSAGE_STEMS_CACHE_SIZE = 4096
@@ -791,7 +791,7 @@ def search(
     hits below MEANING_ONLY_FLOOR and counts them in `weaker_hidden`; with True (the default
     for internal callers: evaluation, ask) they stay, marked `weak`.
 
-    Graph expansion (issue 16, graph_expand.py): `follow_links` None lets the graph
+    Graph expansion (graph_expand.py): `follow_links` None lets the graph
     discipline rule decide (graph_discipline.py), True always follows links from the top
     hits' documents, False never does; `follow_inferred` also follows inferred edges
     (`mentions`, `related`). Added passages join `hits` with `via` set (after the page-size

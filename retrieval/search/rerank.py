@@ -146,7 +146,7 @@ def _minmax(values: list[float | None]) -> list[float]:
 
 # Passages analysed recently, per process: the same passages come back as candidates query
 # after query, and tokenising each one's title and text was most of the reranker's cost
-# (bench/README.md, issue 14). Keyed by the strings themselves, so an edited passage is a
+# (bench/README.md). Keyed by the strings themselves, so an edited passage is a
 # new entry; the bound keeps memory to a few MB per process.
 PASSAGE_TERMS_CACHE_SIZE = 4096
 

@@ -1,4 +1,4 @@
-"""Graph questions in words over the API (issue 16, item 5): a thin shell over
+"""Graph questions in words over the API: a thin shell over
 `retrieval.answer.graph_words.ask_graph`, with the same authentication as every endpoint
 (session with CSRF, or a bearer token; lode_site/api.py).
 
