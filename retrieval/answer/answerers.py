@@ -1,5 +1,5 @@
 """Answerers: turn a question and its EvidencePack into an AnswerDraft of claims, each quoting
-spans pinned to version ids (issue 5 items 2–3; seeds/lode-retrieval.md "Make the answer
+spans pinned to version ids (seeds/lode-retrieval.md "Make the answer
 schema verifiable"). Nothing else is asked of them — no confidence: the gate decides.
 
 Two implementations behind one Protocol; `get_answerer()` picks the one `LODE_ANSWERER` names
@@ -102,13 +102,13 @@ class Answerer(Protocol):
 MAX_EXTRACTIVE_CLAIMS = 3
 # A sentence qualifies when it holds at least this share of the question's content words…
 MIN_COVERAGE = 0.34
-# …and at least this many of them (all of them when the question has fewer). Before the
-# relevance step (issue 12) this rule alone kept off-topic sentences out and needed 3 words at
-# 0.4 coverage (probed on SciFact train: 2 words answered 77% of claims but 10/20 off-topic
-# questions; 3 words, 75% and 1/20) — which left "How long is an access token valid?"
-# unanswered by "Access tokens live for 15 minutes". Now it only gathers candidates: the
-# relevance scorer ranks them and the gate's relevance step decides (bench/answer_quality.py
-# measures the whole: bench/README.md, "Answers that answer").
+# …and at least this many of them (all of them when the question has fewer). This rule only
+# gathers candidates: the relevance scorer ranks them and the gate's relevance step decides
+# what answers. Alone it would need 3 words at 0.4 coverage to keep off-topic sentences out
+# (probed on SciFact train: 2 words answered 77% of claims but 10/20 off-topic questions;
+# 3 words, 75% and 1/20), which leaves "How long is an access token valid?" unanswered by
+# "Access tokens live for 15 minutes". bench/answer_quality.py measures the whole
+# (bench/README.md, "Answers that answer").
 MIN_MATCHED = 2
 # Weight of the evidence item's position (pinned, then search rank) in the sentence score:
 # small, so it breaks near-ties between sentences rather than outvoting coverage.
