@@ -3,46 +3,26 @@
 "Pinned-note context is deliberately unbounded").
 
 Order (stable, so the same hits always make the same pack and a trace can be replayed):
+first every head passage of a **pinned** note ("ask about this note"), by position, never
+deduplicated or counted against the budget — capping them would drop parts of the very note
+the user asked about (seed decision lode-ol2v); then the **search hits** in rank order, which
+already folds in the trust gradient and places passages graph expansion added right after the
+hit they were reached from (the trace, not the item, records which came by a link).
 
-1. **Pinned passages** ("ask about this note"): every head passage of that note, by position in
-   the note (ties by passage id). They are never deduplicated against each other and never
-   counted against the budget — capping them would silently drop parts of the very note the
-   user chose to ask about (seed decision lode-ol2v).
-2. **Search hits**, in search rank order (ties by passage id). Search rank already folds in the
-   trust gradient (`retrieval.trust`). Passages graph expansion added
-   (`retrieval.search.graph_expand`: reached by a link from a top hit's document) are hits
-   like the others, in the place the trust rule gave them — right after the hit they were
-   reached from, lower for an inferred edge — so they share the same budget and dedup, and
-   the answerer may quote them; the gate checks those quotes like any other. Which items
-   came by a link is recorded in the trace (`Trace.expansion`), not on the item.
+A hit is dropped as a near-duplicate of an earlier item when it is the same passage, the same
+text (SHA-256, or after `retrieval.text.nfkc_folded`), or token-set Jaccard ≥
+`JACCARD_THRESHOLD` over the index's folded tokens — **unless** the tokens that differ include
+a number or a negation word: "30" vs "60", or a "not", is what conflict detection needs to see.
 
-Near-duplicates (a hit is dropped, the earlier — better-ranked or pinned — item kept):
+Budget (hits only): at most `max_items` hit items and `max_chars` characters of their text
+(`LODE_ASK_MAX_ITEMS`, `LODE_ASK_MAX_CHARS`); an item that would overflow the characters is
+dropped and the next still tried, so a long passage does not starve shorter ones. Every
+dropped hit is recorded in `pack.dropped` ({"passage_id", "reason", "rank"}).
 
-* the same passage already in the pack (a pinned note's passages also come back as hits);
-* the same text (equal SHA-256 of the passage text), or the same text after NFKC, case folding
-  and whitespace collapsing (`retrieval.text.nfkc_folded`);
-* near-identical text: token-set Jaccard similarity ≥ `JACCARD_THRESHOLD` (0.9), over the
-  stemmed, case-folded tokens the lexical index sees (`retrieval.text.folded_tokens`) —
-  **unless** the tokens that differ include a number or a negation word. Two passages that
-  differ only in "30" vs "60", or in a "not", are exactly what conflict detection
-  (`decision.py`) needs to see, so they are both kept.
-
-Budget (hits only; pinned items bypass it): at most `max_items` hit items and `max_chars`
-characters of hit passage text. Items are taken in order; an item that would push the text
-over `max_chars` is dropped "over budget" and the next one is still tried (a long passage
-must not starve the shorter ones after it); once `max_items` hits are in, every later hit is
-"over budget". Defaults: `LODE_ASK_MAX_ITEMS`, `LODE_ASK_MAX_CHARS`.
-
-Every dropped hit is recorded in `pack.dropped` as {"passage_id", "reason", "rank"}, where
-reason is "near-duplicate of <id>" (with the rule in "rule"), "already pinned" or "over
-budget".
-
-At egress a parent block shared by several items is sent once (`egress_blocks`), while every
-item keeps its own range — the citation offsets live on the item (seed, lode-ol2v).
-
-Each item carries its passage's section headings (`PackItem.heading_path`, the entries that
-add a word to the document title: `headings_beyond_title`), which the answerability decision
-and the extractive answerer count as the passage's words.
+At egress a parent block shared by several items is sent once (`egress_blocks`), while each
+item keeps its own citation range. Each item carries its section headings beyond the document
+title (`PackItem.heading_path`), which the decision and the extractive answerer count as its
+words.
 """
 
 from __future__ import annotations
