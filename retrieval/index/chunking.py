@@ -1,44 +1,42 @@
 """Deterministic, model-free markdown chunking.
 
-A note body is cut into *passages*, the unit that gets indexed for search. The
-chunker works in three stages:
+A note body is cut into *passages*, the unit that gets indexed for search. The chunker works in
+three stages:
 
-1. **Blocks.** markdown-it-py finds the top-level block structure (headings,
-   paragraphs, list items, code, tables, quotes, HTML, thematic breaks). Each
-   block's ``.map`` line range is translated into a code-point range of the
-   original body and trimmed of edge whitespace. Lines markdown-it maps to no
-   block (link reference definitions, for instance) become ``"other"`` blocks,
-   so every non-whitespace character of the body belongs to some block.
-2. **Sections.** Every top-level heading opens a new section, which runs up to
-   the next heading. The section is the "parent" used for small-to-big
-   retrieval, and passages never span two sections.
-3. **Passages.** Consecutive blocks of a section are packed greedily while the
-   total stays within ``max_words`` words and ``max_chars`` characters. A
-   heading always travels with the first passage of its section. A group with
-   too many words is cut into balanced, overlapping word windows whose cuts
-   snap to sentence ends; any passage still longer than ``max_chars`` (a long
-   table line, code block or a single giant "word") is then cut into pieces of
-   at most ``max_chars``, at the last whitespace in the second half of the
-   allowed span, else before the last punctuation character there, else hard
-   (stepping back off combining marks and zero-width joiners when it can).
+1. **Blocks.** markdown-it-py finds the top-level block structure (headings, paragraphs, list
+   items, code, tables, quotes, HTML, thematic breaks). Each block's ``.map`` line range is
+   translated into a code-point range of the original body and trimmed of edge whitespace. Lines
+   markdown-it maps to no block (link reference definitions, for instance) become ``"other"``
+   blocks, so every non-whitespace character of the body belongs to some block.
+2. **Sections.** Every top-level heading opens a new section, which runs up to the next heading.
+   The section is the "parent" used for small-to-big retrieval, and passages never span two
+   sections.
+3. **Passages.** Consecutive blocks of a section are packed greedily while the total stays
+   within ``max_words`` words and ``max_chars`` characters. A heading always travels with the
+   first passage of its section. A group with too many words is cut into balanced, overlapping
+   word windows whose cuts snap to sentence ends; any passage still longer than ``max_chars`` (a
+   long table line, code block or a single giant "word") is then cut into pieces of at most
+   ``max_chars``, at the last whitespace in the second half of the allowed span, else before the
+   last punctuation character there, else hard (stepping back off combining marks and zero-width
+   joiners when it can).
 
-Offsets are Python ``str`` indices (Unicode code points) into the *original*
-body, so ``body[chunk.start:chunk.end] == chunk.text`` always holds, even for
-CRLF line endings, NUL characters or astral-plane emoji (a code point is never
-split, so neither is what UTF-16 would store as a surrogate pair).
+Offsets are Python ``str`` indices (Unicode code points) into the *original* body, so
+``body[chunk.start:chunk.end] == chunk.text`` always holds, even for CRLF line endings, NUL
+characters or astral-plane emoji (a code point is never split, so neither is what UTF-16 would
+store as a surrogate pair).
 
 Guarantees, for every passage:
 
 * words: at most ``max_words + overlap``, where
   ``overlap = min(overlap_words, max_words // 2)``;
-* characters: at most ``max_chars`` code points. Only a passage that must be
-  cut by characters can split a word, and only when its span holds neither
-  whitespace nor punctuation (a hard cut);
-* the text neither starts nor ends with whitespace, and together the passages
-  cover every non-whitespace character of the body.
+* characters: at most ``max_chars`` code points. Only a passage that must be cut by characters
+  can split a word, and only when its span holds neither whitespace nor punctuation (a hard
+  cut);
+* the text neither starts nor ends with whitespace, and together the passages cover every
+  non-whitespace character of the body.
 
-The work is linear in the body's length (a 2 MB body of any shape chunks in
-well under a second; ``bench/chunk_hostile.py``).
+The work is linear in the body's length (a 2 MB body of any shape chunks in well under a second;
+``bench/chunk_hostile.py``).
 """
 
 from __future__ import annotations
