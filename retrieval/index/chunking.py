@@ -15,10 +15,8 @@ three stages:
    within ``max_words`` words and ``max_chars`` characters. A heading always travels with the
    first passage of its section. A group with too many words is cut into balanced, overlapping
    word windows whose cuts snap to sentence ends; any passage still longer than ``max_chars`` (a
-   long table line, code block or a single giant "word") is then cut into pieces of at most
-   ``max_chars``, at the last whitespace in the second half of the allowed span, else before the
-   last punctuation character there, else hard (stepping back off combining marks and zero-width
-   joiners when it can).
+   long table line, code block or a single giant "word") is then cut by characters
+   (``_char_windows``).
 
 Offsets are Python ``str`` indices (Unicode code points) into the *original* body, so
 ``body[chunk.start:chunk.end] == chunk.text`` always holds, even for CRLF line endings, NUL
