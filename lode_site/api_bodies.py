@@ -31,9 +31,12 @@ from pydantic_core import PydanticCustomError
 # and far below the recursion limit of the parser and of pydantic.
 MAX_JSON_DEPTH = 64
 
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# A JSON string, escapes included; "unrolled" (no alternation per character), so a long
+# string is skipped at the regex engine's speed.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+# Openers to +1 and closers to -1 (as signed bytes), summed by `accumulate` in C.
+_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 
 # A text field that must hold more than whitespace (the services strip it, then refuse "").
 NOT_BLANK = r"\S"
@@ -59,8 +62,8 @@ def json_depth(body: bytes) -> int:
     recursion. Brackets inside strings do not count."""
     if body.count(b"[") + body.count(b"{") == 0:
         return 0
-    brackets = _STRING.sub(b"", body).translate(None, _NOT_BRACKETS)
-    return max(accumulate(_STEP[b] for b in brackets), default=0)
+    steps = _STRING.sub(b"", body).translate(None, _NOT_BRACKETS).translate(_STEPS)
+    return max(accumulate(memoryview(steps).cast("b")), default=0)
 
 
 def parse_json_body(body: bytes) -> Any:
