@@ -42,6 +42,15 @@ def old_module(which: str, revision: str, folder: Path) -> ModuleType:
     ).stdout  # fmt: skip
     # Its default paths were computed from its own location; point them at the repository.
     source = source.replace("Path(__file__).resolve().parents[3]", f"Path({str(REPOSITORY)!r})")
+    # The product modules it imported from have since been split; take the same names from
+    # where the current command imports them (the weights file's path only fed its defaults).
+    source = source.replace("    RELEVANCE_FILE,\n", "").replace(
+        "from retrieval.answer.relevance import (", "from training.fit_relevance import ("
+    )
+    source = source.replace(
+        "from retrieval.text import TOKEN_RE, split_sentences",
+        "from training.fit_relevance import TOKEN_RE, split_sentences",
+    )
     path = folder / f"handwritten_{which}.py"
     path.write_text(source, encoding="utf-8")
     spec = importlib.util.spec_from_file_location(path.stem, path)
@@ -55,13 +64,13 @@ def old_module(which: str, revision: str, folder: Path) -> ModuleType:
 def relevance(args: argparse.Namespace, old: ModuleType) -> None:
     from sklearn.metrics import roc_auc_score
 
-    from retrieval.answer.relevance import (
+    from training import fit_relevance as new
+    from training.fit_relevance import (
         FALLBACK_FEATURE_NAMES,
         FALLBACK_MODEL,
         FEATURE_NAMES,
         FULL_MODEL,
     )
-    from training import fit_relevance as new
 
     data = new.load_corpora(args)
     questions, _ = new.question_sets(Path(args.questions), data, "tune", None)
