@@ -2,7 +2,8 @@
 `LODE_LEXICAL_BACKEND` each resolve (an alias or a dotted import path) to something that has
 what its Protocol asks for. A bad name stops `manage.py check` (and so `runserver`,
 `migrate` and the bootstrap) with the setting and the reason, instead of failing requests.
-Registered by `retrieval.web.apps.RetrievalConfig.ready`.
+Registered by `retrieval.web.apps.RetrievalConfig.ready`; each check imports its backend's
+module when it runs, so starting a process does not load the answer pipeline.
 """
 
 from __future__ import annotations
@@ -14,10 +15,7 @@ from django.conf import settings
 from django.core.checks import Error, register
 from django.db import connection
 
-from retrieval.answer.answerers import ANSWERER_ALIASES, get_answerer
-from retrieval.answer.entailment import ENTAILMENT_ALIASES, get_entailment_scorer
 from retrieval.index.backend_paths import BackendPathError
-from retrieval.index.lexical import VENDOR_BACKENDS, backend_for
 
 
 def _backend_error(build: Callable[[], Any], check_id: str, choices: str) -> list[Error]:
@@ -34,6 +32,8 @@ def _aliases(names: Any) -> str:
 
 @register()
 def answerer_resolves(app_configs: Any, **kwargs: Any) -> list[Error]:
+    from retrieval.answer.answerers import ANSWERER_ALIASES, get_answerer
+
     return _backend_error(
         get_answerer, "lode.E003", _aliases(["auto", *ANSWERER_ALIASES]) + " Answerer class"
     )
@@ -41,6 +41,8 @@ def answerer_resolves(app_configs: Any, **kwargs: Any) -> list[Error]:
 
 @register()
 def entailment_scorer_resolves(app_configs: Any, **kwargs: Any) -> list[Error]:
+    from retrieval.answer.entailment import ENTAILMENT_ALIASES, get_entailment_scorer
+
     return _backend_error(
         get_entailment_scorer,
         "lode.E004",
@@ -50,6 +52,8 @@ def entailment_scorer_resolves(app_configs: Any, **kwargs: Any) -> list[Error]:
 
 @register()
 def lexical_backend_resolves(app_configs: Any, **kwargs: Any) -> list[Error]:
+    from retrieval.index.lexical import VENDOR_BACKENDS, backend_for
+
     return _backend_error(
         lambda: backend_for(settings.LODE_LEXICAL_BACKEND, connection.vendor),
         "lode.E005",
