@@ -459,6 +459,26 @@ def test_no_module_redefines_a_text_primitive() -> None:
     assert copies == [], "\n".join(copies)
 
 
+def word_lists_outside_their_home(path: Path) -> list[str]:
+    """Every word list `path` builds with `word_set`: lists live in retrieval/words/ only."""
+    tree = ast.parse(path.read_text("utf-8"), filename=str(path))
+    return [
+        f"{path.name}:{node.lineno}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "word_set"
+    ]
+
+
+def test_word_lists_are_built_only_in_retrieval_words(tmp_path: Path) -> None:
+    found = [where for path in source_files() for where in word_lists_outside_their_home(path)]
+    assert found == [], "\n".join(found)
+    planted = tmp_path / "planted.py"
+    planted.write_text("from retrieval.words.word_set import word_set\nX = word_set('a b')\n")
+    assert word_lists_outside_their_home(planted) == ["planted.py:2"]
+
+
 def test_the_copy_check_finds_planted_copies(tmp_path: Path) -> None:
     planted = tmp_path / "planted.py"
     planted.write_text(
