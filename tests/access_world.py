@@ -22,6 +22,7 @@ the same before and after the services learn about spaces.
 from __future__ import annotations
 
 import inspect
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -235,7 +236,8 @@ def build_world() -> World:
         space=team,
         name="Bramble docs",
         kind=Source.Kind.FOLDER,
-        location="/srv/bramble",
+        # A real folder inside the test settings' allowed roots, so a refresh is accepted.
+        location=tempfile.mkdtemp(prefix="bramble-"),
     )
     keep("team_source", source, "bramble", team)
     external = factories.make_source_external(
