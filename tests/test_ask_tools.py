@@ -8,15 +8,21 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.urls import reverse
 
 from externals import fetch, pipeline
 from externals.models import DiscoveredVia, Source, SourceItem
 from notes.models import Version
 from retrieval.answer import tools
+from retrieval.answer.answerers import ExtractiveAnswerer
+from retrieval.answer.ask import ask
 from retrieval.answer.egress import request_sha256
+from retrieval.answer.replay import replay
 from retrieval.answer.tools import MAX_TOOL_BYTES, ToolSession, replay_result
-from retrieval.models import EgressLog
+from retrieval.answer.types import Decision
+from retrieval.models import AskTrace, EgressLog
 from tests.factories import make_source, note
+from tests.fake_llm import Scripted
 from tests.local_http import local_server
 
 PAGE = (
@@ -180,3 +186,125 @@ def test_only_a_user_who_may_see_a_source_can_refresh_its_item(alice, bob):
     assert "no source item" in refused["refused"]
     assert "fifty minutes" in Version.objects.get(pk=refreshed["snapshot_id"]).body
     assert EgressLog.objects.filter(purpose="tool", user=bob).count() == 0
+
+
+# --- through ask ---------------------------------------------------------------------------
+
+SPAN = "Canary deploys run for forty minutes before the fleet is upgraded."
+
+
+def _tool_call_reply(url: str) -> Scripted:
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "fetch_url", "arguments": json.dumps({"url": url})},
+            }
+        ],
+    }
+    return Scripted(body={"choices": [{"index": 0, "message": message}]})
+
+
+def test_a_model_fetches_a_page_and_its_claim_cites_the_stored_snapshot(alice, fake_llm, settings):
+    settings.LODE_ASK_TOOLS = True
+    snapshot_ids: list[int] = []
+
+    def answer_from_tool_result(received) -> None:
+        results = [m for m in received.messages if m["role"] == "tool"]
+        if results and not snapshot_ids:
+            snapshot_ids.append(json.loads(results[0]["content"])["snapshot_id"])
+            fake_llm.reply("I have what I need.")
+            fake_llm.reply(
+                {
+                    "claims": [
+                        {
+                            "text": SPAN,
+                            "support": [{"version_id": snapshot_ids[0], "quoted_span": SPAN}],
+                        }
+                    ]
+                }
+            )
+
+    fake_llm.on_request = answer_from_tool_result
+    with local_server() as site:
+        site.routes["/guide"] = (200, HTML, PAGE)
+        fake_llm.script(_tool_call_reply(site.url("/guide")))
+        outcome = ask(user=alice, question="How long do canary deploys run?", mode="lexical")
+        hits = len(site.hits)
+        row = AskTrace.objects.get(pk=outcome.trace_id)
+        assert replay(row) == []
+        assert len(site.hits) == hits == 1
+    assert fake_llm.callback_errors == []
+    assert outcome.decision == Decision.ANSWER, (outcome.message, outcome.notes)
+    assert outcome.fetched_version_ids == snapshot_ids
+    assert [s.version_id for c in outcome.claims for s in c.support] == snapshot_ids
+    tool_row = EgressLog.objects.get(purpose="tool")
+    first_answer_row = EgressLog.objects.filter(purpose="qa").order_by("pk").last()
+    assert tool_row.pk < first_answer_row.pk
+    assert row.trace["tools"][0]["snapshot_id"] == snapshot_ids[0]
+
+
+def test_a_user_started_fetch_answers_from_the_page_without_a_model(alice):
+    with local_server() as site:
+        site.routes["/guide"] = (200, HTML, PAGE)
+        url = site.url("/guide")
+        outcome = ask(
+            user=alice,
+            question=f"How long do canary deploys run? {url}",
+            mode="lexical",
+            answerer=ExtractiveAnswerer(),
+            fetch_urls=[url],
+        )
+        row = AskTrace.objects.get(pk=outcome.trace_id)
+        assert replay(row) == []
+        assert len(site.hits) == 1
+    assert outcome.decision == Decision.ANSWER, (outcome.message, outcome.notes)
+    assert outcome.fetched_version_ids
+    cited = {s.version_id for c in outcome.claims for s in c.support}
+    assert cited == set(outcome.fetched_version_ids)
+    assert EgressLog.objects.filter(purpose="tool").count() == 1
+    assert not EgressLog.objects.exclude(purpose="tool").exists()
+
+
+def test_the_answer_page_offers_to_fetch_a_page_named_in_the_question(alice_client):
+    with local_server() as site:
+        site.routes["/guide"] = (200, HTML, PAGE)
+        url = site.url("/guide")
+        question = f"How long do canary deploys run? {url}"
+        first = alice_client.post(reverse("ask"), {"question": question, "mode": "lexical"})
+        page = alice_client.get(first["Location"]).content.decode()
+        assert "Fetch this page and answer from it" in page
+        assert 'name="csrfmiddlewaretoken"' in page.split('class="fetch-offer"')[1]
+        assert site.hits == []
+        fetched = alice_client.post(
+            reverse("ask"), {"question": question, "mode": "lexical", "fetch_url": url}
+        )
+        answer = alice_client.get(fetched["Location"]).content.decode()
+        assert len(site.hits) == 1
+    assert "from a page fetched for this answer" in answer
+    assert "forty minutes" in answer
+    assert "Fetch this page and answer from it" not in answer
+
+
+def test_only_an_address_written_in_the_question_is_fetched(alice_client):
+    with local_server() as site:
+        site.routes["/guide"] = (200, HTML, PAGE)
+        response = alice_client.post(
+            reverse("ask"),
+            {"question": "How long do canary deploys run?", "fetch_url": site.url("/guide")},
+        )
+        assert site.hits == []
+    assert response.status_code == 200
+    assert "Only a web address written in the question is fetched." in response.content.decode()
+
+
+def test_the_source_list_shows_pages_found_by_an_ask(alice, alice_client):
+    with local_server() as site:
+        site.routes["/guide"] = (200, HTML, PAGE)
+        ToolSession(alice).run("fetch_url", {"url": site.url("/guide")})
+    page = alice_client.get(reverse("externals:sources")).content.decode()
+    assert "found by an ask" in page
+    assert site.url("/guide") in page
