@@ -254,6 +254,7 @@ def test_model_two_stages_good_output(alice, graph, fake_llm):
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
 def test_model_egress_row_is_committed_before_each_request(alice, graph, fake_llm):
     """Seen from the fake server's own connection as each request arrives: only a committed
     row is visible there (a transactional test, so the test's transaction hides nothing)."""
