@@ -410,22 +410,24 @@ def _ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context(trust_env=False)
 
 
-def _budget() -> _Budget:
+def _budget(timeout: float | None = None) -> _Budget:
+    seconds = float(settings.LODE_FETCH_TIMEOUT_SECONDS)
     return _Budget(
-        float(settings.LODE_FETCH_TIMEOUT_SECONDS),
+        seconds if timeout is None else max(0.0, min(seconds, timeout)),
         int(getattr(settings, "LODE_FETCH_MIN_BYTES_PER_SECOND", 0)),
         MIN_RATE_GRACE_SECONDS,
     )
 
 
-def fetch_url(url: str, *, max_bytes: int | None = None) -> Fetched:
+def fetch_url(url: str, *, max_bytes: int | None = None, timeout: float | None = None) -> Fetched:
     """GET `url` and return its body; raises `FetchError` with the reason on any refusal,
     on the deadline or on a transfer slower than the minimum rate. `max_bytes` lowers the
-    size cap below `LODE_FETCH_MAX_BYTES` (an ask's remaining fetch allowance)."""
+    size cap below `LODE_FETCH_MAX_BYTES` (an ask's remaining fetch allowance); `timeout`
+    lowers the deadline below `LODE_FETCH_TIMEOUT_SECONDS` (an ask's remaining time)."""
     limit = settings.LODE_FETCH_MAX_BYTES
     if max_bytes is not None:
         limit = min(limit, max_bytes)
-    budget = _budget()
+    budget = _budget(timeout)
     current = url
     for _hop in range(MAX_REDIRECTS + 1):
         host, port = check_url(current)

@@ -6,12 +6,14 @@ refresh a source item."""
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 from django.urls import reverse
 
 from externals import fetch, pipeline
 from externals.models import DiscoveredVia, Source, SourceItem
+from lode_site.budget import time_budget
 from notes.models import Version
 from retrieval.answer import tools
 from retrieval.answer.answerers import ExtractiveAnswerer
@@ -308,3 +310,121 @@ def test_the_source_list_shows_pages_found_by_an_ask(alice, alice_client):
     page = alice_client.get(reverse("externals:sources")).content.decode()
     assert "found by an ask" in page
     assert site.url("/guide") in page
+
+
+# --- the ask's time budget and the model's egress rows --------------------------------------
+
+
+def _tool_calls_reply(*calls: tuple[str, dict]) -> Scripted:
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": f"call_{i}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+            for i, (name, arguments) in enumerate(calls, start=1)
+        ],
+    }
+    return Scripted(body={"choices": [{"index": 0, "message": message}]})
+
+
+def _answer_citing_the_first_snapshot(fake_llm) -> list[int]:
+    """Once a tool result holding a snapshot reaches the model: stop calling tools, then
+    answer with SPAN citing that snapshot. Returns the list the snapshot id is put in."""
+    snapshot_ids: list[int] = []
+
+    def on_request(received) -> None:
+        results = [json.loads(m["content"]) for m in received.messages if m["role"] == "tool"]
+        found = [r["snapshot_id"] for r in results if "snapshot_id" in r]
+        if found and not snapshot_ids:
+            snapshot_ids.append(found[0])
+            fake_llm.reply("I have what I need.")
+            fake_llm.reply(
+                {
+                    "claims": [
+                        {"text": SPAN, "support": [{"version_id": found[0], "quoted_span": SPAN}]}
+                    ]
+                }
+            )
+
+    fake_llm.on_request = on_request
+    return snapshot_ids
+
+
+def test_tool_calls_past_the_asks_time_budget_are_refused_and_traced(
+    alice, fake_llm, settings, monkeypatch
+):
+    settings.LODE_ASK_TOOLS = True
+    settings.LODE_FETCH_TIMEOUT_SECONDS = 120  # the ask's budget, not the fetch's own, binds
+    # Tools get one tenth of a 20 s budget; the rest stays for answering.
+    monkeypatch.setattr(tools, "TOOL_BUDGET_SHARE", 0.1)
+    snapshot_ids = _answer_citing_the_first_snapshot(fake_llm)
+    released = threading.Event()
+
+    def slow_page():
+        released.wait(120)
+        return 200, HTML, PAGE
+
+    with local_server() as site:
+        site.routes["/guide"] = (200, HTML, PAGE)
+        site.routes["/slow"] = slow_page
+        site.routes["/later"] = (200, HTML, PAGE)
+        fake_llm.script(
+            _tool_calls_reply(
+                ("fetch_url", {"url": site.url("/guide")}),
+                ("fetch_url", {"url": site.url("/slow")}),
+                ("fetch_url", {"url": site.url("/later")}),
+                ("search_notes", {"query": "canary"}),
+            )
+        )
+        try:
+            with time_budget(20):
+                outcome = ask(
+                    user=alice, question="How long do canary deploys run?", mode="lexical"
+                )
+        finally:
+            released.set()
+        assert "/later" not in site.hits
+    calls = AskTrace.objects.get(pk=outcome.trace_id).trace["tools"]
+    assert [call["outcome"] for call in calls] == ["ok", "refused", "refused", "refused"]
+    assert calls[1]["reason"].startswith("could not fetch")
+    assert calls[2]["reason"] == calls[3]["reason"] == tools.TIME_SPENT
+    assert calls[2]["egress_log_id"] is None
+    assert f"Not fetched: {tools.TIME_SPENT}" in outcome.notes
+    assert outcome.decision == Decision.ANSWER, (outcome.message, outcome.notes)
+    assert [s.version_id for c in outcome.claims for s in c.support] == snapshot_ids
+
+
+def test_a_tool_loop_request_lists_the_snapshot_its_tool_results_carry(alice, fake_llm, settings):
+    settings.LODE_ASK_TOOLS = True
+    snapshot_ids = _answer_citing_the_first_snapshot(fake_llm)
+    with local_server() as site:
+        site.routes["/guide"] = (200, HTML, PAGE)
+        fake_llm.script(_tool_calls_reply(("fetch_url", {"url": site.url("/guide")})))
+        outcome = ask(user=alice, question="How long do canary deploys run?", mode="lexical")
+    assert outcome.decision == Decision.ANSWER, (outcome.message, outcome.notes)
+    version = Version.objects.get(pk=snapshot_ids[0])
+    rows = list(EgressLog.objects.order_by("pk"))
+    assert [row.purpose for row in rows[:3]] == ["qa", "tool", "qa"]
+    first_round, _, second_round = rows[:3]
+    assert first_round.items == []
+    assert second_round.items == [
+        {"document_id": version.document_id, "version_id": version.pk, "chars": len(version.body)}
+    ]
+
+
+def test_search_results_leave_out_documents_withheld_from_egress(alice):
+    shared = note(alice, "Canary deploys", "Canary deploys run for forty minutes. " * 5)
+    note(
+        alice,
+        "Canary secrets",
+        "Canary deploys use the private canary cluster. " * 5,
+        no_egress=True,
+    )
+    session = ToolSession(alice)
+    result = json.loads(session.run("search_notes", {"query": "canary deploys"}))
+    assert [hit["document_id"] for hit in result["results"]] == [shared.pk]
+    assert [row["document_id"] for row in session.carried(session.calls)] == [shared.pk]

@@ -293,13 +293,15 @@ def log_egress(
     withheld_count: int,
     request_body: bytes,
     item_chars: Mapping[int, int] | None = None,
+    carried: Sequence[Mapping[str, int]] = (),
     using: str = DEFAULT_DB_ALIAS,
 ) -> EgressLog:
     """Write and commit the egress row for one request about to be sent to `destination_url`.
 
     Call it immediately before each send; raises EgressLogError (and writes nothing) when
     called inside an open transaction, because the row would not be committed first.
-    `user` may be None or anonymous (stored as no user).
+    `user` may be None or anonymous (stored as no user). `carried` lists further
+    {document_id, version_id, chars} rows the request carries outside a pack (tool results).
     """
     if purpose not in EgressLog.Purpose.values:
         raise ValueError(f"unknown egress purpose {purpose!r}")
@@ -313,7 +315,7 @@ def log_egress(
         user=user if is_user else None,
         destination_host=destination_host(destination_url)[:255],
         purpose=purpose,
-        items=egress_items(items, item_chars),
+        items=egress_items(items, item_chars) + [dict(row) for row in carried],
         chars_sent=max(0, int(chars_sent)),
         redaction_count=max(0, int(redaction_count)),
         withheld_count=max(0, int(withheld_count)),

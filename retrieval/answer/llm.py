@@ -39,7 +39,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -366,11 +366,14 @@ class ChatClient:
         tools: list[dict],
         user: AbstractBaseUser | AnonymousUser | None,
         redaction_count: int = 0,
+        carried: Sequence[Mapping[str, int]] = (),
     ) -> tuple[dict, dict]:
         """One round of a tool conversation: send `messages` with `tools` offered and return
         (the reply's message — content and/or `tool_calls` — and the redacted request). Egress
         and retries as in `complete_json` (purpose "qa"; the messages carry the question and
-        tool results, never pack items). Raises LLMError on any failure."""
+        tool results, never pack items): each attempt's egress row lists `carried`, the
+        {document_id, version_id, chars} of the stored text the tool results carry. Raises
+        LLMError on any failure."""
         if not self.configured:
             raise LLMError("no language model endpoint is configured (LODE_LLM_BASE_URL)")
         messages, extra = self._redact_messages(messages)
@@ -391,6 +394,7 @@ class ChatClient:
             "user": user,
             "purpose": "qa",
             "items": [],
+            "carried": list(carried),
             "chars_sent": sum(len(m.get("content") or "") for m in messages),
             "redaction_count": redaction_count + extra,
             "withheld_count": 0,

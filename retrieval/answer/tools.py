@@ -16,6 +16,16 @@ past `MAX_TOOL_CALLS` or fetches past `MAX_TOOL_BYTES` per ask; a refusal is the
 (the model reads why) and a line of the trace. `ToolSession.trace()` records each call with
 the snapshot it produced, so `replay_result` rebuilds every result from stored snapshots
 without fetching anything.
+
+The tools run inside the ask's time budget (`lode_site.budget`): they may spend
+`TOOL_BUDGET_SHARE` of it, the rest is kept for searching, checking and writing the answer.
+Each fetch's timeout is capped by the tools' time left; once it is spent, further calls are
+refused ("the time for this answer is spent") and the ask answers from what it has.
+
+Each request of the model's tool loop writes its egress row first, listing the documents and
+snapshots whose text its tool results carry (`ToolCall.carries`). A result whose document is
+withheld from egress is refused before it reaches the model, and search results leave out
+such documents.
 """
 
 from __future__ import annotations
@@ -33,8 +43,9 @@ from externals.models import Source, SourceItem
 from externals.pipeline import ScanAlreadyRunning, scan_source, space_no_egress
 from externals.selectors import source_get
 from externals.services import ask_source_for
+from lode_site import budget
 from notes.models import Version
-from retrieval.answer.egress import EgressLogError, log_egress
+from retrieval.answer.egress import EgressLogError, log_egress, no_egress_document_ids
 from retrieval.answer.llm import ChatClient, LLMError
 from retrieval.answer.redaction import redact
 from retrieval.eligibility import Audience
@@ -47,6 +58,9 @@ MAX_TOOL_BYTES = 2 * 1024 * 1024
 MAX_RESULT_CHARS = 12_000
 SEARCH_RESULTS = 5
 SNIPPET_CHARS = 160
+# The share of an ask's time budget its tool calls may spend.
+TOOL_BUDGET_SHARE = 0.5
+TIME_SPENT = "the time for this answer is spent"
 
 TOOL_SPECS: list[dict[str, Any]] = [
     {
@@ -122,6 +136,8 @@ class ToolCall:
     url: str = ""
     bytes_fetched: int = 0
     result: dict[str, Any] = field(default_factory=dict)
+    # {document_id, version_id, chars} of the stored text the result carries to the model.
+    carries: list[dict[str, int]] = field(default_factory=list)
 
 
 def _parse_arguments(arguments: str | dict[str, Any]) -> dict[str, Any]:
@@ -179,6 +195,22 @@ class ToolSession:
         self.max_bytes = max_bytes
         self.calls: list[ToolCall] = []
         self.bytes_fetched = 0
+        self.budget = budget.current()
+
+    def time_left(self) -> float | None:
+        """Seconds the tools may still spend of the ask's budget (None: no budget)."""
+        if self.budget is None or self.budget.released:
+            return None
+        return self.budget.remaining() - self.budget.seconds * (1 - TOOL_BUDGET_SHARE)
+
+    def carried(self, calls: list[ToolCall]) -> list[dict[str, int]]:
+        """What the results of `calls` carry, one row per version (chars summed)."""
+        rows: dict[int, dict[str, int]] = {}
+        for call in calls:
+            for row in call.carries:
+                kept = rows.setdefault(row["version_id"], {**row, "chars": 0})
+                kept["chars"] += row["chars"]
+        return list(rows.values())
 
     @property
     def snapshot_ids(self) -> list[int]:
@@ -195,18 +227,24 @@ class ToolSession:
         try:
             if len(self.calls) > self.max_calls:
                 raise ToolRefused(f"at most {self.max_calls} tool calls per answer")
+            left = self.time_left()
+            if left is not None and left <= 0:
+                raise ToolRefused(TIME_SPENT)
             if name not in TOOL_NAMES:
                 raise ToolRefused(f"there is no tool named {name!r}")
             parsed = _parse_arguments(arguments)
             if name == "search_notes":
-                call.result = self._search(str(parsed.get("query", "")))
+                call.result = self._search(call, str(parsed.get("query", "")))
             elif name == "fetch_url":
                 call.result = self._fetch(call, str(parsed.get("url", "")))
             else:
                 call.result = self._refresh(call, parsed.get("item_id"))
+            if call.document_id and no_egress_document_ids([call.document_id]):
+                raise ToolRefused("the page is withheld from egress")
         except ToolRefused as exc:
             call.outcome, call.reason = "refused", str(exc)
             call.result = {"refused": str(exc)}
+            call.carries = []
         return json.dumps(call.result, ensure_ascii=False)
 
     def trace(self) -> list[dict[str, Any]]:
@@ -221,19 +259,30 @@ class ToolSession:
 
     # the tools
 
-    def _search(self, query: str) -> dict[str, Any]:
+    def _search(self, call: ToolCall, query: str) -> dict[str, Any]:
         if not query.strip():
             raise ToolRefused("the query is empty")
         found = search(user=self.user, query=query[:500], limit=SEARCH_RESULTS, highlight=False)
-        return {
-            "results": [
+        withheld = no_egress_document_ids(hit.passage.document_id for hit in found.hits)
+        hits = [hit for hit in found.hits if hit.passage.document_id not in withheld]
+        results = []
+        for hit in hits[:SEARCH_RESULTS]:
+            passage = hit.passage
+            result = {
+                "document_id": passage.document_id,
+                "title": passage.version.title,
+                "snippet": redact(passage.text[:SNIPPET_CHARS])[0],
+            }
+            results.append(result)
+            call.carries.append(
                 {
-                    "document_id": hit.passage.document_id,
-                    "title": hit.passage.version.title,
-                    "snippet": redact(hit.passage.text[:SNIPPET_CHARS])[0],
+                    "document_id": passage.document_id,
+                    "version_id": passage.version_id,
+                    "chars": len(result["title"]) + len(result["snippet"]),
                 }
-                for hit in found.hits[:SEARCH_RESULTS]
-            ],
+            )
+        return {
+            "results": results,
             "note": "titles and ids only: fetch or cite a snapshot to use a page as evidence",
         }
 
@@ -273,6 +322,9 @@ class ToolSession:
         if left <= 0:
             raise ToolRefused(f"this answer has fetched its {self.max_bytes:,} bytes")
         call.url = url
+        seconds = self.time_left()
+        if seconds is not None and seconds <= 0:
+            raise ToolRefused(TIME_SPENT)
         body = json.dumps({"tool": call.name, "arguments": call.arguments}).encode("utf-8")
         try:
             row = log_egress(
@@ -289,7 +341,7 @@ class ToolSession:
             raise ToolRefused(f"not sent: {exc}") from None
         call.egress_log_id = row.pk
         try:
-            fetched = fetch_url(url, max_bytes=left)
+            fetched = fetch_url(url, max_bytes=left, timeout=self.time_left())
         except FetchError as exc:
             raise ToolRefused(f"could not fetch: {exc}") from None
         self.bytes_fetched += len(fetched.data)
@@ -304,7 +356,11 @@ class ToolSession:
             raise ToolRefused(f"nothing to cite: {record.error or 'the page has no text'}")
         version = Version.objects.get(pk=document.head_id)
         call.snapshot_id, call.document_id = version.pk, document.pk
-        return snapshot_result(version, url)
+        result = snapshot_result(version, url)
+        call.carries = [
+            {"document_id": document.pk, "version_id": version.pk, "chars": len(result["text"])}
+        ]
+        return result
 
 
 TOOLS_SYSTEM_PROMPT = (
@@ -318,15 +374,19 @@ def gather(client: ChatClient, question: str, session: ToolSession) -> list[str]
     """Let the model call tools about `question` until it stops or the session's call limit
     is reached; every call runs through `session` (snapshots, egress rows, refusals). Returns
     problems to show as notes (a failed model round ends gathering; the ask goes on with what
-    was gathered)."""
+    was gathered). Each request's egress row lists what the tool results so far carry."""
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": TOOLS_SYSTEM_PROMPT},
         {"role": "user", "content": f"Question: {question}"},
     ]
+    first = len(session.calls)  # earlier calls (the user's own fetches) are not in `messages`
     for _round in range(session.max_calls + 1):
         try:
             message, _ = client.complete_tools(
-                messages=messages, tools=TOOL_SPECS, user=session.user
+                messages=messages,
+                tools=TOOL_SPECS,
+                user=session.user,
+                carried=session.carried(session.calls[first:]),
             )
         except LLMError as exc:
             return [f"Looking things up failed: {exc}"]
