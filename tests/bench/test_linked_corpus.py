@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GENERATOR = ROOT / "bench" / "make_linked_corpus.py"
 CORPUS = ROOT / "bench" / "data" / "linked_corpus"
 QUESTIONS = ROOT / "bench" / "data" / "linked_questions"

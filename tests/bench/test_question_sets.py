@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 QUESTIONS = ROOT / "bench" / "data" / "questions"
 NOTES_CORPUS = ROOT / "bench" / "data" / "notes_corpus"
 # Each notes-like set's corpus: the prefix of its name names the folder.

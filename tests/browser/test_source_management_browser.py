@@ -110,7 +110,7 @@ def test_edit_disable_and_delete_a_source(open_session, alice):
     page.get_by_label("Stale after (days)").fill("0")
     page.get_by_role("button", name="Save").click()
     # The browser's own min= check stops 0 before it is sent; the server refuses it too
-    # (tests/test_sources_13.py). A valid value is saved.
+    # (tests/externals/test_source_management.py). A valid value is saved.
     page.get_by_label("Stale after (days)").fill("90")
     page.get_by_role("button", name="Save").click()
     page.wait_for_url(re.compile(rf"/sources/{source.pk}/$"))

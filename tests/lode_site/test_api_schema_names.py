@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ninja import Schema
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_no_two_api_schemas_share_a_name_with_different_fields() -> None:

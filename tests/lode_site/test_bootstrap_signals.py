@@ -31,7 +31,7 @@ from tests.factories import free_port
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 240.0  # a fresh data folder is migrated first; this machine may be busy
 STOP_TIMEOUT = bootstrap.STOP_GRACE_SECONDS + 20.0
 MAX_SEARCHED_BYTES = 64 * 1024 * 1024

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.factories import free_port
-from tests.test_bootstrap_signals import (
+from tests.lode_site.test_bootstrap_signals import (
     STOP_TIMEOUT,
     accepts_connections,
     assert_stopped_cleanly,
@@ -35,7 +35,7 @@ from tests.test_bootstrap_signals import (
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SERVER = "postgres://postgres@127.0.0.1:5432"
 START_TIMEOUT = 300.0
 EMBED_TIMEOUT = 180.0

@@ -17,7 +17,7 @@ from externals.models import Source
 from externals.webhooks import sign
 from notes.services import hashtags
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 SECRET = "small-fixes-secret-0123456789"
 
 

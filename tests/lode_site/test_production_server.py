@@ -33,7 +33,7 @@ from django.templatetags.static import static
 
 from lode_site import bootstrap
 from tests.factories import free_port
-from tests.test_bootstrap_signals import (
+from tests.lode_site.test_bootstrap_signals import (
     STOP_TIMEOUT,
     assert_stopped_cleanly,
     child_env,
@@ -42,7 +42,7 @@ from tests.test_bootstrap_signals import (
     wait_until_serving,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
@@ -96,7 +96,7 @@ def data_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def started():
-    from tests.test_bootstrap_signals import kill_leftovers
+    from tests.lode_site.test_bootstrap_signals import kill_leftovers
 
     record: dict = {"pids": set()}
     yield record

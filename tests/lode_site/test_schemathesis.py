@@ -17,7 +17,7 @@ Bounded so it stays a test: at most `MAX_EXAMPLES` generated cases per operation
 `STATEFUL_EXAMPLES` scenarios of at most `STATEFUL_STEPS` calls, a fixed seed, no shrinking.
 The counts are printed at the end (`-s` shows them):
 
-    python -m pytest tests/test_schemathesis.py -q -s
+    python -m pytest tests/lode_site/test_schemathesis.py -q -s
 """
 
 from __future__ import annotations

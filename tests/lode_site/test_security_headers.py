@@ -36,7 +36,7 @@ from tests.factories import EXTERNAL_QUOTE, make_external
 
 pytestmark = pytest.mark.django_db
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LONG_SECRET = "s" * 10 + "ecret-" + "0123456789abcdefghijklmnopqrstuvwxyz" * 2
 
 

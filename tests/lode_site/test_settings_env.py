@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from lode_site import env
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # --------------------------------------------------------------------------

@@ -23,7 +23,7 @@ import pytest
 from lode_site import bootstrap
 from lode_site.bootstrap import failures_in_a_row, restart_delay
 from tests.factories import free_port
-from tests.test_bootstrap_signals import (
+from tests.lode_site.test_bootstrap_signals import (
     STOP_TIMEOUT,
     accepts_connections,
     assert_stopped_cleanly,
@@ -35,7 +35,7 @@ from tests.test_bootstrap_signals import (
     wait_until_serving,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RESTART_TIMEOUT = 60.0
 
 

@@ -4,7 +4,7 @@ edit-conflict page (user text always escaped), and the trash with restore (owner
 versions kept, searchable again).
 
 The browser side (picking two versions, restoring from the trash, 1280 and 360 px) is in
-tests/browser/test_versions_13.py."""
+tests/browser/test_compare_and_trash_browser.py."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ through the one sanitiser (notes/rendering.py), hostile notes that try the new t
 links]]` resolved among the reader's own notes only, and the edit form's Preview endpoint.
 
 The browser side (the preview appearing, the keyboard shortcuts, dark mode) is in
-tests/browser/test_notes_13.py."""
+tests/browser/test_note_preview_and_shortcuts.py."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from retrieval.index.vectors import pending_count
 from retrieval.models import Passage
 from tests import factories
 
-FIXTURE = Path(__file__).parent / "fixtures" / "beir-mini"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "beir-mini"
 # The content digest (`digest` below) of loading FIXTURE, computed with the loader of commit
 # 0a0b34a, before it wrote through the services (it had its own bulk mirror of them).
 # Change it only with a deliberate change of what a note or its passages are.

@@ -24,7 +24,7 @@ from notes.rendering import image_source_allowed, render_markdown, rendered_part
 from tests import factories
 from tests.factories import make_source, make_source_external
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOT_LOADED = "<small>(remote image, not loaded)</small>"
 REL = "noopener noreferrer nofollow"
 

@@ -41,7 +41,7 @@ from retrieval.search.pipeline import MODES, search
 
 pytestmark = pytest.mark.django_db
 
-BEIR_FIXTURE = Path(__file__).parent / "fixtures" / "beir-mini"
+BEIR_FIXTURE = Path(__file__).parents[1] / "fixtures" / "beir-mini"
 
 
 @pytest.fixture(autouse=True)

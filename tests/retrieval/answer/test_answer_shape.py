@@ -11,7 +11,7 @@ from retrieval.answer.gate import NOT_AN_ANSWER, STEP_RELEVANCE, shape_verdict
 from retrieval.answer.relevance.candidate import Candidate
 from retrieval.answer.types import Claim, ClaimVerdict, Decision, Support
 from retrieval.models import AskTrace
-from tests.test_ask import extractive_ask, ops_notes  # noqa: F401 (a fixture)
+from tests.retrieval.answer.test_ask import extractive_ask, ops_notes  # noqa: F401 (a fixture)
 
 
 def problem(question: str, text: str, *, title: str = "", heading: str = "") -> str:

@@ -2,7 +2,7 @@
 (retrieval/answer/entailment.py):
 one regression test per case seeds/lode-retrieval.md names, the helpers, and the local
 cross-encoder folder proved with a tiny ONNX model built by the test (the helper in
-tests/test_rerank.py). Pure: no database, no network.
+tests/retrieval/search/test_rerank.py). Pure: no database, no network.
 """
 
 from __future__ import annotations
@@ -39,7 +39,11 @@ from retrieval.text.negation import negation_cues
 from retrieval.text.normalise import nfc_collapsed
 from retrieval.words.negation import NEGATION_WORDS
 from retrieval.words.stopwords import GLUE_WORDS
-from tests.test_rerank import BOOSTED_WORD, DEFAULT_MODEL_NAME, _build_tiny_cross_encoder
+from tests.retrieval.search.test_rerank import (
+    BOOSTED_WORD,
+    DEFAULT_MODEL_NAME,
+    _build_tiny_cross_encoder,
+)
 
 V1, V2, V_WITHHELD = 11, 22, 33
 

@@ -18,10 +18,10 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from retrieval.answer import entailment as entailment_module
-from tests.test_gate import tiny_entailment_dir  # noqa: F401  (fixture)
-from tests.test_rerank import DEFAULT_MODEL_NAME
+from tests.retrieval.answer.test_gate import tiny_entailment_dir  # noqa: F401  (fixture)
+from tests.retrieval.search.test_rerank import DEFAULT_MODEL_NAME
 
-FIXTURE = Path(__file__).parent / "fixtures" / "scifact-claims-mini"
+FIXTURE = Path(__file__).parents[2] / "fixtures" / "scifact-claims-mini"
 CLAIMS = FIXTURE / "claims.jsonl"
 CORPUS = FIXTURE / "corpus.jsonl"
 
@@ -136,7 +136,7 @@ def test_a_backend_that_fails_on_every_claim_is_reported_not_hidden(
     tmp_path, no_models, monkeypatch
 ):
     from retrieval.answer import gate_eval
-    from tests.test_gate import UnavailableScorer
+    from tests.retrieval.answer.test_gate import UnavailableScorer
 
     monkeypatch.setattr(gate_eval, "backend_unavailable", lambda name: "")
     monkeypatch.setattr(gate_eval, "get_entailment_scorer", lambda name: UnavailableScorer())

@@ -1,7 +1,7 @@
 """The provider rules ported from gitleaks (`redaction._GITLEAKS_RULES`, `_CONTEXT_RULES`):
 each has a secret it redacts and a near miss it leaves alone in the corpus
-(tests/secret_corpus.py `GITLEAKS_CASES`, run by tests/test_redaction.py), and the module
-names gitleaks as the source of its patterns."""
+(tests/secret_corpus.py `GITLEAKS_CASES`, run by tests/retrieval/answer/test_redaction.py),
+and the module names gitleaks as the source of its patterns."""
 
 from __future__ import annotations
 

@@ -560,7 +560,7 @@ def test_unreadable_weights_fail_closed(alice, backups, monkeypatch):
 @pytest.mark.django_db
 def test_the_ask_drops_the_near_topic_claim_and_shows_the_answer(alice, backups):
     from retrieval.answer.ask import ask
-    from tests.test_ask import Scripted
+    from tests.retrieval.answer.test_ask import Scripted
 
     claims = backup_claims(backups)
     outcome = ask(
@@ -592,7 +592,7 @@ def test_the_llm_judge_is_asked_whether_the_claim_answers(
     alice, backups, fake_llm, settings, reply, shown
 ):
     from retrieval.answer.ask import ask
-    from tests.test_ask import Scripted
+    from tests.retrieval.answer.test_ask import Scripted
 
     settings.LODE_ENTAILMENT = "llm-judge"
     answer = backup_claims(backups)[0]  # couples: only the relevance question is asked
@@ -618,7 +618,7 @@ def test_the_llm_judge_is_asked_whether_the_claim_answers(
 @pytest.mark.django_db
 def test_a_failing_relevance_judge_drops_the_claim(alice, backups, fake_llm, settings):
     from retrieval.answer.ask import ask
-    from tests.test_ask import Scripted
+    from tests.retrieval.answer.test_ask import Scripted
 
     settings.LODE_ENTAILMENT = "llm-judge"
     fake_llm.reply('{"something": "else"}')

@@ -17,7 +17,7 @@ from retrieval.answer.replay import RecordedScorer, replay
 from retrieval.answer.types import Claim, Decision
 from retrieval.eligibility import audience_for
 from retrieval.models import AskTrace, EgressLog
-from tests.test_ask import RUNBOOK, Scripted, claim
+from tests.retrieval.answer.test_ask import RUNBOOK, Scripted, claim
 
 pytestmark = pytest.mark.django_db
 

@@ -20,11 +20,11 @@ from retrieval.answer.trace import TRACE_SCHEMA, Trace
 from retrieval.answer.types import ClaimVerdict, Decision, PackItem
 from retrieval.models import AskTrace
 from retrieval.web.ask_views import answerer_offline, trace_mode
-from tests.test_ask import RUNBOOK, VENDOR, Scripted, claim, make_external
+from tests.retrieval.answer.test_ask import RUNBOOK, VENDOR, Scripted, claim, make_external
 
 pytestmark = pytest.mark.django_db
 
-FIXTURE = Path(__file__).parent / "fixtures" / "ask_trace_schema1.json"
+FIXTURE = Path(__file__).parents[2] / "fixtures" / "ask_trace_schema1.json"
 SPAN = "Rotate the staging certs with certbot before Friday."
 
 

@@ -21,7 +21,7 @@ from retrieval.answer.gate import relabel_reason, version_labels
 from retrieval.answer.trace import Trace
 from retrieval.answer.types import Claim, Support
 from retrieval.models import AskTrace
-from tests.test_ask import Scripted
+from tests.retrieval.answer.test_ask import Scripted
 
 pytestmark = pytest.mark.django_db
 

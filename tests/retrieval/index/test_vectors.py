@@ -41,7 +41,7 @@ from retrieval.models import Passage, PassageVector, VectorIndexState
 from spaces.models import Membership, Role, Space, personal_space_id
 from tests.factories import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 # The `chroma` console script installed with the chromadb package: next to the interpreter
 # running pytest, wherever its environment lives.
 CHROMA = Path(sys.executable).parent / "chroma"

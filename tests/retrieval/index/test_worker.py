@@ -38,7 +38,7 @@ from retrieval.index.vectors import get_vector_store, open_vector_store, pending
 from retrieval.models import Passage, PassageVector, VectorIndexState
 from spaces.models import personal_space_id
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class CountingEmbedder:

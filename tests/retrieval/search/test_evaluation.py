@@ -22,7 +22,7 @@ from retrieval.search.evaluation import (
 )
 from retrieval.search.pipeline import search
 
-FIXTURE = Path(__file__).parent / "fixtures" / "beir-mini"
+FIXTURE = Path(__file__).parents[2] / "fixtures" / "beir-mini"
 
 
 # --- metrics ---------------------------------------------------------------------------------

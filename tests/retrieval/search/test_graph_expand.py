@@ -18,7 +18,7 @@ from retrieval.search.graph_expand import MAX_ADDED
 from retrieval.search.pipeline import search
 from spaces import services as space_services
 from tests import factories
-from tests.test_ask import Scripted, claim
+from tests.retrieval.answer.test_ask import Scripted, claim
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,7 @@ from retrieval.search import evaluation
 from retrieval.search.pipeline import search
 from tests import factories
 
-FIXTURE = Path(__file__).parent / "fixtures" / "beir-mini"
+FIXTURE = Path(__file__).parents[2] / "fixtures" / "beir-mini"
 FIXTURE_DOCS = 20
 PASSAGE_FIELDS = factories.PASSAGE_FIELDS
 

@@ -11,7 +11,7 @@ import pytest
 
 from retrieval.models import AskTrace
 from tests import factories
-from tests.test_graph_expand import FALCON_SPAN, QUESTION, corpus
+from tests.retrieval.search.test_graph_expand import FALCON_SPAN, QUESTION, corpus
 
 pytestmark = pytest.mark.django_db
 

@@ -27,7 +27,7 @@ from spaces.models import Space
 from spaces.services import document_move, space_create
 from tests import factories
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 TOOLS = {"search", "open", "ask", "graph_query", "list_spaces"}
 LONG_BODY = "# Failover\n\n" + " ".join(
     f"Promote the replica when the primary fails, step {n}." for n in range(200)
