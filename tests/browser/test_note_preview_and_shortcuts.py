@@ -19,8 +19,7 @@ from django.urls import reverse
 from playwright.sync_api import expect
 
 from notes.models import Document
-from tests.browser.test_csp_flow import assert_no_violations, watch
-from tests.factories import note
+from tests.factories import assert_no_violations, note, watch
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -13,107 +13,34 @@ The data folder is shared by the module so only the first start pays for the mig
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from lode_site import bootstrap
-from tests.factories import free_port
+from tests.factories import (
+    STOP_TIMEOUT,
+    assert_stopped_cleanly,
+    child_env,
+    free_port,
+    kill_leftovers,
+    wait_until_serving,
+)
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-START_TIMEOUT = 240.0  # a fresh data folder is migrated first; this machine may be busy
-STOP_TIMEOUT = bootstrap.STOP_GRACE_SECONDS + 20.0
 MAX_SEARCHED_BYTES = 64 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("lode-data")
-
-
-def child_env(data_dir: Path) -> dict[str, str]:
-    """The developer's environment with the production settings and a private data folder
-    (SQLite), whatever database the test run itself uses."""
-    env = dict(os.environ)
-    for name in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "DEBUG", "SECRET_KEY"):
-        env.pop(name, None)
-    env["LODE_DATA_DIR"] = str(data_dir)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def is_alive(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie waiting to be reaped."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state != "Z"
-
-
-def children_of(pid: int) -> set[int]:
-    """Every live process whose parent is `pid` (from /proc)."""
-    found = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            found.add(int(stat.parent.name))
-    return found
-
-
-def accepts_connections(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-def wait_until_serving(pid: int, port: int, log: Path) -> set[int]:
-    """Wait until lode answers on `port` and both children run; returns their pids."""
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if not is_alive(pid):
-            pytest.fail(f"bootstrap exited before serving:\n{log.read_text()[-3000:]}")
-        children = children_of(pid)
-        if accepts_connections(port) and len(children) >= 2:
-            return children
-        time.sleep(0.5)
-    pytest.fail(f"lode did not serve on port {port} in {START_TIMEOUT:.0f} s:\n{log.read_text()}")
-
-
-def wait_gone(pid: int) -> bool:
-    deadline = time.monotonic() + STOP_TIMEOUT
-    while time.monotonic() < deadline:
-        if not is_alive(pid):
-            return True
-        time.sleep(0.2)
-    return False
-
-
-def assert_stopped_cleanly(pid: int, children: set[int], port: int, log: Path) -> None:
-    assert wait_gone(pid), f"bootstrap still running after the signal:\n{log.read_text()[-2000:]}"
-    alive = {child for child in children if is_alive(child)}
-    assert alive == set(), f"children still running after bootstrap stopped: {alive}"
-    assert not accepts_connections(port), f"something still listens on port {port}"
-    with socket.socket() as again:  # the next start can bind the port
-        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        again.bind(("127.0.0.1", port))
-    assert "stopping lode" in log.read_text()
 
 
 def assert_login_shown_not_stored(output: str, data_dir: Path) -> None:
@@ -127,16 +54,6 @@ def assert_login_shown_not_stored(output: str, data_dir: Path) -> None:
         # Model weights (hundreds of MB) are skipped: lode writes them from the model files.
         if path.is_file() and path.stat().st_size < MAX_SEARCHED_BYTES:
             assert printed.group(1).encode() not in path.read_bytes(), path
-
-
-def kill_leftovers(pids: set[int]) -> None:
-    """Never leak a server into the rest of the test run, whatever the outcome."""
-    for pid in pids:
-        if is_alive(pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture

@@ -22,13 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.factories import free_port
-from tests.lode_site.test_bootstrap_signals import (
+from tests.factories import (
     STOP_TIMEOUT,
     accepts_connections,
     assert_stopped_cleanly,
     child_env,
     children_of,
+    free_port,
     is_alive,
     kill_leftovers,
 )

@@ -32,13 +32,14 @@ from django.core.exceptions import ImproperlyConfigured
 from django.templatetags.static import static
 
 from lode_site import bootstrap
-from tests.factories import free_port
-from tests.lode_site.test_bootstrap_signals import (
+from tests.factories import (
     STOP_TIMEOUT,
     assert_stopped_cleanly,
     child_env,
     children_of,
+    free_port,
     is_alive,
+    kill_leftovers,
     wait_until_serving,
 )
 
@@ -96,8 +97,6 @@ def data_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def started():
-    from tests.lode_site.test_bootstrap_signals import kill_leftovers
-
     record: dict = {"pids": set()}
     yield record
     kill_leftovers(record["pids"])

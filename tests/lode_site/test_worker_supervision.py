@@ -22,13 +22,13 @@ import pytest
 
 from lode_site import bootstrap
 from lode_site.bootstrap import failures_in_a_row, restart_delay
-from tests.factories import free_port
-from tests.lode_site.test_bootstrap_signals import (
+from tests.factories import (
     STOP_TIMEOUT,
     accepts_connections,
     assert_stopped_cleanly,
     child_env,
     children_of,
+    free_port,
     is_alive,
     kill_leftovers,
     wait_gone,

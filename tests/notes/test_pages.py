@@ -4,7 +4,6 @@ between users, edit conflicts, the search page (full page and htmx partial), CSR
 from __future__ import annotations
 
 import re
-from html.parser import HTMLParser
 
 import pytest
 from django.test import Client
@@ -13,7 +12,11 @@ from django.utils.html import escape
 
 from notes import services
 from notes.models import Document, Version
-from tests.factories import HOSTILE_HTTP_QUERIES, note_state
+from tests.factories import (
+    HOSTILE_HTTP_QUERIES,
+    assert_no_executable_markup,
+    note_state,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -29,48 +32,6 @@ XSS_BODY = (
     "<svg onload=alert(1)></svg> <iframe src=javascript:alert(1)></iframe>\n"
 )
 XSS_TITLE = '<script>alert("title")</script> Title'
-
-DANGEROUS_TAGS = {"script", "iframe", "object", "embed", "svg", "math", "base", "meta", "style"}
-
-
-class _TagCollector(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[tuple[str, dict[str, str]]] = []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, {name: value or "" for name, value in attrs}))
-
-    handle_startendtag = handle_starttag
-
-
-def parsed_tags(page: str) -> list[tuple[str, dict[str, str]]]:
-    collector = _TagCollector()
-    collector.feed(page)
-    collector.close()
-    return collector.tags
-
-
-def assert_no_executable_markup(page: str) -> None:
-    """Only lode's own static scripts, no javascript: URLs, no inline event handlers."""
-    assert "<script>alert" not in page
-    assert "alert(1)</script>" not in page
-    for tag, attrs in parsed_tags(page):
-        if tag == "script":
-            assert attrs.get("src", "").startswith("/static/"), attrs
-        elif tag == "meta":
-            assert set(attrs) <= {"charset", "name", "content"}, attrs
-            assert "refresh" not in attrs.get("content", "").lower()
-        else:
-            assert tag not in DANGEROUS_TAGS, tag
-        for name, value in attrs.items():
-            assert not name.startswith("on"), (tag, name)
-            compact = "".join(ch for ch in value if ch.isprintable() and not ch.isspace())
-            assert not compact.lower().startswith(("javascript:", "vbscript:", "data:")), (
-                tag,
-                name,
-                value,
-            )
 
 
 def text(response) -> str:

@@ -56,9 +56,9 @@ from retrieval.words.stopwords import (
     QUERY_STOPWORDS,
     QUESTION_FILLER_WORDS,
 )
-from tests.test_architecture import ROOT, project_modules
+from tests.factories import HOSTILE_BODIES, REPO_ROOT, project_modules
 
-SCIFACT_CORPUS = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
+SCIFACT_CORPUS = REPO_ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
 
 
 # --- words and tokens -------------------------------------------------------------------------
@@ -357,7 +357,7 @@ def test_scifact_corpus_why_two_token_forms_and_one_whitespace_rule() -> None:
 # --- no copies outside retrieval/text/ and retrieval/words/ -------------------------------------
 
 # The primitives' home: the text package and the word lists.
-HOME_PACKAGES = (ROOT / "retrieval" / "text", ROOT / "retrieval" / "words")
+HOME_PACKAGES = (REPO_ROOT / "retrieval" / "text", REPO_ROOT / "retrieval" / "words")
 HOME_MODULES = tuple(
     importlib.import_module(name)
     for name, path in project_modules().items()
@@ -414,7 +414,7 @@ def text_copies(path: Path) -> list[str]:
     Unicode-normalise-then-collapse expression."""
     tree = ast.parse(path.read_text("utf-8"), filename=str(path))
     patterns, functions = _primitive_patterns(), _primitive_functions()
-    name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    name = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
     found: list[str] = []
     for node in ast.walk(tree):
         where = f"{name}:{getattr(node, 'lineno', '?')}"
@@ -450,7 +450,7 @@ def source_files() -> list[Path]:
         for path in project_modules().values()
         if not any(path.is_relative_to(package) for package in HOME_PACKAGES)
     ]
-    files += sorted((ROOT / "bench").rglob("*.py"))
+    files += sorted((REPO_ROOT / "bench").rglob("*.py"))
     return files
 
 
@@ -675,23 +675,6 @@ def test_a_long_unit_is_cut_at_clause_punctuation_or_dropped() -> None:
     # A long sentence is cut, a shorter one is left alone.
     assert _texts("Short one. " + clauses)[0] == "Short one."
     assert split_sentences(clauses, max_chars=len(clauses))[0].text == clauses
-
-
-# Shapes that would make a backtracking pattern or a quadratic loop blow up, each ~1 MB.
-HOSTILE_BODIES = {
-    "abbreviations": "e.g. " * 200_000,
-    "initials": "A. " * 330_000,
-    "commas": "x, " * 330_000,
-    "one word": "a" * 1_000_000,
-    "spaces": " " * 999_999 + "x",
-    "spaced dashes": " -" * 500_000,
-    "markers": "- " * 500_000,
-    "numbers": "1. " * 330_000,
-    "quote marks": ">" * 1_000_000,
-    "pipes": "|x" * 500_000,
-    "backslashes": "\\" * 1_000_000,
-    "stars": "*" * 1_000_000,
-}
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE_BODIES))

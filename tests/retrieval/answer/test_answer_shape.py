@@ -11,7 +11,7 @@ from retrieval.answer.gate import NOT_AN_ANSWER, STEP_RELEVANCE, shape_verdict
 from retrieval.answer.relevance.candidate import Candidate
 from retrieval.answer.types import Claim, ClaimVerdict, Decision, Support
 from retrieval.models import AskTrace
-from tests.retrieval.answer.test_ask import extractive_ask, ops_notes  # noqa: F401 (a fixture)
+from tests.factories import extractive_ask
 
 
 def problem(question: str, text: str, *, title: str = "", heading: str = "") -> str:
@@ -311,7 +311,7 @@ def test_shape_verdict_leaves_a_passing_claim_without_a_problem_and_a_failed_one
 # --- in a whole ask ----------------------------------------------------------------------------
 
 
-def test_an_ask_drops_a_claim_of_the_wrong_shape_and_says_why(alice, ops_notes, settings):  # noqa: F811
+def test_an_ask_drops_a_claim_of_the_wrong_shape_and_says_why(alice, ops_notes, settings):
     # The relevance threshold is lowered so that only the shape rules can drop the claim.
     settings.LODE_RELEVANCE_THRESHOLD = 0.000001
     outcome = extractive_ask(user=alice, question="Who moved the nightly backups?")
@@ -323,7 +323,7 @@ def test_an_ask_drops_a_claim_of_the_wrong_shape_and_says_why(alice, ops_notes, 
     assert any(v.get("shape_problem") == shape.NO_PERSON for v in stored)
 
 
-def test_the_same_note_answers_the_question_it_does_answer(alice, ops_notes, settings):  # noqa: F811
+def test_the_same_note_answers_the_question_it_does_answer(alice, ops_notes, settings):
     settings.LODE_RELEVANCE_THRESHOLD = 0.000001
     outcome = extractive_ask(user=alice, question="When do the nightly backups run now?")
     assert outcome.decision == Decision.ANSWER

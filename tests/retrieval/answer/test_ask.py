@@ -6,7 +6,6 @@ real ones."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -26,63 +25,21 @@ from retrieval.answer.egress import EgressPlan
 from retrieval.answer.trace import code_version
 from retrieval.answer.types import (
     ABSTAIN_MESSAGE,
-    AnswerDraft,
-    Claim,
     Decision,
     EvidencePack,
-    Support,
 )
 from retrieval.eligibility import audience_for
 from retrieval.models import AskTrace, EgressLog, Passage
-from tests.factories import make_external
+from tests.factories import (
+    RUNBOOK,
+    VENDOR,
+    ScriptedAnswerer,
+    claim,
+    extractive_ask,
+    make_external,
+)
 
 pytestmark = pytest.mark.django_db
-
-RUNBOOK = (
-    "# Deploy runbook\n\nRotate the staging certs with certbot before Friday.\n\n"
-    "## Timeouts\n\nThe staging timeout is 30 seconds.\n"
-)
-VENDOR = "Vendor guidance for staging.\n\nThe staging timeout is 60 seconds."
-
-
-@dataclass
-class Scripted:
-    """An in-process answerer: returns the claims it was given (or a function of the pack),
-    shown every version in the pack, and records each call."""
-
-    claims: Any = ()
-    error: str = ""
-    raises: Exception | None = None
-    name: str = "scripted"
-    remote: bool = False
-    calls: list[EvidencePack] = field(default_factory=list)
-
-    def answer(
-        self, question: str, pack: EvidencePack, *, user: Any, egress: EgressPlan | None = None
-    ) -> AnswerDraft:
-        from notes.models import Version
-
-        self.calls.append(pack)
-        if self.raises is not None:
-            raise self.raises
-        claims = self.claims(pack) if callable(self.claims) else list(self.claims)
-        bodies = dict(
-            Version.objects.filter(pk__in={i.version_id for i in pack.items}).values_list(
-                "pk", "body"
-            )
-        )
-        return AnswerDraft(
-            answerer=self.name,
-            claims=claims,
-            error=self.error,
-            request={"scripted": question},
-            response={"claims": len(claims)},
-            sent_versions=bodies,
-        )
-
-
-def claim(version_id: int, text: str, span: str | None = None) -> Claim:
-    return Claim(text=text, support=(Support(version_id=version_id, quoted_span=span or text),))
 
 
 @pytest.fixture
@@ -99,7 +56,7 @@ def lexical_ask(**kwargs) -> Any:
 
 def test_a_verified_claim_is_shown_with_its_span_in_context_and_a_trace(alice, runbook):
     span = "Rotate the staging certs with certbot before Friday."
-    answerer = Scripted([claim(runbook.head_id, span)])
+    answerer = ScriptedAnswerer([claim(runbook.head_id, span)])
     outcome = lexical_ask(
         user=alice, question="When do I rotate the staging certs?", answerer=answerer
     )
@@ -157,7 +114,9 @@ def test_a_verified_claim_is_shown_with_its_span_in_context_and_a_trace(alice, r
 
 def test_a_span_found_only_after_normalisation_is_mapped_back_to_the_body(alice, runbook):
     span = "Rotate   the staging\ncerts with certbot"  # whitespace differs from the body
-    answerer = Scripted([claim(runbook.head_id, "Rotate the staging certs with certbot", span)])
+    answerer = ScriptedAnswerer(
+        [claim(runbook.head_id, "Rotate the staging certs with certbot", span)]
+    )
     outcome = lexical_ask(user=alice, question="rotate staging certs", answerer=answerer)
     [support] = outcome.claims[0].support
     assert runbook.head.body[support.start : support.end] == "Rotate the staging certs with certbot"
@@ -165,7 +124,7 @@ def test_a_span_found_only_after_normalisation_is_mapped_back_to_the_body(alice,
 
 
 def test_a_fabricated_quote_is_dropped_and_the_answer_abstains(alice, runbook):
-    answerer = Scripted([claim(runbook.head_id, "Rotate the certs on Monday.")])
+    answerer = ScriptedAnswerer([claim(runbook.head_id, "Rotate the certs on Monday.")])
     outcome = lexical_ask(
         user=alice, question="When do I rotate the staging certs?", answerer=answerer
     )
@@ -180,7 +139,7 @@ def test_a_fabricated_quote_is_dropped_and_the_answer_abstains(alice, runbook):
 def test_a_claim_needing_entailment_with_no_scorer_is_dropped(alice, runbook, settings):
     settings.LODE_ENTAILMENT = "none"
     span = "Rotate the staging certs with certbot before Friday."
-    answerer = Scripted(
+    answerer = ScriptedAnswerer(
         [
             claim(runbook.head_id, span),
             claim(
@@ -198,13 +157,13 @@ def test_a_claim_needing_entailment_with_no_scorer_is_dropped(alice, runbook, se
 
 def test_a_claim_citing_another_users_version_is_never_shown(alice, bob, runbook):
     bobs = services.note_create(owner=bob, title="Bob", body="Rotate the staging certs daily.")
-    answerer = Scripted([claim(bobs.head_id, "Rotate the staging certs daily.")])
+    answerer = ScriptedAnswerer([claim(bobs.head_id, "Rotate the staging certs daily.")])
     outcome = lexical_ask(user=alice, question="rotate the staging certs", answerer=answerer)
     assert outcome.claims == [] and outcome.decision == Decision.ABSTAIN_NO_EVIDENCE
 
 
 def test_answerer_error_is_a_failure_state_with_nothing_verified(alice, runbook):
-    answerer = Scripted(
+    answerer = ScriptedAnswerer(
         [claim(runbook.head_id, "Rotate the staging certs with certbot before Friday.")],
         error="HTTP 503 from the model endpoint",
     )
@@ -220,7 +179,7 @@ def test_answerer_error_is_a_failure_state_with_nothing_verified(alice, runbook)
 
 
 def test_an_answerer_that_raises_fails_the_same_way(alice, runbook):
-    answerer = Scripted(raises=RuntimeError("boom"))
+    answerer = ScriptedAnswerer(raises=RuntimeError("boom"))
     outcome = lexical_ask(
         user=alice, question="When do I rotate the staging certs?", answerer=answerer
     )
@@ -232,7 +191,7 @@ def test_an_answerer_that_raises_fails_the_same_way(alice, runbook):
 
 
 def test_a_vague_question_asks_for_clarification_without_calling_the_answerer(alice, runbook):
-    answerer = Scripted()
+    answerer = ScriptedAnswerer()
     outcome = lexical_ask(user=alice, question="how do I fix this?", answerer=answerer)
     assert outcome.decision == Decision.ASK_CLARIFYING
     assert 1 <= len(outcome.clarifying_questions) <= 3
@@ -241,7 +200,7 @@ def test_a_vague_question_asks_for_clarification_without_calling_the_answerer(al
 
 
 def test_a_question_the_notes_do_not_cover_abstains_without_calling_the_answerer(alice, runbook):
-    answerer = Scripted()
+    answerer = ScriptedAnswerer()
     outcome = lexical_ask(user=alice, question="What is the capital of France?", answerer=answerer)
     assert outcome.decision == Decision.ABSTAIN_NO_EVIDENCE
     assert outcome.message == ABSTAIN_MESSAGE and outcome.error == ""
@@ -249,13 +208,15 @@ def test_a_question_the_notes_do_not_cover_abstains_without_calling_the_answerer
 
 
 def test_a_bad_filter_asks_to_rephrase(alice, runbook):
-    outcome = lexical_ask(user=alice, question="staging certs type:banana", answerer=Scripted())
+    outcome = lexical_ask(
+        user=alice, question="staging certs type:banana", answerer=ScriptedAnswerer()
+    )
     assert outcome.decision == Decision.ASK_CLARIFYING
     assert "type:" in outcome.message
 
 
 def test_bob_never_gets_evidence_from_alices_notes(bob, runbook):
-    answerer = Scripted()
+    answerer = ScriptedAnswerer()
     outcome = lexical_ask(
         user=bob, question="When do I rotate the staging certs?", answerer=answerer
     )
@@ -269,7 +230,7 @@ def test_bob_never_gets_evidence_from_alices_notes(bob, runbook):
 
 def test_note_and_external_disagree_both_shown_note_leads(alice, runbook):
     vendor = make_external(alice, "Vendor docs", VENDOR)
-    answerer = Scripted(
+    answerer = ScriptedAnswerer(
         [
             claim(vendor.head_id, "The staging timeout is 60 seconds."),
             claim(runbook.head_id, "The staging timeout is 30 seconds."),
@@ -292,7 +253,7 @@ def test_note_and_external_disagree_both_shown_note_leads(alice, runbook):
 
 def test_a_conflicting_pack_item_joins_a_single_sourced_answer(alice, runbook):
     vendor = make_external(alice, "Vendor docs", VENDOR, tier=TrustTier.EXTERNAL_STALE)
-    answerer = Scripted([claim(runbook.head_id, "The staging timeout is 30 seconds.")])
+    answerer = ScriptedAnswerer([claim(runbook.head_id, "The staging timeout is 30 seconds.")])
     outcome = lexical_ask(user=alice, question="What is the staging timeout?", answerer=answerer)
     assert outcome.decision == Decision.ANSWER_WITH_CONFLICTS
     values = outcome.conflicts[0]["values"]
@@ -318,7 +279,7 @@ def test_pinned_note_passages_come_first_uncapped(alice, settings):
         Passage.objects.filter(version=pinned.head, is_head=True).order_by("position")
     )
     assert len(head_passages) > 1  # more than max_items
-    answerer = Scripted()
+    answerer = ScriptedAnswerer()
     outcome = lexical_ask(
         user=alice,
         question="staging certs rotation",
@@ -343,7 +304,7 @@ def test_pinning_a_note_that_is_not_yours_or_live_is_a_clean_error(alice, bob, r
         document_id = runbook.pk
     else:
         document_id = 999_999
-    answerer = Scripted()
+    answerer = ScriptedAnswerer()
     outcome = lexical_ask(
         user=alice, question="staging certs", pinned_document_id=document_id, answerer=answerer
     )
@@ -375,7 +336,7 @@ def test_the_form_and_ask_pin_by_one_rule(alice, bob, runbook):
 
 def test_outcome_from_trace_rebuilds_the_stored_outcome(alice, runbook):
     vendor = make_external(alice, "Vendor docs", VENDOR)
-    answerer = Scripted(
+    answerer = ScriptedAnswerer(
         [
             claim(runbook.head_id, "The staging timeout is 30 seconds."),
             claim(vendor.head_id, "The staging timeout is 60 seconds."),
@@ -393,7 +354,7 @@ def test_outcome_from_trace_does_not_read_the_notes_again(alice, runbook):
     outcome = lexical_ask(
         user=alice,
         question="rotate staging certs",
-        answerer=Scripted([claim(runbook.head_id, span)]),
+        answerer=ScriptedAnswerer([claim(runbook.head_id, span)]),
     )
     services.note_update(
         document=runbook,
@@ -532,7 +493,7 @@ def test_a_local_answer_plans_no_egress(alice, runbook, egress_plans):
     lexical_ask(
         user=alice,
         question="When do I rotate the staging certs?",
-        answerer=Scripted([claim(runbook.head_id, span)]),
+        answerer=ScriptedAnswerer([claim(runbook.head_id, span)]),
     )
     assert egress_plans == [] and EgressLog.objects.count() == 0
 
@@ -558,7 +519,9 @@ def test_a_remote_judge_is_only_asked_about_versions_cleared_for_egress(
     # The judge is asked twice about the cleared claim: is it entailed, does it answer.
     fake_llm.reply('{"entailed": true}').reply('{"answers": true}')
     outcome = lexical_ask(
-        user=alice, question="What is the staging timeout?", answerer=Scripted([cleared, withheld])
+        user=alice,
+        question="What is the staging timeout?",
+        answerer=ScriptedAnswerer([cleared, withheld]),
     )
     assert len(egress_plans) == 1
     entailment, relevance = fake_llm.requests
@@ -622,51 +585,12 @@ def test_code_version_is_a_commit_or_empty_and_never_raises():
 def test_trace_rows_are_written_even_inside_an_outer_transaction(alice, runbook):
     with transaction.atomic():
         outcome = lexical_ask(
-            user=alice, question="What is the capital of France?", answerer=Scripted()
+            user=alice, question="What is the capital of France?", answerer=ScriptedAnswerer()
         )
     assert AskTrace.objects.filter(pk=outcome.trace_id).exists()
 
 
-# --- issue 12 item 2: abstention that fails for the right reasons (real extractive answerer) ----
-
-OPS_SYNC = (
-    "# Ops sync, 2026-09-15\n\n"
-    "Attendees: Priya, Mei, Daniel.\n\n"
-    "## Backups\n\n"
-    "Backup alerts went to email only, so nobody saw the failure on Sunday.\n\n"
-    "## Decisions\n\n"
-    "- The nightly backups moved from 02:00 to 03:30 UTC, after the reindex job.\n"
-    "- Backup alerts page the on-call engineer from now on.\n"
-)
-DB_RUNBOOK = (
-    "# Database runbook\n\n"
-    "## Failover\n\n"
-    "Fail over only when the incident commander approves it in the incident channel.\n\n"
-    "### Promote the replica\n\n"
-    "1. Stop writes on the primary and fence it.\n"
-    "2. Run `pg_ctl promote` on the standby host.\n"
-    "3. Point PgBouncer at the new primary and reload it.\n"
-)
-BACKUP_RUNBOOK = (
-    "# Backups and restore\n\n"
-    "Backups are kept for 30 days in the S3 bucket. Restore drills run every quarter, and the "
-    "restore job runs from the ops host.\n"
-)
-
-
-@pytest.fixture
-def ops_notes(alice) -> dict[str, Document]:
-    return {
-        "sync": services.note_create(owner=alice, title="Ops sync 2026-09-15", body=OPS_SYNC),
-        "db": services.note_create(owner=alice, title="Database runbook", body=DB_RUNBOOK),
-        "backups": services.note_create(owner=alice, title="Backup runbook", body=BACKUP_RUNBOOK),
-    }
-
-
-def extractive_ask(**kwargs) -> Any:
-    from retrieval.answer.answerers import ExtractiveAnswerer
-
-    return lexical_ask(answerer=ExtractiveAnswerer(), **kwargs)
+# --- abstention that fails for the right reasons (the real extractive answerer) ---------------
 
 
 def cited_documents(outcome) -> set[int]:
@@ -746,7 +670,9 @@ def test_an_abstention_after_the_gate_shows_the_closest_passages(alice, runbook)
     outcome = lexical_ask(
         user=alice,
         question="When do I rotate the staging certs?",
-        answerer=Scripted([claim(runbook.head_id, "Certs rotate hourly.", "not in the note")]),
+        answerer=ScriptedAnswerer(
+            [claim(runbook.head_id, "Certs rotate hourly.", "not in the note")]
+        ),
     )
     assert outcome.decision == Decision.ABSTAIN_NO_EVIDENCE and outcome.dropped
     assert outcome.closest and "certbot" in outcome.closest[0].snippet
@@ -756,20 +682,20 @@ def test_an_answer_and_a_pinned_failure_store_no_closest_passages(alice, runbook
     answered = lexical_ask(
         user=alice,
         question="When do I rotate the staging certs?",
-        answerer=Scripted(
+        answerer=ScriptedAnswerer(
             [claim(runbook.head_id, "Rotate the staging certs with certbot before Friday.")]
         ),
     )
     assert answered.decision == Decision.ANSWER and answered.closest == []
     assert "closest" not in AskTrace.objects.get(pk=answered.trace_id).answer
     failed = lexical_ask(
-        user=alice, question="certs", pinned_document_id=10**9, answerer=Scripted()
+        user=alice, question="certs", pinned_document_id=10**9, answerer=ScriptedAnswerer()
     )
     assert failed.closest == []
 
 
 def test_clarifying_choices_are_stored_with_the_answer(alice, ops_notes):
-    outcome = lexical_ask(user=alice, question="backups?", answerer=Scripted())
+    outcome = lexical_ask(user=alice, question="backups?", answerer=ScriptedAnswerer())
     assert outcome.decision == Decision.ASK_CLARIFYING
     assert outcome.clarifying_questions  # the plain-text list stays, for old readers
     assert outcome.clarifying_choices
@@ -780,7 +706,7 @@ def test_clarifying_choices_are_stored_with_the_answer(alice, ops_notes):
 
 
 def test_a_clarifying_choice_asked_answers(alice, ops_notes):
-    outcome = lexical_ask(user=alice, question="backups?", answerer=Scripted())
+    outcome = lexical_ask(user=alice, question="backups?", answerer=ScriptedAnswerer())
     scoped = next(c for c in outcome.clarifying_choices if "Ops sync" in c.label)
     assert scoped.pinned_document_id == ops_notes["sync"].pk
     again = extractive_ask(
@@ -792,7 +718,9 @@ def test_a_clarifying_choice_asked_answers(alice, ops_notes):
 
 
 def test_a_bad_filter_offers_the_question_without_it(alice, runbook):
-    outcome = lexical_ask(user=alice, question="staging certs type:banana", answerer=Scripted())
+    outcome = lexical_ask(
+        user=alice, question="staging certs type:banana", answerer=ScriptedAnswerer()
+    )
     assert [c.question for c in outcome.clarifying_choices] == ["staging certs"]
     assert outcome.closest == []  # nothing was searched
 

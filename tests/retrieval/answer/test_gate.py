@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shutil
 import unicodedata
-from pathlib import Path
 
 import pytest
 
@@ -39,11 +38,7 @@ from retrieval.text.negation import negation_cues
 from retrieval.text.normalise import nfc_collapsed
 from retrieval.words.negation import NEGATION_WORDS
 from retrieval.words.stopwords import GLUE_WORDS
-from tests.retrieval.search.test_rerank import (
-    BOOSTED_WORD,
-    DEFAULT_MODEL_NAME,
-    _build_tiny_cross_encoder,
-)
+from tests.factories import BOOSTED_WORD, DEFAULT_MODEL_NAME, UnavailableScorer
 
 V1, V2, V_WITHHELD = 11, 22, 33
 
@@ -59,17 +54,6 @@ class StubScorer:
     def score(self, premise: str, hypothesis: str) -> float:
         self.calls.append((premise, hypothesis))
         return self.value
-
-
-class UnavailableScorer:
-    name = "broken"
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def score(self, premise: str, hypothesis: str) -> float:
-        self.calls += 1
-        raise EntailmentUnavailable("the model folder is gone")
 
 
 class CrashingScorer:
@@ -569,15 +553,6 @@ def no_downloads(fastembed_offline):
     entailment_module._cross_encoder.cache_clear()
     yield
     entailment_module._cross_encoder.cache_clear()
-
-
-@pytest.fixture(scope="module")
-def tiny_entailment_dir(tmp_path_factory) -> Path:
-    """A tiny single-logit cross-encoder: the logit is ~40 when the pair contains the word
-    "certificate", ~0 otherwise — so sigmoid ≈ 1 or ≈ 0.5."""
-    folder = tmp_path_factory.mktemp("tiny-entailment")
-    _build_tiny_cross_encoder(folder)
-    return folder
 
 
 def test_cross_encoder_loads_a_local_folder_and_scores(no_downloads, tiny_entailment_dir):

@@ -18,8 +18,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from retrieval.answer import entailment as entailment_module
-from tests.retrieval.answer.test_gate import tiny_entailment_dir  # noqa: F401  (fixture)
-from tests.retrieval.search.test_rerank import DEFAULT_MODEL_NAME
+from tests.factories import DEFAULT_MODEL_NAME, UnavailableScorer
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "scifact-claims-mini"
 CLAIMS = FIXTURE / "claims.jsonl"
@@ -81,7 +80,7 @@ def test_cross_encoder_backend_runs_from_a_local_folder(
     tmp_path,
     no_models,
     settings,
-    tiny_entailment_dir,  # noqa: F811
+    tiny_entailment_dir,
 ):
     settings.LODE_ENTAILMENT_MODEL_DIR = str(tiny_entailment_dir)
     settings.LODE_ENTAILMENT_MODEL_NAME = DEFAULT_MODEL_NAME
@@ -136,7 +135,6 @@ def test_a_backend_that_fails_on_every_claim_is_reported_not_hidden(
     tmp_path, no_models, monkeypatch
 ):
     from retrieval.answer import gate_eval
-    from tests.retrieval.answer.test_gate import UnavailableScorer
 
     monkeypatch.setattr(gate_eval, "backend_unavailable", lambda name: "")
     monkeypatch.setattr(gate_eval, "get_entailment_scorer", lambda name: UnavailableScorer())

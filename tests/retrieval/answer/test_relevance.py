@@ -41,7 +41,7 @@ from retrieval.answer.relevance.section_rule import section_answers
 from retrieval.answer.types import Claim, ClaimVerdict, EvidencePack, Support
 from retrieval.eligibility import audience_for
 from retrieval.models import EgressLog
-from tests.factories import pack_of
+from tests.factories import ScriptedAnswerer, pack_of
 
 NIGERIA = "How many medical schools are there in Nigeria?"
 # The near-topic quote of issue 12: verified, on topic, and no answer.
@@ -560,13 +560,12 @@ def test_unreadable_weights_fail_closed(alice, backups, monkeypatch):
 @pytest.mark.django_db
 def test_the_ask_drops_the_near_topic_claim_and_shows_the_answer(alice, backups):
     from retrieval.answer.ask import ask
-    from tests.retrieval.answer.test_ask import Scripted
 
     claims = backup_claims(backups)
     outcome = ask(
         user=alice,
         question="When do the nightly backups run now?",
-        answerer=Scripted(claims),
+        answerer=ScriptedAnswerer(claims),
         mode="lexical",
     )
     assert [c.text for c in outcome.claims] == [claims[0].text]
@@ -592,7 +591,6 @@ def test_the_llm_judge_is_asked_whether_the_claim_answers(
     alice, backups, fake_llm, settings, reply, shown
 ):
     from retrieval.answer.ask import ask
-    from tests.retrieval.answer.test_ask import Scripted
 
     settings.LODE_ENTAILMENT = "llm-judge"
     answer = backup_claims(backups)[0]  # couples: only the relevance question is asked
@@ -600,7 +598,7 @@ def test_the_llm_judge_is_asked_whether_the_claim_answers(
     outcome = ask(
         user=alice,
         question="When do the nightly backups run now?",
-        answerer=Scripted([answer]),
+        answerer=ScriptedAnswerer([answer]),
         mode="lexical",
     )
     (request,) = fake_llm.requests
@@ -618,14 +616,13 @@ def test_the_llm_judge_is_asked_whether_the_claim_answers(
 @pytest.mark.django_db
 def test_a_failing_relevance_judge_drops_the_claim(alice, backups, fake_llm, settings):
     from retrieval.answer.ask import ask
-    from tests.retrieval.answer.test_ask import Scripted
 
     settings.LODE_ENTAILMENT = "llm-judge"
     fake_llm.reply('{"something": "else"}')
     outcome = ask(
         user=alice,
         question="When do the nightly backups run now?",
-        answerer=Scripted([backup_claims(backups)[0]]),
+        answerer=ScriptedAnswerer([backup_claims(backups)[0]]),
         mode="lexical",
     )
     assert outcome.claims == []

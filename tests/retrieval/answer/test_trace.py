@@ -17,7 +17,7 @@ from retrieval.answer.replay import RecordedScorer, replay
 from retrieval.answer.types import Claim, Decision
 from retrieval.eligibility import audience_for
 from retrieval.models import AskTrace, EgressLog
-from tests.retrieval.answer.test_ask import RUNBOOK, Scripted, claim
+from tests.factories import RUNBOOK, ScriptedAnswerer, claim
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +36,9 @@ def answered(alice, runbook) -> AskTrace:
         user=alice,
         question=QUESTION,
         mode="lexical",
-        answerer=Scripted([claim(runbook.head_id, SPAN), claim(runbook.head_id, "x", "nowhere")]),
+        answerer=ScriptedAnswerer(
+            [claim(runbook.head_id, SPAN), claim(runbook.head_id, "x", "nowhere")]
+        ),
     )
     assert outcome.decision == Decision.ANSWER
     return AskTrace.objects.get(pk=outcome.trace_id)
@@ -60,7 +62,9 @@ def test_replay_in_hybrid_mode_with_vectors_reports_nothing(alice, runbook, priv
 
     services.note_create(owner=alice, title="Car", body="The automobile would not start.")
     sync_vectors()
-    outcome = ask(user=alice, question=QUESTION, answerer=Scripted([claim(runbook.head_id, SPAN)]))
+    outcome = ask(
+        user=alice, question=QUESTION, answerer=ScriptedAnswerer([claim(runbook.head_id, SPAN)])
+    )
     trace = AskTrace.objects.get(pk=outcome.trace_id)
     assert trace.trace["search"]["degraded"] == []
     assert trace.trace["manifests"]["embedding"]
@@ -70,7 +74,7 @@ def test_replay_in_hybrid_mode_with_vectors_reports_nothing(alice, runbook, priv
 
 def test_replay_of_a_clarifying_and_an_abstaining_ask_reports_nothing(alice, runbook):
     for question in ("what about it?", "What is the capital of France?"):
-        outcome = ask(user=alice, question=question, mode="lexical", answerer=Scripted())
+        outcome = ask(user=alice, question=question, mode="lexical", answerer=ScriptedAnswerer())
         assert outcome.decision != Decision.ANSWER
         assert replay(AskTrace.objects.get(pk=outcome.trace_id)) == []
 
@@ -96,7 +100,7 @@ def test_the_trace_keeps_the_pack_as_built_when_the_answerer_changes_it(alice, r
         user=alice,
         question=QUESTION,
         mode="lexical",
-        answerer=Scripted(tampering, name="tampering", remote=True),
+        answerer=ScriptedAnswerer(tampering, name="tampering", remote=True),
     )
     assert [w.document_id for w in outcome.withheld] == [secret.pk]
     row = AskTrace.objects.get(pk=outcome.trace_id)
@@ -168,7 +172,7 @@ def relevance_of(question: str, made: Claim, document: Document) -> float:
 def test_replay_never_calls_the_answerer_and_reuses_llm_judge_scores(alice, runbook):
     # A paraphrase (it does not couple, so it needs entailment) that answers the question.
     paraphrase = claim(runbook.head_id, "You rotate the staging certs before Friday.", SPAN)
-    answerer = Scripted([paraphrase])
+    answerer = ScriptedAnswerer([paraphrase])
     outcome = ask(user=alice, question=QUESTION, mode="lexical", answerer=answerer)
     assert outcome.dropped[0].step == "entailment"  # no scorer configured: dropped
     trace = AskTrace.objects.get(pk=outcome.trace_id)
@@ -200,7 +204,7 @@ def test_a_pinned_note_deleted_since_is_reported(alice, runbook):
         question=QUESTION,
         mode="lexical",
         pinned_document_id=runbook.pk,
-        answerer=Scripted([claim(runbook.head_id, SPAN)]),
+        answerer=ScriptedAnswerer([claim(runbook.head_id, SPAN)]),
     )
     trace = AskTrace.objects.get(pk=outcome.trace_id)
     assert replay(trace) == []
@@ -271,7 +275,10 @@ def test_admin_lists_and_shows_traces_read_only(answered, staff_client):
 
 def test_admin_escapes_stored_text(alice, runbook, staff_client):
     outcome = ask(
-        user=alice, question="<script>alert(1)</script> certs", mode="lexical", answerer=Scripted()
+        user=alice,
+        question="<script>alert(1)</script> certs",
+        mode="lexical",
+        answerer=ScriptedAnswerer(),
     )
     page = staff_client.get(
         f"/admin/retrieval/asktrace/{outcome.trace_id}/change/"
@@ -284,7 +291,7 @@ def test_replay_names_a_changed_relevance_scorer(alice, runbook):
         user=alice,
         question=QUESTION,
         mode="lexical",
-        answerer=Scripted([claim(runbook.head_id, SPAN)]),
+        answerer=ScriptedAnswerer([claim(runbook.head_id, SPAN)]),
     )
     trace = AskTrace.objects.get(pk=outcome.trace_id)
     recorded = trace.trace["manifests"]["relevance"]

@@ -20,7 +20,7 @@ from retrieval.answer.trace import TRACE_SCHEMA, Trace
 from retrieval.answer.types import ClaimVerdict, Decision, PackItem
 from retrieval.models import AskTrace
 from retrieval.web.ask_views import answerer_offline, trace_mode
-from tests.retrieval.answer.test_ask import RUNBOOK, VENDOR, Scripted, claim, make_external
+from tests.factories import RUNBOOK, VENDOR, ScriptedAnswerer, claim, make_external
 
 pytestmark = pytest.mark.django_db
 
@@ -101,14 +101,18 @@ def test_every_trace_ask_stores_round_trips(alice, fake_llm, path):
     if path == "answered":
         claims = [claim(runbook.head_id, SPAN), claim(runbook.head_id, "x", "nowhere")]
         outcome = ask(
-            user=alice, question="When do I rotate the staging certs?", answerer=Scripted(claims)
+            user=alice,
+            question="When do I rotate the staging certs?",
+            answerer=ScriptedAnswerer(claims),
         )
     elif path == "pinned unavailable":
-        outcome = ask(user=alice, question="certs", pinned_document_id=10**9, answerer=Scripted())
+        outcome = ask(
+            user=alice, question="certs", pinned_document_id=10**9, answerer=ScriptedAnswerer()
+        )
     elif path == "abstained early":
-        outcome = ask(user=alice, question="zebra quantum violin", answerer=Scripted())
+        outcome = ask(user=alice, question="zebra quantum violin", answerer=ScriptedAnswerer())
     elif path == "answerer failed":
-        outcome = ask(user=alice, question="staging certs", answerer=Scripted(error="boom"))
+        outcome = ask(user=alice, question="staging certs", answerer=ScriptedAnswerer(error="boom"))
     else:
         from retrieval.answer.answerers import ChatAnswerer
 

@@ -21,7 +21,7 @@ from retrieval.answer.gate import relabel_reason, version_labels
 from retrieval.answer.trace import Trace
 from retrieval.answer.types import Claim, Support
 from retrieval.models import AskTrace
-from tests.retrieval.answer.test_ask import Scripted
+from tests.factories import ScriptedAnswerer
 
 pytestmark = pytest.mark.django_db
 
@@ -74,7 +74,7 @@ def test_a_dropped_claim_names_the_number_the_version_page_shows(alice, alice_cl
     outcome = ask(
         user=alice,
         question=QUESTION,
-        answerer=Scripted([fabricated(head.pk)]),
+        answerer=ScriptedAnswerer([fabricated(head.pk)]),
         mode="lexical",
     )
     number = version_page_number(alice_client, runbook, head)
@@ -88,7 +88,10 @@ def test_a_dropped_claim_names_the_number_the_version_page_shows(alice, alice_cl
 def test_a_claim_citing_a_version_never_shown_names_no_id(alice, alice_client, runbook):
     old = runbook.versions.get(number=1)  # not in the pack: only head passages are searched
     outcome = ask(
-        user=alice, question=QUESTION, answerer=Scripted([fabricated(old.pk)]), mode="lexical"
+        user=alice,
+        question=QUESTION,
+        answerer=ScriptedAnswerer([fabricated(old.pk)]),
+        mode="lexical",
     )
     reason = "quoted span 1 cites a version that was not shown to the answerer"
     assert [v.reason for v in outcome.dropped] == [reason]
@@ -100,7 +103,10 @@ def test_a_reason_stored_with_a_version_id_is_shown_with_its_number(alice, alice
     its number, read from the stored pack."""
     head = runbook.head
     outcome = ask(
-        user=alice, question=QUESTION, answerer=Scripted([fabricated(head.pk)]), mode="lexical"
+        user=alice,
+        question=QUESTION,
+        answerer=ScriptedAnswerer([fabricated(head.pk)]),
+        mode="lexical",
     )
     row = AskTrace.objects.get(pk=outcome.trace_id)
     row.answer["dropped"][0]["reason"] = f"quoted span 1 does not occur in version {head.pk}"
@@ -137,7 +143,7 @@ def test_relabel_reason_rewrites_only_the_id_reasons():
 
 
 def test_version_labels_use_the_pack_items_numbers(alice, runbook):
-    outcome = ask(user=alice, question=QUESTION, answerer=Scripted([]), mode="lexical")
+    outcome = ask(user=alice, question=QUESTION, answerer=ScriptedAnswerer([]), mode="lexical")
     row = AskTrace.objects.get(pk=outcome.trace_id)
     pack = Trace.from_row(row).pack
     assert pack is not None

@@ -15,7 +15,7 @@ from retrieval.index.embed_order import next_window, round_robin
 from retrieval.index.embeddings import current_manifest, get_embedder
 from retrieval.index.vectors import get_vector_store, pending_count, pending_passages
 from retrieval.models import Passage
-from tests.retrieval.index.test_worker import CountingEmbedder, sections
+from tests.factories import CountingEmbedder, sections
 
 # --- the pure rule -----------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from retrieval.index.vectors import (
 )
 from retrieval.models import Passage, PassageVector, PendingVector, VectorIndexState
 from spaces.models import personal_space_id
-from tests.retrieval.index.test_worker import CountingEmbedder, edit, head_ids, sections
+from tests.factories import CountingEmbedder, edit, head_ids, sections
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("private_vectors")]
 

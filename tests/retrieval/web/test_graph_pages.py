@@ -20,7 +20,7 @@ from retrieval.web.graph_picture import PictureEdge, PictureNode, graph_svg
 from spaces import services as space_services
 from spaces.models import Role
 from tests import factories
-from tests.notes.test_pages import assert_no_executable_markup
+from tests.factories import assert_no_executable_markup
 
 pytestmark = pytest.mark.django_db
 
