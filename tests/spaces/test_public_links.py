@@ -34,16 +34,6 @@ SECRET_WORD = "quixotrombone"  # only in the other note of the space
 QUESTION = "How do we fail over the database?"
 
 
-@pytest.fixture
-def carol(db) -> User:
-    return User.objects.create_user("carol", "carol@example.com", "pw")
-
-
-@pytest.fixture
-def dave(db) -> User:
-    return User.objects.create_user("dave", "dave@example.com", "pw")
-
-
 def client_for(user: User) -> Client:
     client = Client()
     client.force_login(user)

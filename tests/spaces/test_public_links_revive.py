@@ -24,16 +24,6 @@ UNKNOWN_TOKEN = "A" * 43
 
 
 @pytest.fixture
-def carol(db) -> User:
-    return User.objects.create_user("carol", "carol@example.com", "pw")
-
-
-@pytest.fixture
-def dave(db) -> User:
-    return User.objects.create_user("dave", "dave@example.com", "pw")
-
-
-@pytest.fixture
 def team(alice, bob, carol) -> Space:
     """alice admin, bob viewer, carol editor; public links on."""
     space = Space.objects.create(name="Team Kestrel", created_by=alice, public_links_enabled=True)

@@ -30,16 +30,6 @@ from tests.concurrency import postgresql_only, race
 
 
 @pytest.fixture
-def carol(db) -> User:
-    return User.objects.create_user("carol", "carol@example.com", "pw")
-
-
-@pytest.fixture
-def dave(db) -> User:
-    return User.objects.create_user("dave", "dave@example.com", "pw")
-
-
-@pytest.fixture
 def team(alice, bob, carol, dave) -> Space:
     space = services.space_create(by=alice, name="  Team  ", description="Ops notes")
     services.member_add(by=alice, space=space, username="bob", role=Role.VIEWER)

@@ -46,16 +46,6 @@ def client_for(user: User) -> Client:
 
 
 @pytest.fixture
-def carol(db) -> User:
-    return User.objects.create_user("carol", "carol@example.com", "pw")
-
-
-@pytest.fixture
-def dave(db) -> User:
-    return User.objects.create_user("dave", "dave@example.com", "pw")
-
-
-@pytest.fixture
 def team(alice, bob, carol) -> Space:
     space = Space.objects.create(name="Team", created_by=alice, public_links_enabled=True)
     Membership.objects.create(space=space, user=alice, role=Role.ADMIN)
