@@ -62,20 +62,6 @@ def snapshot_text(html: str) -> TextCollector:
     return parser
 
 
-@pytest.fixture
-def source(alice) -> Source:
-    return make_source(alice)
-
-
-@pytest.fixture
-def external(source) -> Document:
-    return make_source_external(
-        source,
-        bodies=("First snapshot: rotate certs.\n", "Second snapshot: rotate certs weekly.\n"),
-        age=timedelta(days=3),
-    )
-
-
 def page_urls(source: Source, external: Document) -> list[str]:
     return [
         reverse("externals:source", args=[source.pk]),

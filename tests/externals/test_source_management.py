@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import re
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -25,20 +24,6 @@ from notes.models import Document, TrustTier, Version
 from retrieval.search.pipeline import search
 from tests.factories import make_source, make_source_external
 from tests.local_http import minimal_pdf
-
-
-@pytest.fixture
-def source(alice) -> Source:
-    return make_source(alice)
-
-
-@pytest.fixture
-def external(source) -> Document:
-    return make_source_external(
-        source,
-        bodies=("First snapshot: rotate certs.\n", "Second snapshot: rotate certs weekly.\n"),
-        age=timedelta(days=3),
-    )
 
 
 def annotate(owner, document: Document, quote: str = "rotate certs", text: str = "Which certs?"):

@@ -39,14 +39,9 @@ from retrieval.query import FILTER_KEYS, Filter, ParsedQuery, QueryError, parse
 from retrieval.search import pipeline as search_module
 from retrieval.search.pipeline import MODES, search
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("private_vectors")]
 
 BEIR_FIXTURE = Path(__file__).parents[1] / "fixtures" / "beir-mini"
-
-
-@pytest.fixture(autouse=True)
-def _private_vectors(private_vectors: Path) -> Path:
-    return private_vectors
 
 
 def at(text: str) -> datetime:

@@ -1,5 +1,6 @@
 """Fixtures the answer-layer tests share: three operations notes whose questions test
-abstention and answering with the real extractive answerer, and a tiny entailment model."""
+abstention and answering with the real extractive answerer, the deploy runbook, and a tiny
+entailment model."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from notes import services
 from notes.models import Document
-from tests.factories import build_tiny_cross_encoder
+from tests.factories import RUNBOOK, build_tiny_cross_encoder
 
 OPS_SYNC = (
     "# Ops sync, 2026-09-15\n\n"
@@ -56,3 +57,9 @@ def tiny_entailment_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("tiny-entailment")
     build_tiny_cross_encoder(folder)
     return folder
+
+
+@pytest.fixture
+def runbook(alice) -> Document:
+    """The deploy runbook note (RUNBOOK); a module that needs another runbook overrides it."""
+    return services.note_create(owner=alice, title="Deploy runbook", body=RUNBOOK)

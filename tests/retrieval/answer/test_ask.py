@@ -31,7 +31,6 @@ from retrieval.answer.types import (
 from retrieval.eligibility import audience_for
 from retrieval.models import AskTrace, EgressLog, Passage
 from tests.factories import (
-    RUNBOOK,
     VENDOR,
     ScriptedAnswerer,
     claim,
@@ -40,11 +39,6 @@ from tests.factories import (
 )
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def runbook(alice) -> Document:
-    return services.note_create(owner=alice, title="Deploy runbook", body=RUNBOOK)
 
 
 def lexical_ask(**kwargs) -> Any:

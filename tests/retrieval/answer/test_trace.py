@@ -17,17 +17,12 @@ from retrieval.answer.replay import RecordedScorer, replay
 from retrieval.answer.types import Claim, Decision
 from retrieval.eligibility import audience_for
 from retrieval.models import AskTrace, EgressLog
-from tests.factories import RUNBOOK, ScriptedAnswerer, claim
+from tests.factories import ScriptedAnswerer, claim
 
 pytestmark = pytest.mark.django_db
 
 SPAN = "Rotate the staging certs with certbot before Friday."
 QUESTION = "When do I rotate the staging certs?"
-
-
-@pytest.fixture
-def runbook(alice):
-    return services.note_create(owner=alice, title="Deploy runbook", body=RUNBOOK)
 
 
 @pytest.fixture

@@ -39,18 +39,13 @@ from retrieval.search.pipeline import SearchResult, search
 from spaces.models import personal_space_id
 from tests.factories import free_port
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("private_vectors")]
 
 QUERY = "certbot staging certificates"
 SEMANTIC_UNAVAILABLE = "Semantic search unavailable: "
 
 
 # --- fixtures ----------------------------------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def _private_vectors(private_vectors: Path) -> Path:
-    return private_vectors
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ Each test gets a private embedded Chroma folder; only tests that need vectors sy
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
@@ -29,7 +28,7 @@ from retrieval.models import Passage
 from retrieval.search.fusion import RRF_K
 from retrieval.search.pipeline import MODES, search
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("private_vectors")]
 
 CAR_NOTE = "The automobile would not start in the cold"
 CAR_QUERY = "car engine failure winter"
@@ -38,11 +37,6 @@ DISTRACTORS = {
     "Redis": "Set maxmemory-policy allkeys-lru on the cache and restart it.",
     "Garden": "Water the tomato plants every second evening in July.",
 }
-
-
-@pytest.fixture(autouse=True)
-def _private_vectors(private_vectors: Path) -> Path:
-    return private_vectors
 
 
 def lexical_score_name() -> str:

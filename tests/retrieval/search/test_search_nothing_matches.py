@@ -14,8 +14,6 @@ and the API, with the real embedding model and a private embedded Chroma:
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from django.contrib.auth.models import User
 from django.db import transaction
@@ -32,7 +30,7 @@ from retrieval.search.fusion import FusedHit, LegHit, word_tier, word_tiers
 from retrieval.search.pipeline import MEANING_ONLY_FLOOR, search, words_matched
 from tests.factories import make_external
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("private_vectors")]
 
 UNRELATED = {
     "Sourdough": "Bake the sourdough loaf at 220 degrees for forty minutes, then let it cool.",
@@ -41,11 +39,6 @@ UNRELATED = {
     "Lisbon trip": "The tram to Belém leaves from Praça da Figueira; buy a Viva Viagem card.",
 }
 NOWHERE = "kubernetes helm chart"
-
-
-@pytest.fixture(autouse=True)
-def _private_vectors(private_vectors: Path) -> Path:
-    return private_vectors
 
 
 def text(response) -> str:

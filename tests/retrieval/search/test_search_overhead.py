@@ -16,8 +16,6 @@ the ones they replace.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -36,7 +34,7 @@ from retrieval.text.stemming import folded_tokens
 from spaces.models import personal_space_id
 from tests import factories
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("private_vectors")]
 
 # Single words, and a phrase and an exclusion (PostgreSQL ranks those through its GIN
 # matches, single words from their postings).
@@ -58,11 +56,6 @@ TOP_LIST, JOINED = {
 
 def is_top_list(sql: str) -> bool:
     return sql.startswith(TOP_LIST) if connection.vendor == "sqlite" else TOP_LIST in sql
-
-
-@pytest.fixture(autouse=True)
-def _private_vectors(private_vectors: Path) -> Path:
-    return private_vectors
 
 
 def _body(i: int) -> str:
