@@ -231,6 +231,12 @@ def service_and_team_notes(owner: User) -> tuple[Document, Document]:
     return service, team
 
 
+def nested_list(depth: int) -> str:
+    """A Markdown list `depth` levels deep, one entry a level ("level N"), each indented two
+    spaces more."""
+    return "".join("  " * level + f"- level {level}\n" for level in range(depth))
+
+
 # --- evidence packs ----------------------------------------------------------------------------
 
 

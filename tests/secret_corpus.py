@@ -1,4 +1,4 @@
-"""The secret-redaction corpus (issue 12 item 4): secret forms that must be redacted and
+"""The secret-redaction corpus: secret forms that must be redacted and
 look-alikes that must survive unchanged. Used by tests/retrieval/answer/test_redaction.py.
 
 Every value is fake: made up for this file, or a vendor's published example (Stripe's docs

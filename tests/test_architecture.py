@@ -37,7 +37,7 @@ EXPLICIT: dict[str, str] = {
     "externals.extract": "models",
     "externals.fetch": "models",
     "externals.folders": "models",
-    # Spaces (issue 15): the app's wiring and the personal space every new account gets.
+    # Spaces: the app's wiring and the personal space every new account gets.
     "spaces.apps": "models",
     "spaces.signals": "models",
     # The session's chosen space (the header's switcher) — read by views only.

@@ -1,4 +1,4 @@
-"""The linked test corpus of issue 16 (`bench/data/linked_corpus/`) and its question sets
+"""The linked test corpus (`bench/data/linked_corpus/`) and its question sets
 (`bench/data/linked_questions/`) are what `bench/make_linked_corpus.py` says they are.
 
 Pure: no database, no network. Checked: the generator re-run into a temporary folder writes

@@ -1,4 +1,4 @@
-"""The hand-written question sets of issue 12 (`bench/data/questions/`) are well formed.
+"""The hand-written question sets (`bench/data/questions/`) are well formed.
 
 Pure: no database, no network. The checks that need SciFact read `../shared/data` when it is
 there and are skipped otherwise (the data is not part of the repository).
@@ -43,11 +43,10 @@ SETS = (
     "cafe_answerable",
     "cafe_unanswerable",
 )
-# The sets over the second and third notes corpora, written on 2026-12-03.
+# The sets over the second and third notes corpora.
 NEW_CORPUS_SETS = ("lab_answerable", "lab_unanswerable", "cafe_answerable", "cafe_unanswerable")
-# The kept-apart notes sets, each whole in one split nobody tunes on: `fresh` (written and
-# first run on 2026-12-02; its false answers were printed once since) and `fresh2` (written
-# on 2026-12-02 after that, never run).
+# The kept-apart notes sets, each whole in one split nobody tunes on: `fresh` (run once; its
+# false answers have been printed) and `fresh2` (never run).
 FRESH_SPLIT = {
     "notes_fresh_answerable": "fresh",
     "notes_fresh_unanswerable": "fresh",
@@ -271,7 +270,7 @@ def test_scifact_unanswerable_near_documents_exist() -> None:
     for row in rows:
         assert row["near_doc_id"] in abstracts, row["id"]
         assert row["why"].strip(), row["id"]
-    # The two examples issue 12 quotes are in the set, next to the abstracts it describes.
+    # The two examples the set was written around are in it, next to the abstracts it describes.
     near = {row["question"]: row["near_doc_id"] for row in rows}
     assert near["How many medical schools are there in Nigeria?"] == 3662510
     assert near["How many people donated blood in Australia last year?"] == 11349166

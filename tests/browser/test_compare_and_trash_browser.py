@@ -1,4 +1,4 @@
-"""Compare and trash in a real browser (issue 13, item 7): pick two versions on the history
+"""Compare and trash in a real browser: pick two versions on the history
 page and read the word diff (hostile text shown as text, never run), then delete a note and
 restore it from the trash, after which search finds it again. Both pages fit a 360 px phone.
 

@@ -1,4 +1,4 @@
-"""The Content-Security-Policy and Permissions-Policy in a real browser (issue 10, item 7):
+"""The Content-Security-Policy and Permissions-Policy in a real browser:
 Debian's chromium, headless, against the live server. Every kind of page is used the way a
 person would — htmx searches and asks, the annotation script, the admin's scripts, the
 API docs — and the browser must report no CSP violation (`securitypolicyviolation` events
@@ -36,7 +36,7 @@ def test_lode_pages_work_under_the_policy(open_session, alice):
     expect(page.locator("main")).to_contain_text("certbot")
 
     # htmx search: submit swaps in results, then changing the mode re-searches (the mode is
-    # chosen in the Advanced view, issue 13 item 6).
+    # chosen in the Advanced view).
     page.goto("/search?adv=1")
     page.locator("form.search input[name=q]").fill("certbot")
     page.locator("form.search select[name=mode]").select_option("lexical")

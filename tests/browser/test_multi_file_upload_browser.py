@@ -1,5 +1,5 @@
 """Several files at once by drag-and-drop, and the rendered view of a snapshot, in a real
-browser (issue 13, item 8). Debian's chromium drops two files on the upload form's zone (a
+browser. Debian's chromium drops two files on the upload form's zone (a
 DragEvent carrying a DataTransfer, as a drag from the desktop delivers), sees both listed,
 uploads them and finds both added; then opens one external's rendered view. Every page fits
 1280 px and 360 px without sideways scrolling.

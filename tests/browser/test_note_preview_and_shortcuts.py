@@ -1,4 +1,4 @@
-"""Notes people expect, in a real browser (issue 13, item 7): the edit form's Preview (htmx,
+"""Notes people expect, in a real browser: the edit form's Preview (htmx,
 rendered by the server through the one sanitiser), the keyboard shortcuts of static/notes.js
 (`/` search, Ctrl/Cmd+Enter submit, Esc leave a field or close a <details>), and dark mode
 following the system setting (Playwright's `color_scheme="dark"`), whose colours are checked

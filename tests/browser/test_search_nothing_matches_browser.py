@@ -1,5 +1,5 @@
-"""The search page's "nothing matches" and its weaker-matches toggle in a real browser (issue
-13, items 4 and 5): a page heading; an htmx search for words the notes never use says
+"""The search page's "nothing matches" and its weaker-matches toggle in a real browser: a
+page heading; an htmx search for words the notes never use says
 plainly that nothing matches and offers the weaker (meaning-only) matches; the toggle is kept
 in the URL, in the copy-link field and across a mode change made through the form (htmx);
 hiding them again brings back "nothing matches".
@@ -57,7 +57,7 @@ def test_nothing_matches_then_weaker_matches_on_request(
     expect(results).not_to_contain_text("Nothing in your notes matches")
     expect(page.locator("#results [data-share-url]")).to_have_value(re.compile(r"weaker=1"))
 
-    # A mode change (in the Advanced view, issue 13 item 6) re-searches through the form
+    # A mode change (in the Advanced view) re-searches through the form
     # (htmx); the weaker view stays.
     page.get_by_role("link", name="Advanced", exact=True).click()
     page.wait_for_url(lambda url: params(url).get("adv") == ["1"])

@@ -1,4 +1,4 @@
-"""Sources managed in the app, in a real browser (issue 13, item 8): Debian's chromium edits
+"""Sources managed in the app, in a real browser: Debian's chromium edits
 a source (name, trust tier, no-egress, stale age), disables and enables it, deletes an
 annotation after its confirmation page, and deletes the source after the page that counts
 what happens to its externals, snapshots and annotations. Every page it passes through fits

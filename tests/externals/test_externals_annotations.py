@@ -1,4 +1,4 @@
-"""Annotations on external snapshots (issue 6, item 5; item 8 for them): the pure
+"""Annotations on external snapshots: the pure
 re-anchoring, creation checks, migration onto new snapshots, search, and owner scoping."""
 
 from __future__ import annotations

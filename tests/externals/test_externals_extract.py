@@ -1,4 +1,4 @@
-"""Extractors (issue 6, item 1): strict UTF-8 with the byte offset of a decode error, BOM
+"""Extractors: strict UTF-8 with the byte offset of a decode error, BOM
 dropped, HTML through trafilatura, PDF page by page with page offsets, binary and unknown
 types skipped with a reason, and the extractor's name and version always reported."""
 
@@ -31,8 +31,8 @@ def test_a_decode_error_names_the_byte_offset():
 
 
 def test_a_nul_byte_anywhere_makes_a_text_or_html_file_binary():
-    """Before: only the first 8 KB were checked, so a NUL later on was stored in the
-    snapshot, where SQLite's substr()/length() stop at it."""
+    """A NUL past the first 8 KB is found too: stored in a snapshot, it would stop SQLite's
+    substr()/length() there."""
     late_nul = b"# Notes\n" + b"words " * 2000 + b"\x00 tail\n"
     assert late_nul.index(b"\x00") > 8192
     with pytest.raises(SkipItem, match="binary file"):

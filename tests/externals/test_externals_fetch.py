@@ -1,4 +1,4 @@
-"""URL fetching (issue 6, item 1; issue 10, item 3): bounded, content-type checked, only
+"""URL fetching: bounded, content-type checked, only
 globally routable addresses on every redirect hop unless allowed, the connection pinned to
 the address that was checked, one deadline for the whole fetch and a minimum transfer rate.
 All pages come from a local server on 127.0.0.1 (no network)."""
@@ -55,7 +55,7 @@ def test_refuses_loopback_unless_allowed(settings):
         ("::ffff:127.0.0.1", False),
         ("0.0.0.0", False),
         ("240.0.0.1", False),
-        # Issue 10: special ranges a deny-list missed; only globally routable ones pass.
+        # Special ranges a deny-list would miss; only globally routable ones pass.
         ("100.64.0.1", False),  # shared address space (carrier-grade NAT)
         ("100.100.100.200", False),  # a cloud metadata address inside 100.64.0.0/10
         ("100.127.255.254", False),

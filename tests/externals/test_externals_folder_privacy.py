@@ -1,8 +1,8 @@
-"""Folder sources must not reveal the server's disk to non-staff accounts (issue 10,
-item 7). Before: the add-folder form answered "No folder exists at …", "… is a file, not a
-folder" and "The server cannot read the folder …" before checking whether the account may
-mirror that path at all, so any user could probe what exists anywhere on the server. Now
-every reason gets one message for non-staff accounts — from the page, the service and a
+"""Folder sources must not reveal the server's disk to non-staff accounts. Answers such as
+"No folder exists at …", "… is a file, not a folder" or "The server cannot read the folder …"
+given before checking whether the account may mirror that path at all would let any user
+probe what exists anywhere on the server, so every reason gets one message for non-staff
+accounts — from the page, the service and a
 scan alike — while staff still hear exactly what is wrong."""
 
 from __future__ import annotations

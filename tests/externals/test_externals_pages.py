@@ -1,4 +1,4 @@
-"""Source and external pages (issue 6, items 4 and 8): login, owner scoping (bob gets 404
+"""Source and external pages: login, owner scoping (bob gets 404
 on alice's pages), add-source forms, scan now with htmx polling, webhook secret shown once,
 snapshot text escaped as one text node, snapshot history, and evidence links to externals.
 
@@ -626,10 +626,10 @@ def links_of(html: str, css_class: str) -> dict[str, str]:
 
 
 def test_search_hit_titles_open_the_page_of_each_kind_of_document(alice_client, scanned_external):
-    """Issue 11, item 5: an external hit's title linked to the note view (404)."""
+    """Each hit's title opens its own kind of page: an external's never the note view (a 404)."""
     page = alice_client.get("/search", {"q": "wombats", "mode": "lexical"}).content.decode()
     titles = links_of(page, "hit-title")
-    # An external is titled by its first `# ` heading (issue 13, item 8).
+    # An external is titled by its first `# ` heading.
     assert set(titles) == {"Wombats", "Wombat notes"}
     snapshot = alice_client.get(titles["Wombats"])
     assert snapshot.status_code == 200

@@ -1,4 +1,4 @@
-"""The scan pipeline (issue 6, items 1-3; ADR 0005): first ingest and refresh are one
+"""The scan pipeline (ADR 0005): first ingest and refresh are one
 pipeline; unchanged files are skipped; a changed file's new snapshot is written before the
 old one leaves search; every failure keeps the previous snapshot searchable; only a
 successful scan prunes; secrets and escaping links are rejected; logical ids never collide.
@@ -344,7 +344,7 @@ def test_url_source_mirrors_html_through_trafilatura(alice):
         record = pipeline.scan_source(source)
         assert record.status == OK and record.items_new == 1
         document = SourceItem.objects.get(source=source).document
-        assert document.title == "Runbook page"  # the page's <title> (issue 13, item 8)
+        assert document.title == "Runbook page"  # the page's <title>
         assert document.head.extractor_name == "trafilatura"
         assert document.head.source_path == ""
         assert len(found(alice, "certbot")) == 1

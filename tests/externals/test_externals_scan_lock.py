@@ -1,5 +1,5 @@
-"""One scan per source at a time (issue 10, item 5). Before: four concurrent scans of a
-40-file folder wrote 160 versions, each scan reporting 40 new. Now a scan claims its source
+"""One scan per source at a time: four concurrent scans of a 40-file folder write 40
+versions, not 160 with each scan reporting 40 new. A scan claims its source
 with a conditional UPDATE; the others report "already scanning" (pipeline, task, page, API,
 command) or wait for it. The races run real threads with their own connections."""
 
@@ -137,7 +137,7 @@ def test_a_scan_that_lost_its_claim_stops_and_releases_nothing(source, monkeypat
 def test_a_claim_taken_over_during_extraction_stops_the_next_write(source, monkeypatch):
     """The claim is refreshed right before each write, not only before each item (and at
     most every minute): an extraction that outlives the claim writes nothing once another
-    scan holds the source. Before: with the heartbeat not due, all 40 were written."""
+    scan holds the source, even when the heartbeat is not due."""
     real_extract = pipeline.extractors.extract
     stolen = timezone.now() + timedelta(seconds=5)
     calls = []
@@ -177,7 +177,7 @@ def test_a_claim_taken_over_before_pruning_prunes_nothing(source, folder, monkey
     assert "took this source over" in record.error
     assert record.items_pruned == 0
     assert record.finished_at is not None
-    assert source.items.count() == FILES  # before: 5 pruned by a scan that no longer held it
+    assert source.items.count() == FILES  # none pruned by a scan that no longer holds it
 
 
 @pytest.mark.django_db

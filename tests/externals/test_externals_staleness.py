@@ -1,4 +1,4 @@
-"""Staleness has one rule (issue 11, item 4): the badge on the pages (`services.is_stale`)
+"""Staleness has one rule: the badge on the pages (`services.is_stale`)
 and the trust tier the refresh gives documents (`pipeline.refresh_staleness`, one query)
 must agree on every snapshot, at the boundary too, on SQLite and PostgreSQL alike.
 

@@ -257,8 +257,8 @@ def test_a_refused_delivery_id_can_still_be_accepted_later(alice_source, queued)
 
 
 def test_a_replayed_signature_is_a_duplicate_without_an_id(alice_source, queued):
-    """Before: a delivery without an id skipped the duplicate check, so a captured request
-    queued a refresh each time it was replayed within its five minutes."""
+    """A delivery without an id still goes through the duplicate check, so a captured request
+    replayed within its five minutes queues no second refresh."""
     timestamp = int(time.time())
     first = push(alice_source.pk, delivery=None, timestamp=timestamp)
     assert first.status_code == 202
@@ -275,8 +275,8 @@ def test_a_replayed_signature_is_a_duplicate_without_an_id(alice_source, queued)
 
 
 def test_a_replay_under_a_new_delivery_id_is_a_duplicate(alice_source, queued):
-    """The delivery id is not signed: an attacker can put any id on a captured request.
-    Before: each new id queued one more refresh."""
+    """The delivery id is not signed: an attacker can put any id on a captured request,
+    and a new id queues no further refresh."""
     timestamp = int(time.time())
     assert push(alice_source.pk, delivery="orig", timestamp=timestamp).status_code == 202
     for n in range(3):
@@ -327,7 +327,7 @@ def test_oversized_body_is_413_without_checking_the_signature(alice_source, queu
 
 
 def test_refused_deliveries_are_rate_limited_per_address(alice_source, queued, settings, caplog):
-    """Before: 300 bad requests wrote 300 audit rows. Now: no rows, at most the limit of
+    """300 bad requests write no audit rows, at most the limit of
     log lines plus one saying the address is cut off, then 429 for the rest of the window
     for refused deliveries; a correctly signed delivery from that address is still taken
     (before: 429, so junk traffic blocked the real sender)."""
@@ -372,8 +372,8 @@ def test_behind_the_tls_proxy_failures_are_counted_per_forwarded_address(
     alice_source, queued, settings
 ):
     """With LODE_HTTPS every delivery arrives from the proxy's address; the limit is kept
-    per client (the last X-Forwarded-For entry, which the proxy appends). Before: one
-    sender's junk got every other sender answered 429."""
+    per client (the last X-Forwarded-For entry, which the proxy appends), so one
+    sender's junk never gets every other sender answered 429."""
     settings.LODE_HTTPS = True
     settings.LODE_WEBHOOK_MAX_FAILURES = 3
     proxy = {"remote_addr": "10.0.0.2"}
@@ -428,8 +428,8 @@ def test_good_delivery_puts_exactly_one_task_on_the_real_queue(alice_source, set
 
 
 def test_pushes_for_a_source_with_a_refresh_pending_queue_no_more(alice_source, settings):
-    """At most one pending refresh per source. Before: every distinct push queued a task
-    (and each busy one re-queued itself up to 40 times)."""
+    """At most one pending refresh per source: a distinct push while one is pending queues
+    no task (nor does a busy one re-queue itself)."""
     from django_tasks_db.models import DBTaskResult
 
     from externals.tasks import refresh_source

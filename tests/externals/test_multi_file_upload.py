@@ -1,4 +1,4 @@
-"""Issue 13, item 8: several files in one upload, each through the checks a single upload
+"""Several files in one upload, each through the checks a single upload
 has, with a per-file report (one bad file never loses the others) and per-request bounds;
 and the rendered view of Markdown/HTML snapshots beside the exact text, through the notes'
 sanitiser, owner only."""

@@ -1,4 +1,4 @@
-"""Progress people trust (issue 13, item 9): a scan counts the files it found before it reads
+"""Progress people trust: a scan counts the files it found before it reads
 any and saves "done of found" as it goes (every `PROGRESS_EVERY` files or every
 `PROGRESS_SECONDS`, not on every file); the source page polls a small owner-only fragment
 that shows a bar with those totals and the externals so far, stops polling when the scan

@@ -1,4 +1,4 @@
-"""Sources managed in the app (issue 13, item 8): edit a source's settings, disable and
+"""Sources managed in the app: edit a source's settings, disable and
 enable it, delete it after a confirmation that counts what happens to its externals,
 snapshots and annotations; a link to each external's original; titles taken from the
 document; delete an annotation. Every write is owner-only (bob gets 404), POST only and

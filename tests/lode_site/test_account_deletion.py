@@ -68,7 +68,7 @@ def test_a_head_version_cannot_be_deleted_alone(alice_note) -> None:
 
 
 def test_deleting_an_account_hands_its_shared_content_to_another_member(alice, bob) -> None:
-    """Issue 15: what a user wrote in a shared space stays with the space when their account
+    """What a user wrote in a shared space stays with the space when their account
     goes (an admin of the space inherits it), tags included; their personal space, and a
     shared space nobody else is in, go with the account."""
     from django.contrib.auth import get_user_model

@@ -68,7 +68,7 @@ def test_list_notes_tag_filter_and_paging(alice_client, alice, alice_note):
 
 
 def test_list_notes_bounds_the_bodies_it_carries(alice_client, alice, settings):
-    """Issue 10, item 2: a list of many large notes stays within its body budget; the notes
+    """A list of many large notes stays within its body budget; the notes
     past it are still listed, say their body was left out, and their own endpoint has it."""
     settings.LODE_API_LIST_MAX_BODY_CHARS = 25_000
     for i in range(4):

@@ -1,4 +1,4 @@
-"""Numbers in URLs and parameters never make a server error (issue 10, item 6).
+"""Numbers in URLs and parameters never make a server error.
 
 Ids outside 1..2**63-1 used to reach the database and fail there: SQLite's OverflowError,
 PostgreSQL's out-of-range error, "Negative indexing is not supported" for `offset=-1`. Now

@@ -1,6 +1,6 @@
 """Two API schemas with one name and different fields collide in the OpenAPI components:
-the document then describes one endpoint's responses with the other's fields (issue 16's
-graph evidence schema once replaced the evidence endpoint's `EvidenceOut`)."""
+the document then describes one endpoint's responses with the other's fields (a graph
+evidence schema named like the evidence endpoint's `EvidenceOut` would replace it)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`bootstrap run` stops its children on SIGTERM and SIGHUP as on Ctrl-C (issue 10, item 8).
+"""`bootstrap run` stops its children on SIGTERM and SIGHUP as on Ctrl-C.
 
 End to end with real processes: `python -m lode_site.bootstrap run --port <free port>` with
 its own data folder, wait until the web server answers on the port, send the signal, then

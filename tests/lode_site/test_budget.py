@@ -1,4 +1,4 @@
-"""Time budgets (issue 10, item 1): every search, ask and page read runs under a budget that
+"""Time budgets: every search, ask and page read runs under a budget that
 the database enforces too (SQLite progress handler, PostgreSQL statement_timeout) and that
 ends in a clear 503, never a hung worker or a 500; the connection stays usable afterwards.
 

@@ -1,4 +1,4 @@
-"""`bootstrap deploy-local` runs the scale-out topology on one machine (issue 14, item 3).
+"""`bootstrap deploy-local` runs the scale-out topology on one machine.
 
 End to end on a private PostgreSQL database: a Chroma server, two background workers and
 gunicorn with two processes start; a note written over the API is embedded by a worker into

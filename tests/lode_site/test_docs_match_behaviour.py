@@ -1,6 +1,6 @@
-"""Issue 13's smaller fixes (item 5): the webhook reply names its source, the README's
-configuration table is one table, `/api/docs` says what the API offers now and links back to
-the app, and the `#channel-name` rule is the documented one."""
+"""What lode tells people matches what it does: the webhook reply names its source, the
+README's configuration table is one table, `/api/docs` says what the API offers and links
+back to the app, and the `#channel-name` rule is the documented one."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ def test_api_docs_describe_the_api_as_it_is_and_link_back(alice_client):
         ("Dangling #channel- hyphen", ("channel",)),
         ("Mention `#channel-name` without tagging", ()),
         ("```\nslack #channel-name\n```\n", ()),
-        ("Issue #123, # Heading, word#x, ##x", ()),
+        ("Ticket #123, # Heading, word#x, ##x", ()),
         ("See https://example.com/a#channel-name or [this](#channel-name)", ()),
     ],
 )

@@ -1,4 +1,4 @@
-"""The 404 and 403 pages (issue 13, item 5): inside the app's layout (top bar, a way back to
+"""The 404 and 403 pages: inside the app's layout (top bar, a way back to
 search and the notes), in plain words, and revealing nothing — another user's note answers
 exactly what a note that never existed answers. DEBUG is off here, as in production."""
 
@@ -29,7 +29,7 @@ def without_tokens(html: str) -> str:
 
 
 def test_missing_note_is_the_styled_404(alice_client):
-    """A note id that names nothing the user may see is the no-access page (issue 15): the
+    """A note id that names nothing the user may see is the no-access page: the
     same for a note that does not exist and one in a space they are not in."""
     response = alice_client.get(reverse("notes:detail", args=[999_999]))
     assert response.status_code == 404
@@ -76,7 +76,7 @@ def test_signed_out_404_offers_log_in():
 def test_403_is_styled_and_says_why(alice):
     """Django answers an unhandled PermissionDenied with the URLconf's 403 handler, which
     renders templates/403.html. lode raises it only for a member whose role does not allow a
-    change, with a sentence for them (issue 15), so the page says it."""
+    change, with a sentence for them, so the page says it."""
     handler = get_resolver().resolve_error_handler(403)
     request = RequestFactory().get("/notes/1/edit")
     request.user = alice
@@ -93,7 +93,7 @@ def test_403_is_styled_and_says_why(alice):
     assert f'href="{reverse("login")}"' in body(handler(request, exception=PermissionDenied()))
 
 
-# --- the database unavailable (issue 14: a PostgreSQL restart is a 503, never a 500) -----
+# --- the database unavailable (a PostgreSQL restart is a 503, never a 500) -----
 
 
 def _lose_the_database(monkeypatch, target: str) -> None:

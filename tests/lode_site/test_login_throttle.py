@@ -1,4 +1,4 @@
-"""Login throttling (issue 10, item 7; lode_site/throttle.py): after N failed logins for a
+"""Login throttling (lode_site/throttle.py): after N failed logins for a
 username from one address (or M from one address for any usernames) within the window, the
 next login is refused — even with the right password — with "Too many failed attempts; try
 again in N minutes", until the window has moved on; another user, or a bearer token, is

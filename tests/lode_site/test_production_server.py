@@ -1,4 +1,4 @@
-"""`bootstrap run` serves lode in production form (issue 14, item 2).
+"""`bootstrap run` serves lode in production form.
 
 * gunicorn, not Django's development server (`Server: gunicorn`), with the static files
   hashed and compressed by whitenoise and sent with far-future caching headers, an access

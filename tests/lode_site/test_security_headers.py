@@ -1,4 +1,4 @@
-"""Headers every page gets and the HTTPS switch (issue 10, item 7).
+"""Headers every page gets and the HTTPS switch.
 
 * a Content-Security-Policy (Django's ContentSecurityPolicyMiddleware) that allows scripts
   and styles from lode's own origin only — and pages that need nothing more: no inline

@@ -1,4 +1,4 @@
-"""Compare and trash (issue 13, item 7), server side: the bounded word diff
+"""Compare and trash, server side: the bounded word diff
 (notes.services.word_diff), the compare page between any two versions and the diffs on the
 edit-conflict page (user text always escaped), and the trash with restore (owner only,
 versions kept, searchable again).

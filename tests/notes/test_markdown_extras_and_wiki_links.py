@@ -1,4 +1,4 @@
-"""Notes people expect (issue 13, item 7), server side: task lists, footnotes and tables
+"""Notes people expect, server side: task lists, footnotes and tables
 through the one sanitiser (notes/rendering.py), hostile notes that try the new tags, `[[wiki
 links]]` resolved among the reader's own notes only, and the edit form's Preview endpoint.
 

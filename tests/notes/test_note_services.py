@@ -373,7 +373,7 @@ def test_tag_list_input_is_accepted(alice):
         ("entity &#123; and &#x41; and &amp;", set()),
         ("see https://example.com/page#section and http://x.org/#frag", set()),
         ("jump to [the setup](#setup-steps) below", set()),
-        ("issue #123 is numeric", set()),
+        ("ticket #123 is numeric", set()),
         ("double ##hash not a tag", set()),
         ("word#inside no tag", set()),
         ("dup #Same and #same", {"same"}),
@@ -550,8 +550,8 @@ def test_conflict_leaves_passages_unchanged(alice, alice_note):
 @postgresql_only
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_restores_from_one_page_make_one_version(alice, alice_note):
-    """Five restores started from the same page (head v2) used to write five identical
-    versions; now exactly one succeeds and four are refused as conflicts."""
+    """Five restores started from the same page (head v2) write one version: exactly one
+    succeeds and four are refused as conflicts, never five identical versions."""
     v1 = alice_note.head
     v2 = edit(alice_note, alice, "second")
 
@@ -607,8 +607,8 @@ def test_concurrent_restores_and_edit_from_one_head_make_one_version(alice, alic
 @postgresql_only
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_edits_from_one_head_make_one_version(alice, alice_note):
-    """Writers that waited for the row lock see the head as committed meanwhile (the lock
-    query used to join the head as of its first read, so waiters saw no head at all)."""
+    """Writers that waited for the row lock see the head as committed meanwhile (a lock
+    query joining the head as of its first read would show waiters no head at all)."""
     v1 = alice_note.head
 
     def edit_from_v1(n: int):

@@ -1,4 +1,4 @@
-"""The import services (issue 11, item 4): `lode_load_beir` writes through
+"""The import services: `lode_load_beir` writes through
 `notes.services.notes_import`, the bulk form of the same services a note saved on its page
 goes through, and must write exactly what the one-note path (`note_import` →
 `note_create`) writes, and exactly what the loader wrote before it was moved onto them.

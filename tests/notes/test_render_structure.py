@@ -27,13 +27,9 @@ from notes.rendering import (
     structure_of,
 )
 from tests import factories
+from tests.factories import nested_list
 
 NESTED_NOTICE = "This note is nested too deeply to display formatted"
-
-
-def nested_list(depth: int) -> str:
-    """A list `depth` levels deep, one item a level, each indented two spaces more."""
-    return "".join("  " * level + f"- item {level}\n" for level in range(depth))
 
 
 def nested_quotes(depth: int) -> str:
@@ -95,7 +91,7 @@ def test_the_page_of_a_note_900_levels_deep_answers_with_the_notice(alice, alice
     assert response.status_code == 200
     page = response.content.decode()
     assert NESTED_NOTICE in page
-    assert "- item 0\n  - item 1\n" in page
+    assert "- level 0\n  - level 1\n" in page
     again = alice_client.get(reverse("notes:detail", args=[note.pk]), {"part": 2})
     assert again.status_code == 200
 
@@ -127,7 +123,7 @@ def test_no_depth_loses_text(shape):
     for depth in range(1, 3 * MAX_NESTING_DEPTH):
         body = shape(depth)
         text, _ = visible(rendering_of(body).html)
-        words = re.findall(r"item \d+|deepest words", body)
+        words = re.findall(r"level \d+|deepest words", body)
         assert all(word in text for word in words), depth
 
 

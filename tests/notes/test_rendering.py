@@ -1,5 +1,5 @@
-"""Note rendering (notes/rendering.py, issue 10 item 1): the sanitiser, code escaped once
-(issue 13 item 1), parts that bound every page of a huge note, and the per-version cache.
+"""Note rendering (notes/rendering.py): the sanitiser, code escaped once
+, parts that bound every page of a huge note, and the per-version cache.
 
 Nothing here measures time: the bounds are sizes and counts (bench/note_render.py prints
 the timings)."""
@@ -145,7 +145,7 @@ def test_sanitiser_strips_markup_that_reaches_it():
     ],
 )
 def test_code_is_shown_exactly_as_written(markdown):
-    """Issue 13 item 1: bleach's linkify escaped code a second time (`&quot;` on screen)."""
+    """Code is escaped once: linkify never escapes it a second time (`&quot;` on screen)."""
     source = (
         'psql -c "SELECT 1 & 2 < 3"'
         if "psql" in markdown
@@ -277,9 +277,9 @@ def visible_text(html: str) -> str:
     "name", [pytest.param("table-bomb", marks=pytest.mark.slow), "wide-header"]
 )
 def test_every_part_of_a_table_bomb_renders_a_bounded_number_of_cells(name):
-    """Issue 10 review: the part bound counted characters, not the empty cells markdown-it
-    adds to short rows, so one 19 KB part rendered 851,786 cells. Now every part renders at
-    most PART_MAX_CELLS cells, and no row's text is lost (rows past the bound are text)."""
+    """The part bound counts cells, not characters: markdown-it adds empty cells to short
+    rows, so a 19 KB part bounded by characters could render 851,786 cells. Every part renders
+    at most PART_MAX_CELLS cells, and no row's text is lost (rows past the bound are text)."""
     body = HOSTILE[name]
     parts = split_parts(body)
     assert_parts_tile(body, parts, rendering.PART_MAX_CHARS)

@@ -1,4 +1,4 @@
-"""Every table column has a header a screen reader can read (issue 13, item 5: the note
+"""Every table column has a header a screen reader can read (the note
 history's Restore column had an empty `<th>`). A header may be visually hidden, never empty."""
 
 from __future__ import annotations

@@ -200,7 +200,7 @@ def test_term_segments_always_add_up(text, groups):
         assert not (left.highlighted and right.highlighted)
 
 
-# --- bounded highlighting (issue 10) -----------------------------------------------------
+# --- bounded highlighting -----------------------------------------------------
 
 
 def marks(segments: list[Segment]) -> int:

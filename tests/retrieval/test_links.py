@@ -1,5 +1,5 @@
 """retrieval/links.py: one URL helper per kind of thing, each kind of document to its own
-pages (issue 11: external hits once linked to the note view), and the one highlight shape."""
+pages (an external hit never to the note view), and the one highlight shape."""
 
 from __future__ import annotations
 

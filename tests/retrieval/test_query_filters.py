@@ -1,4 +1,4 @@
-"""The query language's filters (issue 4, item 5), on whichever database the run uses.
+"""The query language's filters, on whichever database the run uses.
 
 * the parser: each filter parsed and normalised, quoting, negation, words that only look
   like filters stay text, bad values and filter-only queries are `QueryError`s naming the

@@ -290,7 +290,7 @@ def test_split_sentences_knows_markdown_and_abbreviations() -> None:
         "Then this!",
         "item one.",
         "item two",
-    ]  # code is never quoted (issue 12 item 3: see retrieval/text/sentences.py, quotable units)
+    ]  # code is never quoted (see retrieval/text/sentences.py, quotable units)
     assert all(body[s.start : s.end] == s.text for s in sentences)
     assert split_sentences("") == []
     assert split_sentences("# only a heading\n") == []
@@ -509,7 +509,7 @@ def test_the_copy_check_finds_planted_copies(tmp_path: Path) -> None:
     assert text_copies(allowed) == []
 
 
-# --- quotable units (issue 12 item 3) -------------------------------------------------------------
+# --- quotable units -------------------------------------------------------------
 
 
 def _texts(body: str) -> list[str]:

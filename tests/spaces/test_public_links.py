@@ -1,4 +1,4 @@
-"""Public read-only links (issue 15, item 4): who may create and revoke them, what a live link
+"""Public read-only links: who may create and revoke them, what a live link
 shows (exactly its content, evidence verified on opening), and what a dead one shows
 (nothing, the same for every reason); no cookies, noindex, rate limit, view log."""
 

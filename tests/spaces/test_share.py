@@ -1,4 +1,4 @@
-"""Shareable searches (issue 4, item 6) through Django's test client: the search page's URL
+"""Shareable searches through Django's test client: the search page's URL
 carries the query (filters included), mode and reranker; the copy-link field holds that URL
 absolute and escaped; opening it in a fresh session reproduces the same hits in the same
 order; htmx pushes the same canonical URL into the address bar."""
@@ -102,7 +102,7 @@ def test_share_url_is_absolute_with_every_parameter(alice_client, alice_notes):
     parts = urlsplit(url)
     assert (parts.scheme, parts.netloc, parts.path) == ("http", "testserver", "/search")
     # Defaults are spelled out, so a later change of default does not change a shared link;
-    # so is the space (issue 15), so the link searches the same space whoever opens it.
+    # so is the space, so the link searches the same space whoever opens it.
     assert parse_qs(parts.query, strict_parsing=True) == {
         "q": ["cache"],
         "mode": [DEFAULT_MODE],
@@ -170,7 +170,7 @@ def test_shared_link_shows_another_user_nothing_of_the_owners(alice, bob, alice_
     assert "Redis cache eviction" not in response.content.decode()
 
 
-# --- issue 15: a search link into a shared space --------------------------------------------
+# --- a search link into a shared space --------------------------------------------
 
 
 @pytest.fixture

@@ -1,11 +1,11 @@
-"""Roles over notes, sources, externals, snapshots and annotations (issue 15, items 1 and 2).
+"""Roles over notes, sources, externals, snapshots and annotations.
 
 One shared space "Team": alice is its admin, carol an editor, bob a viewer; dave is in no
 space but his own. Every notes/externals page and API endpoint is tried by each of them on
 an object in Team and on one in alice's personal space:
 
 * reads — any member (200); anyone else the no-access 404, which names nothing;
-* writes — the role the issue names (editor: notes, adding sources, scan now, annotating;
+* writes — the role each needs (editor: notes, adding sources, scan now, annotating;
   admin: a source's settings, enabling, deleting, its webhook secret; an annotation's
   author or an admin: deleting it); a member without it 403; a non-member 404.
 

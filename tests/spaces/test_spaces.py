@@ -1,4 +1,4 @@
-"""Spaces: the services' rules, the space pages and `/api/spaces` (issue 15, items 1 and 5).
+"""Spaces: the services' rules, the space pages and `/api/spaces`.
 
 The cast: alice is the admin of the shared space "Team", bob a viewer in it, carol an
 editor, dave a member of nothing but his own personal space.

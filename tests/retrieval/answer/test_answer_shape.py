@@ -1,4 +1,4 @@
-"""Answer shape (issue 12): a claim that cannot answer the question by its own words is
+"""Answer shape: a claim that cannot answer the question by its own words is
 dropped with a reason a reader understands, and the extractive answerer offers a unit that
 can before one that cannot."""
 

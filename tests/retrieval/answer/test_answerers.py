@@ -139,7 +139,7 @@ def test_extractive_prefers_earlier_evidence_on_a_tie(alice) -> None:
     assert [c.support[0].version_id for c in draft.claims][:2] == [second.head_id, first.head_id]
 
 
-# --- sentence-sized claims (issue 12 item 3) ---------------------------------------------------
+# --- sentence-sized claims ---------------------------------------------------
 
 CONTACT_CARD = (
     "Dana Whitfield\nDana's phone number: +1 555 0134\nEmail: dana.whitfield@example.com\n"

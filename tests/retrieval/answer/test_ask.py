@@ -591,8 +591,8 @@ def cited_documents(outcome) -> set[int]:
     return {s.document_id for c in outcome.claims for s in c.support}
 
 
-# Failed on PostgreSQL while its lexical leg ranked with ts_rank_cd (the backup runbook
-# above the meeting note); passes on both since it ranks with BM25 (issue 14).
+# Both lexical backends rank with BM25: PostgreSQL's ts_rank_cd would put the backup
+# runbook above the meeting note.
 def test_a_time_word_does_not_sink_an_answerable_question(alice, ops_notes):
     outcome = extractive_ask(user=alice, question="When do the nightly backups run now?")
     assert outcome.decision == Decision.ANSWER, AskTrace.objects.get(pk=outcome.trace_id).trace[

@@ -371,7 +371,7 @@ def test_how_long_questions_do_not_need_the_word_long() -> None:
     assert "long" in content_words("symptoms of long covid")
 
 
-# --- issue 12 item 2: abstention that fails for the right reasons ------------------------------
+# --- abstention that fails for the right reasons ------------------------------
 
 
 def headed(pid: int, text: str, headings: tuple[str, ...], **kwargs) -> PackItem:

@@ -206,7 +206,7 @@ def test_admin_egress_list_needs_staff(alice_client) -> None:
     assert reverse("admin:login") in page["Location"]
 
 
-# --- only what is needed leaves the machine (issue 12 item 4) --------------------------------
+# --- only what is needed leaves the machine --------------------------------
 
 
 @pytest.fixture

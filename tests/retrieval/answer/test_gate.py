@@ -180,7 +180,7 @@ def test_fabricated_quote_is_dropped_at_verbatim():
     verdict = gate_one(claim("Backups run hourly", (V1, "Backups run hourly on the NAS")), versions)
     assert not verdict.passed
     assert verdict.step == STEP_VERBATIM
-    # Without labels a reason names no version; never its database id (issue 13).
+    # Without labels a reason names no version; never its database id.
     assert verdict.reason == "quoted span 1 does not occur in the version it cites"
 
 

@@ -1,4 +1,4 @@
-"""Graph questions in words (issue 16, item 5): the offline rules on a small real graph, and
+"""Graph questions in words: the offline rules on a small real graph, and
 the two model stages against a fake model server (tests/fake_llm.py) scripted with good,
 malformed and out-of-bounds outputs — direction swapped, unknown seed, five hops."""
 

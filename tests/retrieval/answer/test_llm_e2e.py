@@ -1,4 +1,4 @@
-"""Integration test against a REAL local OpenAI-compatible server (issue 5, item 10).
+"""Integration test against a REAL local OpenAI-compatible server.
 
 The fake-server tests script what a model says; this one lets a real (tiny) model say
 whatever it says — llama-cpp-python's `llama_cpp.server` serving SmolLM2-135M-Instruct

@@ -2,7 +2,7 @@
 keeps the key name of a pair, counts once, is idempotent, and leaves ordinary notes alone —
 prose, URLs, and the 64-hex SHA-256 digests lode prints everywhere.
 
-Issue 12 item 4: the corpus in tests/secret_corpus.py (at least 50 secret forms, each redacted
+The corpus in tests/secret_corpus.py (at least 50 secret forms, each redacted
 with a marker of its kind, and 50 look-alikes that survive unchanged); detect-secrets' plugins
 never touch the network; the speed-only triggers never hide a finding; a 2 MB single-line text
 is redacted in work linear in its length.
@@ -175,7 +175,7 @@ def test_marker_prefix_is_visible() -> None:
     assert MARKER_PREFIX in redacted
 
 
-# --- the issue 12 corpus -----------------------------------------------------------------------
+# --- corpus -----------------------------------------------------------------------
 
 
 def test_the_corpus_has_at_least_fifty_of_each() -> None:

@@ -44,7 +44,7 @@ from retrieval.models import EgressLog
 from tests.factories import ScriptedAnswerer, pack_of
 
 NIGERIA = "How many medical schools are there in Nigeria?"
-# The near-topic quote of issue 12: verified, on topic, and no answer.
+# A near-topic quote: verified, on topic, and no answer.
 SUB_SAHARAN = (
     "Of the 47 countries of sub-Saharan Africa surveyed, nine had only one medical school "
     "and eleven had none."

@@ -1,4 +1,4 @@
-"""One user-facing version number (issue 13, item 3): a dropped claim's reason names a
+"""One user-facing version number: a dropped claim's reason names a
 version by its number within its document — the number the note, history and version pages
 show — never by its database id, which only URLs and the API's fields carry.
 

@@ -342,7 +342,7 @@ def test_heading_markup_is_stripped() -> None:
 
 
 def test_heading_paths_are_bounded() -> None:
-    """Issue 10: a heading path travels with every hit of its section, so a 1 MB heading
+    """A heading path travels with every hit of its section, so a 1 MB heading
     line is cut in the path (its text stays, whole, in the passages)."""
     body = "# " + "head " * 200_000 + "\n\n## *Short* one\n\nA paragraph about otters.\n"
     chunks = chunk_markdown(body)
@@ -529,7 +529,7 @@ def test_invalid_limits() -> None:
 
 
 # --------------------------------------------------------------------------
-# The character bound (issue 10)
+# The character bound
 # --------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Edges derived from head versions (issue 16, item 1): links, mentions, containment,
+"""Edges derived from head versions: links, mentions, containment,
 annotations, their basis, and leaving the graph with the version."""
 
 from __future__ import annotations

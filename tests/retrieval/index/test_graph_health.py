@@ -1,4 +1,4 @@
-"""Health and repair of the graph's edges (issue 16, item 1; `retrieval/index/edge_health.py`).
+"""Health and repair of the graph's edges (`retrieval/index/edge_health.py`).
 
 The shape of `test_index_health.py`: corrupt the derived edge index — delete edges, add a
 bogus one, point one elsewhere, pin one to an old version, leave a deleted document's edges,

@@ -1,4 +1,4 @@
-"""Index health and repair (issue 4, item 4; DESIGN.md invariant 1).
+"""Index health and repair (DESIGN.md invariant 1).
 
 Each corruption test follows LOOM's fts_repair shape: search, corrupt the derived index,
 see health report it (and `lode_index health` exit non-zero with the problem in its JSON),
@@ -465,7 +465,7 @@ def test_health_and_repair_outside_a_transaction(alice, corpus) -> None:
     assert connection.get_autocommit() and not connection.in_atomic_block
 
 
-# --- passages longer than the character bound (issue 10) ---------------------------------
+# --- passages longer than the character bound ---------------------------------
 
 
 TABLE_LINE = "|x" * 5000  # one 10,000-character line: no whitespace, 5,000 matches of "x"

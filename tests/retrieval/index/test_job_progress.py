@@ -1,4 +1,4 @@
-"""Progress of long commands on an admin page (issue 13, item 9): `lode_import_markdown` and
+"""Progress of long commands on an admin page: `lode_import_markdown` and
 `lode_reindex_vectors` keep a `JobProgress` row — running while they work, finished with
 done == total, or failed with the error — and the admin lists it with a percentage."""
 

@@ -1,4 +1,4 @@
-"""The pending table (issue 14): search's "not yet embedded" note counts `PendingVector` rows
+"""The pending table: search's "not yet embedded" note counts `PendingVector` rows
 instead of anti-joining every head passage with its vector records. It must say exactly
 what that anti-join says after every write that changes the head set or the records — a new
 note, an edit, a bulk import, a delete and an undelete, a re-chunk, the worker's sync and

@@ -1,4 +1,4 @@
-"""BM25 on both lexical backends (issue 14): the same hand-computed scores from SQLite FTS5's
+"""BM25 on both lexical backends: the same hand-computed scores from SQLite FTS5's
 `bm25()` and PostgreSQL's statistics tables; those statistics right inside the writing
 transaction, after a new version and a delete; health finding drifted statistics and repair
 rebuilding them.

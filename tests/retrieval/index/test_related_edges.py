@@ -1,4 +1,4 @@
-"""`related` edges (issue 16, item 1; `retrieval/index/related.py`): embedding similarity of
+"""`related` edges (`retrieval/index/related.py`): embedding similarity of
 documents above the measured threshold, written after the vector sync, inferred-labelled,
 within one space, and never a reason for the sync to fail.
 

@@ -1,4 +1,4 @@
-"""Workers in the health report, its repair and the admin (issue 14's named gap: stale
+"""Workers in the health report, its repair and the admin (the gap it closes: stale
 workers were not reported anywhere)."""
 
 from __future__ import annotations

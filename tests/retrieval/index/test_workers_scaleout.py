@@ -1,4 +1,4 @@
-"""Several workers on PostgreSQL (issue 14, item 3): nothing embedded twice, no task lost,
+"""Several workers on PostgreSQL: nothing embedded twice, no task lost,
 and a database restart survived.
 
 The slow tests run the real thing as processes: a private PostgreSQL cluster

@@ -1,8 +1,8 @@
-"""Bounded search responses (issue 10, item 2): each hit carries a window of its parent
+"""Bounded search responses: each hit carries a window of its parent
 section around the passage, not the whole section, and a response carries at most
 LODE_SEARCH_RESPONSE_MAX_CHARS characters of passage and context text; what is left out is
-flagged, with the offsets and links to fetch it. Before: a 1 MB note made /api/search/
-return 19.9 MB for 20 hits and ~100 MB with limit=100.
+flagged, with the offsets and links to fetch it. Unbounded, a 1 MB note would make
+/api/search/ return 19.9 MB for 20 hits and ~100 MB with limit=100.
 """
 
 from __future__ import annotations

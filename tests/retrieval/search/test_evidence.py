@@ -1,4 +1,4 @@
-"""Verified evidence opening (issue 4, item 3): the service, the page, the API and the
+"""Verified evidence opening: the service, the page, the API and the
 importer's provenance; each outcome, isolation between users, broken links, source files
 changed on disk, and the database re-check after the file read."""
 

@@ -1,4 +1,4 @@
-"""Graph expansion in search and ask (issue 16, item 3): links followed one hop from the
+"""Graph expansion in search and ask: links followed one hop from the
 top hits' documents, only when the graph discipline rule or the user says so, never into a
 document the user cannot see, inferred edges only when asked; traces record it."""
 

@@ -1,4 +1,4 @@
-"""The restricted graph query (issue 16, item 4): discovery, the validator (a negative test
+"""The restricted graph query: discovery, the validator (a negative test
 for each refusal), neighbours, the bounded deterministic shortest path, eligibility along a
 path, evidence hydration within its budget, and one generation per query."""
 

@@ -663,7 +663,7 @@ def test_a_passage_no_longer_at_head_is_left_to_python(alice):
     assert list(found) == [new.pk]
 
 
-# --- bounded highlighting (issue 10) -----------------------------------------------------
+# --- bounded highlighting -----------------------------------------------------
 
 
 def marks(hit: Hit) -> int:

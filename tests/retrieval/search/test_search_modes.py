@@ -40,7 +40,7 @@ DISTRACTORS = {
 
 
 def lexical_score_name() -> str:
-    return "bm25"  # both backends (PostgreSQL since issue 14)
+    return "bm25"  # both backends rank with BM25
 
 
 def page_text(response) -> str:
@@ -79,7 +79,7 @@ def test_mode_and_reranker_are_chosen_per_request(mode, alice_client, alice, ali
         assert (True, True) in legs
         assert result.lexical_candidates and result.dense_candidates
 
-    # The mode and reranker are shown in the Advanced view (issue 13, item 6).
+    # The mode and reranker are shown in the Advanced view.
     page = page_text(
         alice_client.get(f"/search?q=certbot+staging+certs&mode={mode}&rerank=off&adv=1")
     )
@@ -288,7 +288,7 @@ def test_api_hits_explain_their_rank(long_note, alice_client, alice) -> None:
             "truncated",
             "trimmed",
         }
-        # The parent context is a window of the section around the passage (issue 10).
+        # The parent context is a window of the section around the passage.
         assert parent["text"] == body[parent["start"] : parent["end"]]
         assert hit["text"] == body[hit["start"] : hit["end"]]
         assert parent["section_start"] <= parent["start"] <= hit["start"]
@@ -322,7 +322,7 @@ def test_page_shows_why_each_result_is_there(long_note, alice_client, alice) -> 
         assert hit.reasons
         for reason in hit.reasons:
             assert f"<li>{escape(reason)}</li>" in page
-    # The parent block of a cut section (or a window of it, issue 10).
+    # The parent block of a cut section (or a window of it).
     assert "Show the whole section" in page or "Show the surrounding text" in page
 
 

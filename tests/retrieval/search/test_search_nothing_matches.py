@@ -1,4 +1,4 @@
-"""Search that says "nothing matches" (issue 13, items 4 and 5), through `search()`, the page
+"""Search that says "nothing matches", through `search()`, the page
 and the API, with the real embedding model and a private embedded Chroma:
 
 * meaning-only hits (no query word) below the measured similarity floor are hidden unless

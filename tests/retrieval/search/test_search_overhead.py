@@ -1,4 +1,4 @@
-"""Issue 14, hybrid search's cost above the floor: the cheaper ways must answer exactly as
+"""Hybrid search's cost above the floor: the cheaper ways must answer exactly as
 the ones they replace.
 
 * the lexical leg takes the engine's own top list first (FTS5's; PostgreSQL's BM25 over

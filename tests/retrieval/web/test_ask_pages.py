@@ -1,4 +1,4 @@
-"""The answer page, "ask about this note" and the ask API (issue 5, items 7 and 8).
+"""The answer page, "ask about this note" and the ask API.
 
 Two kinds of test:
 * through the real pipeline (`ask()` with the offline extractive answerer over alice's note):
@@ -506,7 +506,7 @@ def test_conflicts_show_both_values_higher_tier_first(alice_client, alice_note, 
     assert html.index("14 days</strong>") < html.index("30 days</strong>")
     assert "External snapshot" in html and "Your note" in html
     assert "snapshot 3\xa0days old" in html
-    # An external support links to its snapshot page, never to the note view (issue 11).
+    # An external support links to its snapshot page, never to the note view.
     snapshot = f"/externals/{alice_note.pk}/snapshots/{alice_note.head_id}/"
     assert f'<a class="support-title" href="{snapshot}">Vendor page</a>' in html
 
@@ -632,7 +632,7 @@ def test_answer_differences_name_what_changed(alice_note):
 
 
 # --------------------------------------------------------------------------
-# Abstentions that help, clarifying choices (issue 12 item 2)
+# Abstentions that help, clarifying choices
 # --------------------------------------------------------------------------
 
 NEAR_TOPIC = "How do I rotate the production certs with acme.sh?"
@@ -758,7 +758,7 @@ def test_an_answer_offers_no_closest_passages_or_search_instead(alice_client, al
 
 
 # --------------------------------------------------------------------------
-# Quotes a person reads (issue 12 item 3)
+# Quotes a person reads
 # --------------------------------------------------------------------------
 
 BACKUP_NOTE = (

@@ -1,4 +1,4 @@
-"""A calm default view (issue 13, item 6), on the rendered HTML: search hits show their text
+"""A calm default view, on the rendered HTML: search hits show their text
 as a person reads it (no raw Markdown) with the highlighted characters exactly the stored
 ones; title, where a hit lives and its age, with scores, ranks, offsets, the mode and the
 reranker only in the Advanced view (`adv=1`, kept in the shared link); decisions in words on

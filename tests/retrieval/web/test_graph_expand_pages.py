@@ -1,4 +1,4 @@
-"""Graph expansion on the search page, the answer page and the API (issue 16, item 3): the
+"""Graph expansion on the search page, the answer page and the API: the
 *Follow links* box and `follow_links` parameter, "via link from X" on what was added, why
 expansion ran or was skipped, and parameter validation."""
 

@@ -1,4 +1,4 @@
-"""Backlinks, pictures and `[[` completion on note and external pages (issue 16, item 2):
+"""Backlinks, pictures and `[[` completion on note and external pages:
 what each section shows and to whom, "Link it", the completion endpoint and the SVG picture.
 """
 

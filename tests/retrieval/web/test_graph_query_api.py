@@ -1,4 +1,4 @@
-"""`POST /api/graph/query` (issue 16, item 4): discovery by lookups, the answer's shape
+"""`POST /api/graph/query`: discovery by lookups, the answer's shape
 (query, parameters, generation, rows with kind/basis/tier, evidence with verified links),
 422 with a clear message for each refusal, authentication, CSRF and spaces; and the
 `/graph/query` page: its form, shareable URL, table, evidence, picture and error box."""
@@ -200,7 +200,7 @@ def test_page_escapes_titles(alice, alice_client):
     assert evil.title not in html and "&lt;script&gt;" in html
 
 
-# --- a question in words on the page (issue 16, item 5) --------------------------------------
+# --- a question in words on the page --------------------------------------
 
 
 def test_question_in_words_redirects_to_the_query_it_became(alice, alice_client):
@@ -233,7 +233,7 @@ def test_question_in_words_needs_csrf_and_login(alice):
     assert strict.post("/graph/ask", {"question": "what links to X"}).status_code == 403
 
 
-# --- the graph of a search's results (issue 16, item 2) ----------------------------------------
+# --- the graph of a search's results ----------------------------------------
 
 
 def test_results_graph_draws_the_hits_and_their_links(alice, alice_client):

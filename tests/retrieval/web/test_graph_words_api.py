@@ -1,4 +1,4 @@
-"""`POST /api/graph/ask` (issue 16, item 5): login, CSRF, eligibility and spaces, the input
+"""`POST /api/graph/ask`: login, CSRF, eligibility and spaces, the input
 errors, and both paths (rules offline, the two model stages against a fake model server)."""
 
 from __future__ import annotations
