@@ -19,6 +19,7 @@ from ninja.security import APIKeyCookie, HttpBearer
 from lode_site.api_bodies import MAX_JSON_DEPTH, BoundedJSONParser, JsonBodyRefused
 from lode_site.budget import ASK_PATHS
 from lode_site.models import ApiToken, token_digest
+from lode_site.refusals import Conflict, NotFound
 
 
 class TokenAuth(HttpBearer):
@@ -189,6 +190,16 @@ def http_error(request: HttpRequest, exc: HttpError):
 @api.exception_handler(ValidationError)
 def validation_error(request: HttpRequest, exc: ValidationError):
     return api.create_response(request, {"detail": " ".join(exc.messages)}, status=400)
+
+
+@api.exception_handler(Conflict)
+def conflict(request: HttpRequest, exc: Conflict):
+    return api.create_response(request, {"detail": " ".join(exc.messages)}, status=409)
+
+
+@api.exception_handler(NotFound)
+def not_found(request: HttpRequest, exc: NotFound):
+    return api.create_response(request, {"detail": " ".join(exc.messages)}, status=404)
 
 
 @api.exception_handler(PermissionDenied)

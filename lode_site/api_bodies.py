@@ -38,10 +38,14 @@ _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 # Openers to +1 and closers to -1 (as signed bytes), summed by `accumulate` in C.
 _STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 
-# A text field that must hold more than whitespace (the services strip it, then refuse "").
-NOT_BLANK = r"\S"
-# The same, for text a Django form cleans (forms refuse NUL characters too).
-NOT_BLANK_NO_NUL = r"^\s*[^\s\x00][^\x00]*$"
+# Text the database can store: no NUL character (PostgreSQL's text cannot hold one). Every
+# free-text field of a request and every text query parameter states it. (Lone surrogates,
+# which UTF-8 cannot encode either, are refused with the body: `parse_json_body`.)
+STORABLE_TEXT = r"^[^\x00]*$"
+# The same, holding more than whitespace (the services strip text, then refuse "").
+NOT_BLANK_TEXT = r"^\s*[^\s\x00][^\x00]*$"
+# A `\uD800`-`\uDFFF` escape: half of a surrogate pair, or a lone surrogate.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 _JSON_TYPES = {
     str: "a string",
@@ -67,8 +71,8 @@ def json_depth(body: bytes) -> int:
 
 
 def parse_json_body(body: bytes) -> Any:
-    """`body` parsed as JSON, or `JsonBodyRefused` saying why not (not UTF-8 JSON, or
-    nested deeper than `MAX_JSON_DEPTH`)."""
+    """`body` parsed as JSON, or `JsonBodyRefused` saying why not (not UTF-8 JSON, nested
+    deeper than `MAX_JSON_DEPTH`, or a string with a lone surrogate)."""
     if body.count(b"[") + body.count(b"{") > MAX_JSON_DEPTH:
         depth = json_depth(body)
         if depth > MAX_JSON_DEPTH:
@@ -77,9 +81,25 @@ def parse_json_body(body: bytes) -> Any:
                 f"the API reads at most {MAX_JSON_DEPTH}."
             )
     try:
-        return json.loads(body)
+        value = json.loads(body)
     except (ValueError, RecursionError) as exc:
         raise JsonBodyRefused(f"Cannot parse the request body as JSON: {exc}") from None
+    if _SURROGATE_ESCAPE.search(body) and _holds_lone_surrogate(value):
+        raise JsonBodyRefused(
+            "The request body holds a lone surrogate escape (\\ud800 to \\udfff without its "
+            "pair), which is not Unicode text."
+        )
+    return value
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    """Whether a parsed JSON value has a string (or key) with an unpaired surrogate: such a
+    string cannot be encoded as UTF-8, so no database or index can store it."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 class BoundedJSONParser(Parser):
@@ -94,15 +114,15 @@ def json_type_name(value: object) -> str:
     return _JSON_TYPES.get(type(value), type(value).__name__)
 
 
-def _integral_floats_as_ints(value: Any) -> Any:
+def integral_floats_as_ints(value: Any) -> Any:
     """JSON Schema counts `516.0` as an integer; strict pydantic does not, so whole floats
     become ints (request bodies have no float fields)."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, list):
-        return [_integral_floats_as_ints(item) for item in value]
+        return [integral_floats_as_ints(item) for item in value]
     if isinstance(value, dict):
-        return {key: _integral_floats_as_ints(item) for key, item in value.items()}
+        return {key: integral_floats_as_ints(item) for key, item in value.items()}
     return value
 
 
@@ -126,4 +146,4 @@ class BodySchema(Schema):
                 "The request body must be a JSON object, not {got}.",
                 {"got": json_type_name(value)},
             )
-        return _integral_floats_as_ints(value)
+        return integral_floats_as_ints(value)

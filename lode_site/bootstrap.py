@@ -7,9 +7,9 @@ any `python3` (even one too old for Django) can start it:
                                            # the scale-out topology on one machine
 
 `run` serves with gunicorn (lode_site/gunicorn_conf.py) and one background worker, restarted
-with back-off if it dies; `run --debug` with Django's development server and DEBUG on. `deploy-local` starts what
-docs/deploy.md spreads over several machines: a Chroma server, N workers and gunicorn with
-M processes, against PostgreSQL.
+with back-off if it dies; `run --debug` with Django's development server and DEBUG on.
+`deploy-local` starts what docs/deploy.md spreads over several machines: a Chroma server, N
+workers (restarted like `run`'s) and gunicorn with M processes, against PostgreSQL.
 
 It finds a Python >= 3.12 (this one, `python3.13`/`python3.12` on PATH, or a pyenv
 install), creates `.venv/` at the project root with it, and (re)installs the dependencies

@@ -6,6 +6,7 @@ otherwise), and a note or space the caller is not a member of is a 404 that name
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
@@ -13,7 +14,7 @@ from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
 
-from lode_site.api_bodies import BodySchema
+from lode_site.api_bodies import NOT_BLANK_TEXT, STORABLE_TEXT, BodySchema
 from lode_site.errors import NO_ACCESS
 from lode_site.ids import DbId, Offset
 from notes import selectors, services
@@ -21,6 +22,7 @@ from notes.models import Document, Version
 from retrieval import eligibility
 
 router = Router(tags=["notes"])
+TAG_PARAM = Query(None, pattern=STORABLE_TEXT, description="Only the notes with this tag.")
 # The lists' optional space filter (a module-level default: ruff's B008).
 SPACE_PARAM = Query(
     None,
@@ -55,10 +57,29 @@ class NoteOut(Schema):
     updated_at: datetime
 
 
+# One tag as `services.parse_tags` reads it, in text the database can store.
+TagItem = Annotated[str, Field(pattern=services.TAG_ITEM_PATTERN)]
+
+
 class NoteIn(BodySchema):
-    title: str
-    body: str = ""
-    tags: list[str] = []
+    title: str = Field(
+        max_length=services.MAX_TITLE_CHARS,
+        pattern=NOT_BLANK_TEXT,
+        description=f"Not blank, at most {services.MAX_TITLE_CHARS} characters (surrounding "
+        "spaces are stripped); no NUL characters.",
+    )
+    body: str = Field(
+        "",
+        pattern=STORABLE_TEXT,
+        description="Markdown; no NUL characters. At most LODE_MAX_NOTE_BYTES bytes of UTF-8 "
+        "(a longer body is a 400).",
+    )
+    tags: list[TagItem] = Field(
+        [],
+        description="Tag names: letters, digits, '-' and '_', starting with a letter or digit, "
+        f"at most {services.MAX_TAG_CHARS} characters; a leading '#' and surrounding spaces "
+        "are dropped, an empty item is skipped. `#hashtags` in the body are tags too.",
+    )
 
 
 class NoteCreateIn(NoteIn):
@@ -74,7 +95,7 @@ class NoteUpdateIn(NoteIn):
     base_version_id: DbId = Field(
         description="The id of the version this edit started from (the head you read). If "
         "the note has moved on since, the edit is refused with 409 and both texts; an id "
-        "that is not a version of this note is a 400."
+        "that is not a version of this note is a 404."
     )
 
 
@@ -82,7 +103,7 @@ class RestoreIn(BodySchema):
     base_version_id: DbId = Field(
         description="The id of the head version you saw when choosing to restore. If the "
         "note has moved on since, nothing is restored (409); an id that is not a version of "
-        "this note is a 400."
+        "this note is a 404."
     )
 
 
@@ -149,7 +170,7 @@ def _writable(request: HttpRequest, note_id: int) -> Document:
 @router.get("/", response={200: list[NoteOut], 404: ErrorOut})
 def list_notes(
     request: HttpRequest,
-    tag: str | None = None,
+    tag: str | None = TAG_PARAM,
     space: DbId | None = SPACE_PARAM,
     limit: int = Query(100, description="At most this many notes (clamped to 1..500)."),
     offset: Offset = 0,
@@ -199,8 +220,8 @@ def get_note(request: HttpRequest, note_id: DbId):
 )
 def update_note(request: HttpRequest, note_id: DbId, payload: NoteUpdateIn):
     """Save an edit. 409 (with both texts) when the note changed since `base_version_id`;
-    400 when `base_version_id` is not a version of this note or the content is invalid;
-    403 for a viewer of the note's space."""
+    404 when `base_version_id` is not a version of this note; 400 when the body is over
+    LODE_MAX_NOTE_BYTES; 403 for a viewer of the note's space."""
     note = _writable(request, note_id)
     try:
         services.note_update(
@@ -255,12 +276,12 @@ def get_version(request: HttpRequest, note_id: DbId, version_id: DbId):
 
 @router.post(
     "/{id:note_id}/versions/{id:version_id}/restore",
-    response={200: NoteOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ConflictOut},
+    response={200: NoteOut, 403: ErrorOut, 404: ErrorOut, 409: ConflictOut},
 )
 def restore_version(request: HttpRequest, note_id: DbId, version_id: DbId, payload: RestoreIn):
     """Write an old version's content as a new head version. `base_version_id` is the head
     you saw: 409 (nothing restored, the current text returned) when the note changed since,
-    as for an edit; 400 when it is not a version of this note; 403 for a viewer."""
+    as for an edit; 404 when it is not a version of this note; 403 for a viewer."""
     note = _writable(request, note_id)
     try:
         services.note_restore(

@@ -24,6 +24,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from lode_site.refusals import NotFound
 from notes.models import Document, DocumentTag, Tag, TrustTier, Version, title_key
 from retrieval.eligibility import can, role_in
 from retrieval.index.edges import refresh_edges
@@ -45,6 +46,9 @@ MAX_TITLE_CHARS = 500
 MAX_TAG_CHARS = 100
 
 TAG_RE = re.compile(r"^[^\W_][\w-]*$")
+# One item of a tag list as `parse_tags` accepts it (the API's schema states it): a tag name
+# with optional surrounding spaces and leading `#`s, or nothing but those (skipped).
+TAG_ITEM_PATTERN = rf"^\s*#*(?:[^\W_][\w-]{{0,{MAX_TAG_CHARS - 1}}})?\s*$"
 # `#tag` not preceded by a word char, `&` (entities), `/` (URL fragments) or another `#`,
 # starting with a letter so that `#1` (issue numbers) and markdown headings (`# Title`) don't count.
 HASHTAG_RE = re.compile(r"(?<![\w&/#])#([^\W\d_][\w-]{0,99})")
@@ -86,7 +90,7 @@ class RestoreConflict(EditConflict):
         )
 
 
-class UnknownBaseVersion(ValidationError):
+class UnknownBaseVersion(NotFound):
     """The version a write says it was based on is not a version of this note."""
 
     def __init__(self, *, base_version_id: int, head: Version):
@@ -121,10 +125,14 @@ def parse_tags(raw: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
     items = raw if isinstance(raw, (list, tuple)) else re.split(r"[\s,]+", raw or "")
     seen: list[str] = []
     for item in items:
-        name = item.strip().lstrip("#").casefold()
+        name = item.strip().lstrip("#")
         if not name:
             continue
-        if len(name) > MAX_TAG_CHARS or not TAG_RE.match(name):
+        # Checked as typed (`TAG_ITEM_PATTERN`), then case-folded: folding can turn a letter
+        # into a letter plus a combining mark ("İ"), which is not a word character.
+        valid = len(name) <= MAX_TAG_CHARS and TAG_RE.match(name)
+        name = name.casefold()
+        if not valid or len(name) > MAX_TAG_CHARS:
             raise ValidationError(
                 f"Tag {item!r} is not valid: use letters, digits, '-' and '_' "
                 f"(up to {MAX_TAG_CHARS} characters), starting with a letter or digit."
@@ -326,7 +334,7 @@ def _locked(document: Document, user: AbstractBaseUser) -> Document:
     if not may_change(user, locked):
         raise PermissionDenied("You cannot change this note.")
     if locked.deleted_at is not None:
-        raise ValidationError("This note was deleted.")
+        raise NotFound("This note was deleted.")
     return locked
 
 

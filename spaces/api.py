@@ -1,8 +1,9 @@
 """Spaces over the API (`/api/spaces`): the same `spaces.services` as the pages, so the
-same rules and the same refusals — 400 for a request that cannot be done (the last admin, an
-unknown username), 403 for a member without the role, 404 (`lode_site.errors.NO_ACCESS`)
-for a space, document or source the caller is not a member of, which looks exactly like
-one that does not exist.
+same rules and the same refusals — 409 for a change the stored state does not allow (the last
+admin, a personal space, someone already a member), 404 for an unknown username or member,
+403 for a member without the role, 404 (`lode_site.errors.NO_ACCESS`) for a space, document
+or source the caller is not a member of, which looks exactly like one that does not exist.
+A malformed request (a blank name, NUL characters, an unknown role) is a 422 from the schema.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
 from externals.models import Source
-from lode_site.api_bodies import NOT_BLANK, BodySchema
+from lode_site.api_bodies import NOT_BLANK_TEXT, STORABLE_TEXT, BodySchema
 from lode_site.errors import NO_ACCESS
 from lode_site.ids import DbId
 from retrieval.eligibility import member_space_ids, role_in, visible_documents
@@ -60,22 +61,30 @@ class SpaceDetailOut(SpaceOut):
 class SpaceIn(BodySchema):
     name: str = Field(
         max_length=services.NAME_MAX_CHARS,
-        pattern=NOT_BLANK,
+        pattern=NOT_BLANK_TEXT,
         description="1 to 100 characters, not only spaces (surrounding spaces are stripped).",
     )
-    description: str = Field("", max_length=services.DESCRIPTION_MAX_CHARS)
+    description: str = Field("", max_length=services.DESCRIPTION_MAX_CHARS, pattern=STORABLE_TEXT)
 
 
 class SpaceUpdateIn(BodySchema):
-    name: str | None = None
-    description: str | None = None
+    name: str | None = Field(
+        None,
+        max_length=services.NAME_MAX_CHARS,
+        pattern=NOT_BLANK_TEXT,
+        description="1 to 100 characters, not only spaces (surrounding spaces are stripped).",
+    )
+    description: str | None = Field(
+        None, max_length=services.DESCRIPTION_MAX_CHARS, pattern=STORABLE_TEXT
+    )
     no_egress: bool | None = None
     public_links_enabled: bool | None = None
     revive_public_links: list[DbId] = Field(
         default_factory=list,
         description="Only with `public_links_enabled: true` on a space whose public links are "
         "off: the ids of earlier links (`GET /api/spaces/{id}/public-links`) that work again. "
-        "Every other earlier link is revoked for good; left out, none comes back.",
+        "Every other earlier link is revoked for good; left out, none comes back. Given "
+        "otherwise it is a 409; an id that is not an earlier link of this space is a 404.",
     )
 
 
@@ -94,7 +103,10 @@ class PublicLinkOut(Schema):
 
 
 class MemberIn(BodySchema):
-    username: str
+    username: str = Field(
+        pattern=STORABLE_TEXT,
+        description="Who to add (an active user; 404 otherwise, 409 if already a member).",
+    )
     role: RoleName = "viewer"
 
 
@@ -153,7 +165,7 @@ def list_spaces(request: HttpRequest):
     return [_space_out(space) for space in _annotated(request.auth.pk)]
 
 
-@router.post("/", response={201: SpaceDetailOut, 400: ErrorOut})
+@router.post("/", response={201: SpaceDetailOut})
 def create_space(request: HttpRequest, payload: SpaceIn):
     """A new shared space; you are its admin."""
     space = services.space_create(
@@ -170,7 +182,8 @@ def get_space(request: HttpRequest, space_id: DbId):
 
 
 @router.patch(
-    "/{id:space_id}", response={200: SpaceDetailOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut}
+    "/{id:space_id}",
+    response={200: SpaceDetailOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
 )
 def update_space(request: HttpRequest, space_id: DbId, payload: SpaceUpdateIn):
     """Change the name, description, no-egress or public-link setting (admins). Fields
@@ -212,9 +225,9 @@ def list_public_links(request: HttpRequest, space_id: DbId):
     ]
 
 
-@router.delete("/{id:space_id}", response={204: None, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut})
+@router.delete("/{id:space_id}", response={204: None, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut})
 def delete_space(request: HttpRequest, space_id: DbId):
-    """Delete an empty shared space (admins). Refused (400) while it holds any document or
+    """Delete an empty shared space (admins). Refused (409) while it holds any document or
     source, and always for a personal space."""
     services.space_delete(by=request.auth, space=_member_space(request, space_id))
     return Status(204, None)
@@ -222,7 +235,7 @@ def delete_space(request: HttpRequest, space_id: DbId):
 
 @router.post(
     "/{id:space_id}/members",
-    response={201: SpaceDetailOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+    response={201: SpaceDetailOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
 )
 def add_member(request: HttpRequest, space_id: DbId, payload: MemberIn):
     """Invite someone by username with a role (admins; not into a personal space)."""
@@ -237,10 +250,11 @@ def add_member(request: HttpRequest, space_id: DbId, payload: MemberIn):
 
 @router.put(
     "/{id:space_id}/members/{id:user_id}",
-    response={200: SpaceDetailOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+    response={200: SpaceDetailOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
 )
 def set_member_role(request: HttpRequest, space_id: DbId, user_id: DbId, payload: RoleIn):
-    """Change a member's role (admins). The last admin cannot be demoted (400)."""
+    """Change a member's role (admins). The last admin cannot be demoted (409); a user
+    who is not a member is a 404."""
     services.member_set_role(
         by=request.auth,
         space=_member_space(request, space_id),
@@ -252,10 +266,11 @@ def set_member_role(request: HttpRequest, space_id: DbId, user_id: DbId, payload
 
 @router.delete(
     "/{id:space_id}/members/{id:user_id}",
-    response={204: None, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+    response={204: None, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
 )
 def remove_member(request: HttpRequest, space_id: DbId, user_id: DbId):
-    """Remove a member (admins; yourself: leave). The last admin cannot be removed (400)."""
+    """Remove a member (admins; yourself: leave). The last admin cannot be removed (409);
+    a user who is not a member is a 404."""
     space = _member_space(request, space_id)
     if user_id == request.auth.pk:
         services.space_leave(user=request.auth, space=space)
@@ -265,10 +280,11 @@ def remove_member(request: HttpRequest, space_id: DbId, user_id: DbId):
 
 
 @router.post(
-    "/{id:space_id}/leave", response={204: None, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut}
+    "/{id:space_id}/leave", response={204: None, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut}
 )
 def leave_space(request: HttpRequest, space_id: DbId):
-    """Leave a shared space. The last admin cannot (400); nobody leaves a personal space."""
+    """Leave a shared space. The last admin cannot (409); nobody leaves a personal space
+    (409)."""
     services.space_leave(user=request.auth, space=_member_space(request, space_id))
     return Status(204, None)
 
@@ -281,11 +297,12 @@ def _target_space(request: HttpRequest, space_id: int) -> Space:
 
 @router.post(
     "/move/document/{id:document_id}",
-    response={200: MoveOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+    response={200: MoveOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
 )
 def move_document(request: HttpRequest, document_id: DbId, payload: MoveIn):
     """Move a note to another space: you must be an editor where it is and in `to_space`.
-    Externals move with their source (400 here); the move is recorded."""
+    Externals move with their source (409 here, as is a move to where it already is); the
+    move is recorded."""
     document = visible_documents(request.auth.pk).filter(pk=document_id).first()
     if document is None:
         raise HttpError(404, NO_ACCESS)
@@ -296,7 +313,7 @@ def move_document(request: HttpRequest, document_id: DbId, payload: MoveIn):
 
 @router.post(
     "/move/source/{id:source_id}",
-    response={200: MoveOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+    response={200: MoveOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
 )
 def move_source(request: HttpRequest, source_id: DbId, payload: MoveIn):
     """Move a source, every external it feeds and their annotations to another space: you

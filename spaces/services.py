@@ -3,9 +3,10 @@ documents and sources between them.
 
 Plain functions with keyword-only arguments (HackSoft's `services.py` shape), each checking
 the actor's role through `retrieval.eligibility` — the one place access is decided — and
-refusing with `PermissionDenied` (the actor lacks the role) or `ValidationError` (the request
-itself cannot be done) in words a user can read. Pages and the API call the same functions,
-so a rule holds everywhere at once.
+refusing with `PermissionDenied` (the actor lacks the role), `ValidationError` (the request
+itself is malformed), `Conflict` (the stored state does not allow it: the last admin, a
+personal space) or `NotFound` (an unknown user or member) in words a user can read. Pages
+and the API call the same functions, so a rule holds everywhere at once.
 
 **The last admin.** A shared space always keeps at least one admin: nobody can leave, be
 removed or be demoted when that would leave none. Two admins demoting each other at the same
@@ -27,6 +28,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from externals.models import Annotation, Source, SourceItem
+from lode_site.refusals import Conflict, NotFound
 from notes.models import Document
 from retrieval.eligibility import member_spaces, role_in
 from retrieval.index.edges import refresh_edges
@@ -108,7 +110,7 @@ def _membership(space: Space, user_id: int) -> Membership:
     try:
         return Membership.objects.select_for_update().get(space_id=space.pk, user_id=user_id)
     except Membership.DoesNotExist:
-        raise ValidationError("That person is not a member of this space.") from None
+        raise NotFound("That person is not a member of this space.") from None
 
 
 # --- spaces --------------------------------------------------------------------------------
@@ -155,7 +157,7 @@ def space_update(
             space.no_egress = bool(no_egress)
         turning_on = bool(public_links_enabled) and not space.public_links_enabled
         if revive_links and not turning_on:
-            raise ValidationError(REVIVE_NOT_TURNING_ON)
+            raise Conflict(REVIVE_NOT_TURNING_ON)
         if turning_on:
             earlier_links_revoke(space=space, by=by, keep=revive_links)
         if public_links_enabled is not None:
@@ -174,7 +176,7 @@ def earlier_links_revoke(*, space: Space, by: AbstractBaseUser, keep: Collection
     keep = set(keep)
     unknown = keep - set(earlier.filter(pk__in=keep).values_list("pk", flat=True))
     if unknown:
-        raise ValidationError(NOT_EARLIER_LINK.format(ids=", ".join(map(str, sorted(unknown)))))
+        raise NotFound(NOT_EARLIER_LINK.format(ids=", ".join(map(str, sorted(unknown)))))
     return earlier.exclude(pk__in=keep).update(revoked_at=timezone.now(), revoked_by_id=by.pk)
 
 
@@ -186,11 +188,11 @@ def space_delete(*, by: AbstractBaseUser, space: Space) -> None:
         space = _locked(space)
         _require_role(by, space, Role.ADMIN, NOT_ADMIN)
         if space.is_personal:
-            raise ValidationError("A personal space cannot be deleted.")
+            raise Conflict("A personal space cannot be deleted.")
         if Document.objects.filter(space_id=space.pk).exists() or (
             Source.objects.filter(space_id=space.pk).exists()
         ):
-            raise ValidationError(
+            raise Conflict(
                 "This space still holds documents or sources (the trash counts): move or "
                 "delete them first."
             )
@@ -210,14 +212,14 @@ def member_add(
         space = _locked(space)
         _require_role(by, space, Role.ADMIN, NOT_ADMIN)
         if space.is_personal:
-            raise ValidationError(
+            raise Conflict(
                 "A personal space has no other members: create a shared space to work with others."
             )
         user = get_user_model().objects.filter(username=username, is_active=True).first()
         if user is None:
-            raise ValidationError(f"There is no user named {username!r}.")
+            raise NotFound(f"There is no user named {username!r}.")
         if Membership.objects.filter(space_id=space.pk, user_id=user.pk).exists():
-            raise ValidationError(f"{username} is already a member of this space.")
+            raise Conflict(f"{username} is already a member of this space.")
         return Membership.objects.create(space=space, user=user, role=role, added_by_id=by.pk)
 
 
@@ -231,7 +233,7 @@ def member_set_role(*, by: AbstractBaseUser, space: Space, user_id: int, role: s
         if membership.role == role:
             return membership
         if membership.role == Role.ADMIN and _admin_count(space) <= 1:
-            raise ValidationError(LAST_ADMIN)
+            raise Conflict(LAST_ADMIN)
         membership.role = role
         membership.save(update_fields=["role"])
         return membership
@@ -251,7 +253,7 @@ def space_leave(*, user: AbstractBaseUser, space: Space) -> None:
     with transaction.atomic():
         space = _locked(space)
         if space.is_personal:
-            raise ValidationError("You cannot leave your personal space.")
+            raise Conflict("You cannot leave your personal space.")
         try:
             membership = Membership.objects.select_for_update().get(
                 space_id=space.pk, user_id=user.pk
@@ -263,9 +265,9 @@ def space_leave(*, user: AbstractBaseUser, space: Space) -> None:
 
 def _remove(space: Space, membership: Membership) -> None:
     if space.is_personal:
-        raise ValidationError("Nobody can be removed from a personal space.")
+        raise Conflict("Nobody can be removed from a personal space.")
     if membership.role == Role.ADMIN and _admin_count(space) <= 1:
-        raise ValidationError(LAST_ADMIN)
+        raise Conflict(LAST_ADMIN)
     membership.delete()
 
 
@@ -314,15 +316,13 @@ def document_move(*, by: AbstractBaseUser, document: Document, to_space: Space) 
             by, to_space, Role.EDITOR, "You need to be an editor of the space you move it to."
         )
         if document.kind == Document.Kind.EXTERNAL:
-            raise ValidationError(
-                "An external document moves with its source: move the source instead."
-            )
+            raise Conflict("An external document moves with its source: move the source instead.")
         if Annotation.objects.filter(note_document_id=document.pk).exists():
-            raise ValidationError(
+            raise Conflict(
                 "An annotation moves with the external it annotates: move that source instead."
             )
         if from_space.pk == to_space.pk:
-            raise ValidationError(f"It is already in {to_space.name}.")
+            raise Conflict(f"It is already in {to_space.name}.")
         _record_move(document, by=by, from_space=from_space, to=to_space)
         document.space = to_space
         return DocumentMove.objects.filter(document_id=document.pk).first()
@@ -342,7 +342,7 @@ def source_move(*, by: AbstractBaseUser, source: Source, to_space: Space) -> int
             by, to_space, Role.EDITOR, "You need to be an editor of the space you move it to."
         )
         if from_space.pk == to_space.pk:
-            raise ValidationError(f"It is already in {to_space.name}.")
+            raise Conflict(f"It is already in {to_space.name}.")
         fed = set(SourceItem.objects.filter(source=source).values_list("document_id", flat=True))
         notes = set(
             Annotation.objects.filter(document_id__in=fed).values_list(

@@ -382,7 +382,7 @@ RULES: dict[str, dict[str, tuple[Case, ...]]] = {
         "POST": (Case("alice_note", NOT_YOURS, params={"token_id": 987654}),),
     },
     # The MCP server takes a bearer token only: a signed-in session is not one (401).
-    "/mcp": {"GET": (Case("team", SIGNED),), "POST": (Case("team", SIGNED),)},
+    "/mcp": {"POST": (Case("team", SIGNED),)},
     # --- the API's own pages ------------------------------------------------------------------
     # Ninja's root: nothing there, for anyone.
     "/api/": {"GET": (Case("team", NOWHERE),), "POST": (Case("team", NOWHERE),)},

@@ -1,108 +1,44 @@
-"""The dependency rule of docs/architecture.md, checked on the source.
+"""What import-linter's contracts in pyproject.toml cannot say about docs/architecture.md.
 
-Every project module belongs to one layer; a module may import from its own layer and the
-layers below it, never from a layer above, and no two modules may import each other through
-any chain. Imports inside functions count (they are how cycles used to hide); imports under
-`if TYPE_CHECKING:` count for the layer rule but not for cycles, because they never run.
+The layer rule itself ("nothing imports from a higher layer", with imports inside functions
+and under `if TYPE_CHECKING:` counted) and "the product never imports training" are
+import-linter contracts, run by tests/test_import_contracts.py. Its layers contract lists
+modules by name, so this file checks that every module is listed in exactly one layer. It
+also checks that no two modules import each other through any chain (imports inside
+functions count; imports under `if TYPE_CHECKING:` do not, because they never run) and that
+no API module reaches a view module: import-linter cannot leave type-only imports out of one
+contract alone, nor match module names by their ending.
 """
 
 from __future__ import annotations
 
 import ast
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from importlinter.contracts.layers import LayerField
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("lode_site", "notes", "externals", "retrieval", "spaces", "training")
 
-# Lowest first. The names are the ones docs/architecture.md uses. `training` (the fitting
-# commands, not shipped) sits above the product: it may import any of it, nothing imports it.
-LAYERS = ("models", "vocabulary", "index", "documents", "search", "answer", "web", "training")
 
-# Explicit homes; anything not listed falls to the suffix rules in `layer_of`.
-EXPLICIT: dict[str, str] = {
-    # Foundations: settings, ids, pure helpers that only models-level code needs.
-    "lode_site.env": "models",
-    "lode_site.settings": "models",
-    "lode_site.test_settings": "models",
-    "lode_site.ids": "models",
-    "lode_site.checks": "models",
-    "lode_site.apps": "models",
-    "lode_site.throttle": "models",
-    "lode_site.staticfiles": "models",
-    "notes.rendering": "models",
-    "notes.sources": "models",
-    "externals.extract": "models",
-    "externals.fetch": "models",
-    "externals.folders": "models",
-    # Spaces: the app's wiring and the personal space every new account gets.
-    "spaces.apps": "models",
-    "spaces.signals": "models",
-    # The session's chosen space (the header's switcher) — read by views only.
-    "spaces.current": "web",
-    "spaces.context": "web",
-    # Public read-only links: re-verifies cited evidence on every opening (search layer).
-    "spaces.public": "search",
-    "spaces.public_views": "web",
-    "spaces.public_manage_views": "web",
-    "spaces.admin_public": "web",
-    # Shared vocabulary: how every stage reads text, queries, eligibility, trust and links.
-    "retrieval.text": "vocabulary",
-    "retrieval.words": "vocabulary",
-    "retrieval.query": "vocabulary",
-    "retrieval.eligibility": "vocabulary",
-    "retrieval.highlight": "vocabulary",
-    "retrieval.trust": "vocabulary",
-    "retrieval.links": "vocabulary",
-    # The request type of the views that read `request.htmx`.
-    "lode_site.htmx": "web",
-    # Settings → Access tokens.
-    "lode_site.token_views": "web",
-    # How the API reads request bodies (depth limit, objects only).
-    "lode_site.api_bodies": "web",
-    # An entry point: gunicorn's configuration warms each worker's embedding model.
-    "lode_site.gunicorn_conf": "web",
-    # The time budget is enforced through the lexical backends' vendor mechanism.
-    "lode_site.budget": "index",
-    # The fitting and training commands behind the shipped weights (not shipped).
-    "training": "training",
-    # Writing documents and versions (which indexes them) and mirroring sources.
-    "notes.services": "documents",
-    "notes.selectors": "documents",
-    "externals.annotations": "documents",
-    "externals.pipeline": "documents",
-    "externals.services": "documents",
-    "externals.selectors": "documents",
-    "externals.tasks": "documents",
-    "externals.webhooks": "documents",
-    # Creating spaces, memberships and roles; moving documents between spaces.
-    "spaces.services": "documents",
-}
-WEB_SUFFIXES = (
-    "views", "annotation_views", "api", "urls", "admin", "forms", "middleware", "errors", "wsgi",
-    "bootstrap",
-)  # fmt: skip
+def contract_layers() -> list[set[str]]:
+    """The module names each layer of pyproject.toml's layers contract lists, highest first."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["importlinter"]
+    (layers,) = [c["layers"] for c in config["contracts"] if c["type"] == "layers"]
+    return [{tail.name for tail in LayerField().parse(layer).module_tails} for layer in layers]
 
 
-def layer_of(module: str) -> str:
-    """The layer of a project module (a dotted name), or an error naming what is unplaced."""
-    parts = module.split(".")
-    for prefix in (".".join(parts[:n]) for n in range(len(parts), 0, -1)):
-        if prefix in EXPLICIT:
-            return EXPLICIT[prefix]
-    if "migrations" in parts:
-        return "web"  # entry points like commands: they run the index's vendor DDL
-    if parts[-1] == "models":
-        return "models"
-    if module.startswith("retrieval.") and parts[1] in ("index", "search", "answer", "web"):
-        return parts[1]
-    if "management" in parts or "templatetags" in parts or parts[-1] in WEB_SUFFIXES:
-        return "web"
-    if parts[-1] == "__init__" or module in PACKAGES:
-        return "models"  # a package's __init__ holds nothing but its docstring
-    raise LookupError(f"{module} has no layer: give it one in tests/test_architecture.py")
+def declared_in(module: str, layers: list[set[str]]) -> list[str]:
+    """The layer entries that hold `module`: the module itself or a package above it."""
+    return [
+        name
+        for layer in layers
+        for name in layer
+        if module == name or module.startswith(name + ".")
+    ]
 
 
 @dataclass(frozen=True)
@@ -175,24 +111,32 @@ def all_imports() -> list[Import]:
     return [i for name, path in modules.items() for i in imports_of(name, path, modules)]
 
 
-def test_every_module_has_a_layer() -> None:
-    unplaced = []
-    for name in project_modules():
-        try:
-            layer_of(name)
-        except LookupError as exc:
-            unplaced.append(str(exc))
+def test_every_module_is_in_one_layer() -> None:
+    """A new module fails here until pyproject.toml's layers contract lists it (or a package
+    holding it). The apps' top packages hold layers of their own, so they cannot be a layer."""
+    layers = contract_layers()
+    unplaced = [
+        f"{name} is in {len(found)} layers ({', '.join(found) or 'none'}): "
+        "list it in one layer of [tool.importlinter] in pyproject.toml"
+        for name in project_modules()
+        for found in [declared_in(name, layers)]
+        if len(found) > 1 or (not found and name not in PACKAGES)
+    ]
     assert not unplaced, "\n".join(unplaced)
 
 
-def test_no_module_imports_from_a_higher_layer() -> None:
-    upward = [
-        f"{i.importer} ({layer_of(i.importer)}) imports {i.imported} "
-        f"({layer_of(i.imported)}) on line {i.line}"
-        for i in all_imports()
-        if LAYERS.index(layer_of(i.imported)) > LAYERS.index(layer_of(i.importer))
+def test_the_top_packages_outside_the_layers_import_nothing() -> None:
+    """The top package of each app holds nothing but its docstring; importing a project
+    module from one would escape the layers contract."""
+    modules = project_modules()
+    layers = contract_layers()
+    found = [
+        f"{i.importer} imports {i.imported} on line {i.line}"
+        for name in PACKAGES
+        if not declared_in(name, layers)
+        for i in imports_of(name, modules[name], modules)
     ]
-    assert not upward, "\n".join(upward)
+    assert not found, "\n".join(found)
 
 
 def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -246,28 +190,22 @@ def test_cycle_finder_finds_cycles(edges: list[tuple[str, str]], expected: list)
     assert import_cycles(edges) == expected
 
 
-def test_the_rule_catches_an_upward_import(tmp_path: Path) -> None:
-    """The checker itself: a vocabulary module importing the search pipeline is reported."""
-    fake = tmp_path / "retrieval" / "query.py"
-    fake.parent.mkdir()
-    fake.write_text("def f():\n    from retrieval.search.pipeline import search\n")
-    modules = {"retrieval.query": fake, "retrieval.search.pipeline": fake}
-    found = imports_of("retrieval.query", fake, modules)
-    assert [(i.imported, i.line) for i in found] == [("retrieval.search.pipeline", 2)]
-    assert LAYERS.index(layer_of("retrieval.search.pipeline")) > LAYERS.index(
-        layer_of("retrieval.query")
+def test_imports_inside_functions_and_under_type_checking_are_found(tmp_path: Path) -> None:
+    """The cycle check reads every import at any depth and tells type-only ones apart."""
+    source = tmp_path / "query.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from retrieval import links\n"
+        "def f():\n    from retrieval.search.pipeline import search\n"
     )
-
-
-def test_nothing_in_the_product_imports_training() -> None:
-    """The training commands are not installed with lode: a product module importing one,
-    even inside a function, would fail on a user's machine."""
-    found = [
-        f"{i.importer} imports {i.imported} on line {i.line}"
-        for i in all_imports()
-        if i.imported.split(".")[0] == "training" and i.importer.split(".")[0] != "training"
+    modules = dict.fromkeys(
+        ("retrieval.query", "retrieval.links", "retrieval.search.pipeline"), source
+    )
+    found = imports_of("retrieval.query", source, modules)
+    assert [(i.imported, i.line, i.type_only) for i in found] == [
+        ("retrieval.links", 3, True),
+        ("retrieval.search.pipeline", 5, False),
     ]
-    assert not found, "\n".join(found)
 
 
 def is_api_module(module: str) -> bool:

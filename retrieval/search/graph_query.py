@@ -51,6 +51,7 @@ from retrieval.search.graph_read import (
 
 MAX_LOOKUPS = 3
 MAX_LOOKUP_CHARS = 200
+LOOKUP_PATTERN = r"^\s*[^\s\x00][^\x00]*$"
 CANDIDATES_PER_LOOKUP = 4
 MAX_HOPS = 4
 MAX_ROWS = 20
@@ -91,7 +92,8 @@ QUERY_JSON_SCHEMA: dict[str, Any] = {
                 "type": "string",
                 "minLength": 1,
                 "maxLength": MAX_LOOKUP_CHARS,
-                "pattern": r"\S",
+                # Not blank; no NUL (PostgreSQL text cannot hold one).
+                "pattern": LOOKUP_PATTERN,
             },
         },
         "query": {
@@ -160,12 +162,23 @@ class GraphQueryError(ValueError):
         self.message = message
 
 
+class UnknownSeed(GraphQueryError):
+    """A well-formed query whose seed is not among the documents its lookups found (the
+    API answers 404: the query names a document it cannot start from)."""
+
+
 # --- the validator's model -------------------------------------------------------------------
 
 Kind = Literal["links_to", "contains", "annotates", "mentions", "related"]
 DocumentId = Annotated[int, Field(ge=1, le=2**63 - 1)]
 Lookup = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_LOOKUP_CHARS)
+    str,
+    StringConstraints(
+        strip_whitespace=True,
+        min_length=1,
+        max_length=MAX_LOOKUP_CHARS,
+        pattern=r"^[^\x00]*$",
+    ),
 ]
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -275,7 +288,7 @@ def validate(raw: object, candidates: Sequence[Candidate]) -> ValidQuery:
     for name, seed in _named_seeds(request.query):
         if seed not in allowed:
             offered = ", ".join(str(i) for i in sorted(allowed)) or "none"
-            raise GraphQueryError(
+            raise UnknownSeed(
                 f"Invalid graph query — query.{name}: {seed} is not one of the documents "
                 f"the lookups found (candidates: {offered}). Seeds must come from discovery."
             )
@@ -586,7 +599,7 @@ def run(audience: Audience, valid: ValidQuery, candidates: Sequence[Candidate]) 
     allowed = {c.document_id for c in candidates} & valid.candidate_ids
     for name, seed in _named_seeds(valid.query):
         if seed not in allowed:  # `validate` refused it already; never trust a caller's object
-            raise GraphQueryError(f"query.{name}: {seed} is not a discovered candidate.")
+            raise UnknownSeed(f"query.{name}: {seed} is not a discovered candidate.")
     with _Snapshot():
         generation = current_generation()
         query = valid.query

@@ -22,7 +22,7 @@ from django.http import HttpRequest
 from ninja import Field, Router, Schema, Status
 from pydantic import StrictBool
 
-from lode_site.api_bodies import NOT_BLANK_NO_NUL, BodySchema
+from lode_site.api_bodies import NOT_BLANK_TEXT, BodySchema
 from lode_site.errors import NO_ACCESS
 from lode_site.ids import DbId
 from retrieval.answer.ask import ask
@@ -40,7 +40,7 @@ router = Router(tags=["ask"])
 class AskIn(BodySchema):
     question: str = Field(
         max_length=settings.LODE_MAX_QUERY_CHARS,
-        pattern=NOT_BLANK_NO_NUL,
+        pattern=NOT_BLANK_TEXT,
         description="The question: not blank, at most LODE_MAX_QUERY_CHARS characters.",
     )
     pinned_document_id: DbId | None = Field(

@@ -4,9 +4,10 @@ the `/graph/query` page runs.
     POST /api/graph/query   {"lookups": [...], "query": {...}, "space": <id>?}
 
 The body is read and validated by `retrieval.search.graph_query` itself (pydantic, strict,
-`extra="forbid"`), not by Ninja, so every refusal — an unknown kind, an extra property, more
-hops, a seed outside the discovered set, a malformed parameter — is a 422 whose `detail` is
-one clear sentence (a model writing queries can act on it). A body that is not JSON, or
+`extra="forbid"`), not by Ninja, so every refusal of its shape — an unknown kind, an extra
+property, more hops, a malformed parameter — is a 422 whose `detail` is one clear sentence
+(a model writing queries can act on it). A well-formed query whose seed is not among the
+documents its lookups found is a 404 with such a sentence. A body that is not JSON, or
 nests deeper than the API reads (`lode_site.api_bodies`), is a 400; a space the user is not
 a member of is a 404, as everywhere in the API.
 """
@@ -18,11 +19,11 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Field, Router, Schema, Status
 
-from lode_site.api_bodies import JsonBodyRefused, parse_json_body
+from lode_site.api_bodies import JsonBodyRefused, integral_floats_as_ints, parse_json_body
 from lode_site.errors import NO_ACCESS
 from retrieval.eligibility import NoAccess, audience_for
 from retrieval.search import graph_query
-from retrieval.search.graph_query import QUERY_JSON_SCHEMA, GraphQueryError
+from retrieval.search.graph_query import QUERY_JSON_SCHEMA, GraphQueryError, UnknownSeed
 
 router = Router(tags=["graph"])
 
@@ -115,13 +116,16 @@ def graph_query_endpoint(request: HttpRequest):
     seeds must be among the documents the `lookups` discover. At most 20 rows and 4
     evidence excerpts (2,400 characters in all), on one graph generation."""
     try:
-        raw = parse_json_body(request.body or b"null")  # the API's depth limit, too
+        # The API's depth limit, too; `516.0` is the integer JSON Schema says it is.
+        raw = integral_floats_as_ints(parse_json_body(request.body or b"null"))
     except JsonBodyRefused as exc:
         return Status(400, ErrorOut(detail=str(exc)))
     try:
         parsed = graph_query.parse(raw)
         audience = audience_for(request.user.pk, space_id=parsed.space)
         result = graph_query.answer(audience, raw)
+    except UnknownSeed as exc:
+        return Status(404, ErrorOut(detail=exc.message))
     except GraphQueryError as exc:
         return Status(422, ErrorOut(detail=exc.message))
     except NoAccess:

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.http import HttpRequest
 from ninja import Field, Router, Schema, Status
 
-from lode_site.api_bodies import NOT_BLANK, BodySchema
+from lode_site.api_bodies import NOT_BLANK_TEXT, BodySchema
 from lode_site.errors import NO_ACCESS
 from retrieval.answer.graph_words import WordsError, ask_graph
 from retrieval.eligibility import NoAccess
@@ -29,7 +29,7 @@ router = Router(tags=["graph"])
 class GraphAskIn(BodySchema):
     question: str = Field(
         max_length=settings.LODE_MAX_QUERY_CHARS,
-        pattern=NOT_BLANK,
+        pattern=NOT_BLANK_TEXT,
         description='A graph question in words, e.g. "what links to Backup Policy?" or "how '
         'is \\"Restore runbook\\" connected to \\"Deploy\\"?"; at most LODE_MAX_QUERY_CHARS '
         "characters."

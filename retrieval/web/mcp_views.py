@@ -4,6 +4,10 @@ The view authenticates the bearer token itself (no session, so no CSRF: a browse
 send the header cross-site without a CORS preflight lode never grants) and hands the request
 to the SDK (`retrieval/web/mcp_server.py` `http_exchange`). A missing, unknown, revoked or
 expired token is a 401 whose body is one sentence saying which.
+
+Only POST: the stateless transport keeps no session to end (DELETE) and offers no stream of
+server messages (GET, which the SDK would hold open for ever, tying up a worker); the
+protocol lets a server answer both with 405.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
 
 from retrieval.web.mcp_server import http_exchange
 from retrieval.web.mcp_tools import Grant, Refused, token_for
@@ -30,6 +35,7 @@ def _bearer(request: HttpRequest) -> str | None:
 
 @csrf_exempt
 @login_not_required
+@require_POST
 def mcp_endpoint(request: HttpRequest) -> HttpResponse:
     try:
         token = token_for(_bearer(request))
@@ -48,7 +54,7 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
         if name.lower() in FORWARDED_HEADERS or name.lower().startswith(FORWARDED_PREFIX)
     ]
     status, response_headers, body = async_to_sync(http_exchange)(
-        grant, request.method or "POST", headers, request.body
+        grant, "POST", headers, request.body
     )
     response = HttpResponse(body, status=status)
     for name, value in response_headers:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from django.conf import settings
 from django.http import HttpRequest
@@ -11,6 +11,7 @@ from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
 from pydantic import BaseModel
 
+from lode_site.api_bodies import STORABLE_TEXT
 from lode_site.errors import NO_ACCESS
 from lode_site.ids import MAX_ID, DbId
 from retrieval.eligibility import NoAccess, audience_for
@@ -21,11 +22,17 @@ from retrieval.search.pipeline import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
     MEANING_ONLY_FLOOR,
+    MODES,
     Hit,
     search,
 )
+from retrieval.search.rerank import RERANK_CHOICES
 
 router = Router(tags=["search"])
+# The choices `search` accepts, stated in the schema as enums (`Literal[("a", "b")]` is
+# `Literal["a", "b"]`).
+SearchMode = Literal[MODES]
+Reranker = Literal[RERANK_CHOICES]
 
 
 class Out(BaseModel):
@@ -363,13 +370,19 @@ class NoAccessOut(Schema):
 
 
 @router.get(
-    "/", response={200: SearchOut, 400: SearchOut, 404: NoAccessOut, 503: BudgetExceededOut}
+    "/", response={200: SearchOut, 404: NoAccessOut, 503: BudgetExceededOut}
 )
 def search_endpoint(
     request: HttpRequest,
-    q: str,
-    mode: str = DEFAULT_MODE,
-    rerank: str | None = None,
+    q: str = Query(
+        ...,
+        max_length=settings.LODE_MAX_QUERY_CHARS,
+        pattern=STORABLE_TEXT,
+        description="The search page's query language; at most LODE_MAX_QUERY_CHARS "
+        "characters, no NUL characters.",
+    ),
+    mode: SearchMode = DEFAULT_MODE,
+    rerank: Reranker | None = None,
     limit: int = Query(
         DEFAULT_PAGE_SIZE,
         description=f"Hits to return: 1 to {MAX_PAGE_SIZE} (values outside are clamped).",
@@ -403,9 +416,10 @@ def search_endpoint(
 ):
     """Hybrid search over the documents of the caller's spaces. `q` is the search page's
     query language (words, "phrases", -exclusions, filters such as `tag:ops` or `after:2024-03`; see
-    /search/help); a query it rejects (bad filter value, filters without a word) is a 400
-    with the reason in `error`. `mode`: hybrid | lexical | semantic;
-    `rerank`: learned | cross-encoder | off (default from settings). Offsets are Unicode
+    /search/help); a query the language cannot run (a bad filter value, filters or
+    exclusions without a word, no letters or digits) finds nothing: no hits, and the reason
+    in `error` (empty otherwise), as the search page shows it. `mode`: hybrid | lexical |
+    semantic; `rerank`: learned | cross-encoder | off (default from settings). Offsets are Unicode
     code points; each hit's `highlights` also give UTF-16 code units (`*_utf16`). A hit's
     `anchor` spans its first to last highlight and may contain unmatched text between hits.
     `degraded` lists anything that limited this search (e.g. semantic search unavailable).
@@ -431,7 +445,7 @@ def search_endpoint(
         user=request.auth,
         audience=audience,
         query=q,
-        mode=mode or DEFAULT_MODE,
+        mode=mode,
         rerank=rerank or settings.LODE_RERANK,
         limit=max(1, min(limit, MAX_PAGE_SIZE)),
         show_weaker=weaker,
@@ -457,7 +471,7 @@ def search_endpoint(
         expansion=expansion_out(result.expansion.as_dict() if result.expansion else None),
         hits=[hit_out(hit) for hit in result.hits],
     )
-    return Status(400 if result.error else 200, body)
+    return body
 
 
 # --- verified evidence opening ------------------------------------------------------------

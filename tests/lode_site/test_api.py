@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.test import Client
 
 from lode_site.models import ApiToken, token_digest
@@ -112,15 +113,18 @@ def test_create_note(alice_client, alice):
     "payload",
     [
         {"title": "", "body": "x"},
+        {"title": "   ", "body": "x"},
         {"title": "t", "body": "nul \u0000 byte"},
         {"title": "t", "body": "x", "tags": ["bad!tag"]},
         {"title": "x" * 501, "body": "x"},
     ],
 )
-def test_create_note_invalid_is_400(alice_client, payload):
+def test_create_note_invalid_is_a_422_from_the_schema(alice_client, payload):
+    """Each of these rules is stated in the schema (pattern, maxLength), so breaking one is
+    a 422 naming the field, like any other schema violation."""
     response = post(alice_client, "/api/notes/", payload)
-    assert response.status_code == 400
-    assert response.json()["detail"]
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"][0] == "body"
     assert not Document.objects.exists()
 
 
@@ -187,7 +191,7 @@ def test_update_with_stale_base_is_409_with_both_versions(alice_client, alice, a
 
 
 @pytest.mark.parametrize("whose", ["other note", "bob's note", "missing"])
-def test_update_naming_a_base_that_is_no_version_of_the_note_is_400(
+def test_update_naming_a_base_that_is_no_version_of_the_note_is_404(
     alice_client, alice, bob, alice_note, whose
 ):
     """Not the old misleading "changed (version 1) after you started editing version 1":
@@ -203,7 +207,7 @@ def test_update_naming_a_base_that_is_no_version_of_the_note_is_400(
         f"/api/notes/{alice_note.pk}",
         {"title": "Mine", "body": "text", "base_version_id": base_id},
     )
-    assert response.status_code == 400
+    assert response.status_code == 404
     detail = response.json()["detail"]
     assert f"Version id {base_id} is not a version of this note" in detail
     assert f"current version is id {alice_note.head_id} (version 1)" in detail
@@ -243,7 +247,7 @@ def test_restore_from_a_stale_head_is_409(alice_client, alice, alice_note):
     assert note_state(alice_note) == before
 
 
-def test_restore_naming_a_base_of_another_note_is_400(alice_client, alice, alice_note):
+def test_restore_naming_a_base_of_another_note_is_404(alice_client, alice, alice_note):
     v1 = alice_note.head
     v2 = services.note_update(
         document=alice_note, user=alice, base_version_id=v1.pk, title="T2", body="second"
@@ -255,7 +259,7 @@ def test_restore_naming_a_base_of_another_note_is_400(alice_client, alice, alice
         f"/api/notes/{alice_note.pk}/versions/{v1.pk}/restore",
         {"base_version_id": other.head_id},
     )
-    assert response.status_code == 400
+    assert response.status_code == 404
     assert f"current version is id {v2.pk} (version 2)" in response.json()["detail"]
     assert note_state(alice_note) == before
 
@@ -276,14 +280,14 @@ def test_update_identical_content_writes_no_version(alice_client, alice_note):
     assert alice_note.versions.count() == 1
 
 
-def test_update_invalid_is_400_and_saves_nothing(alice_client, alice_note):
+def test_update_invalid_is_422_and_saves_nothing(alice_client, alice_note):
     before = note_state(alice_note)
     response = put(
         alice_client,
         f"/api/notes/{alice_note.pk}",
         {"title": "", "body": "x", "base_version_id": alice_note.head_id},
     )
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert note_state(alice_note) == before
 
 
@@ -549,34 +553,49 @@ def test_search_deleted_note_not_returned(alice_client, alice_note):
 @pytest.mark.parametrize("query", HOSTILE_HTTP_QUERIES)
 def test_search_hostile_queries(alice_client, alice_note, query):
     response = alice_client.get("/api/search/", {"q": query})
-    assert response.status_code in (200, 400)
+    if "\x00" in query or len(query) > settings.LODE_MAX_QUERY_CHARS:
+        assert response.status_code == 422  # the schema's pattern and maxLength refuse it
+        return
+    assert response.status_code == 200
     data = response.json()
     assert isinstance(data["error"], str)
-    if response.status_code == 400:
-        assert data["error"]
+    if data["error"]:  # a query the language cannot run finds nothing and says why
         assert data["hits"] == []
     else:
-        assert data["error"] == ""
         assert all(h["document_id"] == alice_note.pk for h in data["hits"])
 
 
 @pytest.mark.parametrize("raw", ["%ED%A0%80", "%FF%FE", "%00", "%C0%AF"])
 def test_search_invalid_utf8_query(alice_client, alice_note, raw):
     response = alice_client.get(f"/api/search/?q={raw}")
-    assert response.status_code in (200, 400)
-    assert isinstance(response.json()["error"], str)
+    if raw == "%00":
+        assert response.status_code == 422
+    else:
+        assert response.status_code == 200
+        assert isinstance(response.json()["error"], str)
 
 
-def test_search_over_long_query_is_400(alice_client, alice_note):
+def test_search_over_long_query_is_422(alice_client, alice_note):
     response = alice_client.get("/api/search/", {"q": "x" * 10_000})
-    assert response.status_code == 400
-    assert "limit" in response.json()["error"]
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["query", "q"]
 
 
-def test_search_unknown_mode_is_400(alice_client, alice_note):
-    response = alice_client.get("/api/search/", {"q": "certbot", "mode": "telepathy"})
-    assert response.status_code == 400
-    assert response.json()["error"]
+@pytest.mark.parametrize("param", [{"mode": "telepathy"}, {"rerank": "psychic"}])
+def test_search_unknown_mode_or_reranker_is_422(alice_client, alice_note, param):
+    response = alice_client.get("/api/search/", {"q": "certbot", **param})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["query", *param]
+
+
+def test_search_query_the_language_cannot_run_finds_nothing_and_says_why(
+    alice_client, alice_note
+):
+    response = alice_client.get("/api/search/", {"q": "tag:infra"})
+    assert response.status_code == 200
+    data = response.json()
+    assert "Add at least one search word" in data["error"]
+    assert data["hits"] == []
 
 
 # --------------------------------------------------------------------------

@@ -182,7 +182,7 @@ def test_a_whole_number_written_as_a_float_is_an_integer(alice_client, alice_not
     url = f"/api/spaces/move/document/{alice_note.pk}"
     body = json.dumps({"to_space": float(alice_note.space_id)})
     response = alice_client.post(url, body, content_type="application/json")
-    assert response.status_code == 400  # read as the id: "It is already in Personal."
+    assert response.status_code == 409  # read as the id: "It is already in Personal."
     assert "already in" in detail_of(response)
 
 

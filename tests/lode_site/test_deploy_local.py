@@ -3,13 +3,15 @@
 End to end on a private PostgreSQL database: a Chroma server, two background workers and
 gunicorn with two processes start; a note written over the API is embedded by a worker into
 the Chroma *server* (not an embedded Chroma folder) and found by a semantic and a hybrid
-search over the API; SIGTERM stops every process and frees both ports. Skipped when no
+search over the API; a worker killed outright is started again while searches keep
+answering; SIGTERM stops every process and frees both ports. Skipped when no
 PostgreSQL server answers at 127.0.0.1:5432.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -186,6 +188,20 @@ def test_deploy_local_runs_the_topology_and_stops_it(database, tmp_path):
         # The vectors live in the server's folder, not in an embedded Chroma of the data dir.
         assert (data_dir / "chroma-server" / "chroma.sqlite3").exists()
         assert not (data_dir / "chroma").exists()
+
+        # A worker killed outright is started again while the site keeps answering.
+        victim = min(pid for pid, line in lines.items() if "db_worker" in line)
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + EMBED_TIMEOUT
+        while True:
+            assert search("hybrid")["hits"]
+            running = {p for p in children_of(process.pid) if "db_worker" in " ".join(cmdline(p))}
+            if len(running) == 2 and victim not in running:
+                break
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        pids |= running
+        assert "exited (code -9); restarting it in 1 s" in log.read_text()
 
         process.send_signal(signal.SIGTERM)
         try:

@@ -266,7 +266,7 @@ def test_the_api_revives_none_unless_asked_and_refuses_unknown_ids(alice, team, 
         f"/{team.pk}",
         {"public_links_enabled": True, "revive_public_links": [10**9]},
     )
-    assert bad.status_code == 400 and "Not an earlier public link" in bad.json()["detail"]
+    assert bad.status_code == 404 and "Not an earlier public link" in bad.json()["detail"]
     team.refresh_from_db()
     assert not team.public_links_enabled
     assert api(client, "patch", f"/{team.pk}", {"public_links_enabled": True}).status_code == 200

@@ -569,7 +569,7 @@ def test_api_roles_and_refusals(team, alice, bob, carol, dave):
     )
     admin = client_for(alice)
     missing = api(admin, "post", f"/{team.pk}/members", {"username": "zed"})
-    assert missing.status_code == 400 and "no user named" in missing.json()["detail"]
+    assert missing.status_code == 404 and "no user named" in missing.json()["detail"]
     assert (
         api(
             admin, "post", f"/{team.pk}/members", {"username": "dave", "role": "editor"}
@@ -577,12 +577,16 @@ def test_api_roles_and_refusals(team, alice, bob, carol, dave):
         == 201
     )
     assert role(team, dave) == Role.EDITOR
+    again = api(admin, "post", f"/{team.pk}/members", {"username": "dave"})
+    assert again.status_code == 409 and "already a member" in again.json()["detail"]
     assert api(admin, "put", f"/{team.pk}/members/{dave.pk}", {"role": "admin"}).status_code == 200
     assert api(admin, "delete", f"/{team.pk}/members/{dave.pk}").status_code == 204
     last = api(admin, "post", f"/{team.pk}/leave")
-    assert last.status_code == 400 and "at least one admin" in last.json()["detail"]
+    assert last.status_code == 409 and "at least one admin" in last.json()["detail"]
     demote = api(admin, "put", f"/{team.pk}/members/{alice.pk}", {"role": "viewer"})
-    assert demote.status_code == 400
+    assert demote.status_code == 409
+    gone = api(admin, "put", f"/{team.pk}/members/{dave.pk}", {"role": "viewer"})
+    assert gone.status_code == 404 and "not a member" in gone.json()["detail"]
     assert api(admin, "patch", f"/{team.pk}", {"public_links_enabled": True}).json()[
         "public_links_enabled"
     ]
@@ -607,7 +611,8 @@ def test_api_moves_a_document_and_a_source(team, alice, carol, dave, synced):
 
 def test_api_deletes_only_an_empty_shared_space(team, alice):
     personal = personal_space(alice)
-    assert api(client_for(alice), "delete", f"/{personal.pk}").status_code == 400
+    refused = api(client_for(alice), "delete", f"/{personal.pk}")
+    assert refused.status_code == 409 and "personal space" in refused.json()["detail"]
     assert api(client_for(alice), "delete", f"/{team.pk}").status_code == 204
 
 

@@ -81,7 +81,6 @@ def test_path_between_two_lookups(alice_client, linked):
         ({"extra": True}, "extra: unknown property"),
         ({"query": {"op": "path", "max_hops": 5}}, "1 to 4 hops"),
         ({"query": {"seed": "SEED"}}, "query.seed"),
-        ({"query": {"seed": 999_999_999}}, "Seeds must come from discovery"),
         ({"query": {"direction": "sideways"}}, "query.direction"),
         ({"lookups": ["a", "b", "c", "d"]}, "at most 3"),
         ({"lookups": []}, "at least one"),
@@ -107,6 +106,17 @@ def test_a_body_that_is_not_json_is_400(alice_client):
     assert post(alice_client, "{not json").status_code == 400
 
 
+def test_a_seed_the_lookups_did_not_find_is_404(alice_client, linked):
+    """A well-formed query naming a document its lookups did not discover: 404, saying so."""
+    body = {
+        "lookups": ["restore runbook"],
+        "query": {"op": "neighbours", "seed": 999_999_999, "direction": "out", "kind": "links_to"},
+    }
+    response = post(alice_client, body)
+    assert response.status_code == 404
+    assert "Seeds must come from discovery" in response.json()["detail"]
+
+
 def test_another_users_document_is_never_a_seed(alice_client, bob):
     bobs = factories.note(bob, "Bob secret", "[[Bob other]]")
     body = {
@@ -114,7 +124,7 @@ def test_another_users_document_is_never_a_seed(alice_client, bob):
         "query": {"op": "neighbours", "seed": bobs.pk, "direction": "out", "kind": "links_to"},
     }
     response = post(alice_client, body)
-    assert response.status_code == 422
+    assert response.status_code == 404
     assert "candidates: none" in response.json()["detail"]
 
 
@@ -128,9 +138,9 @@ def test_space_narrows_and_a_foreign_space_is_404(alice, alice_client, bob, link
     assert post(alice_client, body).status_code == 404
     mine = space_services.space_create(by=alice, name="Team")
     response = post(alice_client, {**body, "space": mine.pk})
-    assert response.status_code == 422  # the runbook is not in Team: not discovered there
+    assert response.status_code == 404  # the runbook is not in Team: not discovered there
     services.note_create(owner=alice, title="Restore runbook", body="in team", space=mine)
-    assert post(alice_client, {**body, "space": mine.pk}).status_code == 422  # other id
+    assert post(alice_client, {**body, "space": mine.pk}).status_code == 404  # other id
 
 
 def test_login_and_csrf_are_required(alice, linked):

@@ -422,3 +422,11 @@ def test_a_call_past_its_time_budget_is_refused_and_logged(corpus, mcp_url, sett
 
     assert "time budget" in refusal(http_call(mcp_url, raw, steps))
     assert "time budget" in McpCall.objects.get(tool="search").refused
+
+
+def test_http_answers_post_only(corpus, mcp_url):
+    _, raw = token_create(user=corpus["alice"], name="agent")
+    headers = {"Authorization": f"Bearer {raw}", "Accept": "application/json, text/event-stream"}
+    for method in ("GET", "DELETE"):
+        response = httpx.request(method, mcp_url, headers=headers, timeout=30)
+        assert response.status_code == 405 and response.headers["Allow"] == "POST"
