@@ -18,7 +18,6 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,6 @@ from tests.factories import (
     assert_stopped_cleanly,
     child_env,
     free_port,
-    kill_leftovers,
     wait_until_serving,
 )
 
@@ -54,14 +52,6 @@ def assert_login_shown_not_stored(output: str, data_dir: Path) -> None:
         # Model weights (hundreds of MB) are skipped: lode writes them from the model files.
         if path.is_file() and path.stat().st_size < MAX_SEARCHED_BYTES:
             assert printed.group(1).encode() not in path.read_bytes(), path
-
-
-@pytest.fixture
-def started(data_dir, tmp_path) -> Iterator[dict]:
-    """Tracks what a test started so that it is killed even when the test fails."""
-    record: dict = {"pids": set()}
-    yield record
-    kill_leftovers(record["pids"])
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])

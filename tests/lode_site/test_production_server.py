@@ -39,7 +39,6 @@ from tests.factories import (
     children_of,
     free_port,
     is_alive,
-    kill_leftovers,
     wait_until_serving,
 )
 
@@ -93,13 +92,6 @@ def stop(process: subprocess.Popen, children: set[int], port: int, log: Path) ->
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("lode-prod-data")
-
-
-@pytest.fixture
-def started():
-    record: dict = {"pids": set()}
-    yield record
-    kill_leftovers(record["pids"])
 
 
 @pytest.mark.slow

@@ -30,7 +30,6 @@ from tests.factories import (
     children_of,
     free_port,
     is_alive,
-    kill_leftovers,
     wait_gone,
     wait_until_serving,
 )
@@ -118,13 +117,6 @@ def start_lode(data_dir: Path, log: Path, port: int) -> subprocess.Popen[bytes]:
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("lode-supervised")
-
-
-@pytest.fixture
-def started():
-    record: dict = {"pids": set()}
-    yield record
-    kill_leftovers(record["pids"])
 
 
 def wait_until_answering(port: int, log: Path) -> None:

@@ -40,11 +40,6 @@ class Graph:
 
 
 @pytest.fixture
-def offline(settings):
-    settings.LODE_LLM_BASE_URL = ""
-
-
-@pytest.fixture
 def graph(alice) -> Graph:
     """runbook → policy, runbook → deploy → checklist; ops mentions policy (unlinked)."""
     policy = factories.note(alice, "Backup Policy", "Snapshots are kept for 35 days.")

@@ -26,7 +26,6 @@ from django.urls import reverse
 from notes import services
 from notes.models import Document
 from retrieval.index import health, vectors
-from retrieval.index.embeddings import get_embedder
 from retrieval.index.health import index_health, repair_indexes
 from retrieval.index.sync import sync_vectors
 from retrieval.models import Passage, PassageVector, VectorIndexState
@@ -335,11 +334,6 @@ def test_postgres_a_missing_gin_index_is_recreated(alice, corpus) -> None:
 
 
 # --- vectors -----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def embedder():
-    return get_embedder()
 
 
 def test_vector_drift_is_reported_and_repaired(private_vectors, embedder, alice, corpus) -> None:

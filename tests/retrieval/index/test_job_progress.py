@@ -4,8 +4,6 @@ done == total, or failed with the error — and the admin lists it with a percen
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
 
@@ -18,7 +16,6 @@ from django.urls import reverse
 from lode_site.models import JobProgress, job_progress
 from notes import services
 from notes.models import Document
-from retrieval.index import vectors
 from retrieval.index.vectors import pending_count
 
 pytestmark = pytest.mark.django_db
@@ -46,16 +43,6 @@ def notes_dir(tmp_path: Path) -> Path:
     (folder / "b.md").write_text("# Redis\n\nSet maxmemory-policy.\n", encoding="utf-8")
     (folder / "c.md").write_bytes(b"# Latin-1 \xe9t\xe9\n")
     return folder
-
-
-@pytest.fixture
-def vector_dir(settings, tmp_path) -> Iterator[Path]:
-    """A private embedded Chroma folder and collection prefix for one test."""
-    settings.CHROMA_URL = ""
-    settings.LODE_CHROMA_PATH = tmp_path / "chroma"
-    settings.LODE_CHROMA_COLLECTION_PREFIX = f"t{uuid.uuid4().hex[:10]}"
-    yield tmp_path / "chroma"
-    vectors.reset_vector_stores()
 
 
 # --- lode_import_markdown ---------------------------------------------------------------
@@ -122,7 +109,7 @@ def test_a_refused_folder_starts_no_job(tmp_path, alice) -> None:
 # --- lode_reindex_vectors ---------------------------------------------------------------
 
 
-def test_a_reindex_leaves_a_finished_row_with_done_equal_to_total(vector_dir, alice) -> None:
+def test_a_reindex_leaves_a_finished_row_with_done_equal_to_total(private_vectors, alice) -> None:
     body = "\n\n".join(f"## Part {i}\n\nStep {i} of the failover." for i in range(3))
     services.note_create(owner=alice, title="Failover", body=body)
     pending = pending_count()
@@ -137,7 +124,7 @@ def test_a_reindex_leaves_a_finished_row_with_done_equal_to_total(vector_dir, al
 
 
 def test_a_failing_reindex_leaves_a_failed_row_with_the_error(
-    vector_dir, settings, tmp_path, alice
+    private_vectors, settings, tmp_path, alice
 ) -> None:
     services.note_create(owner=alice, title="Ops", body="Rotate the certs.")
     settings.LODE_MODEL_DIR = str(tmp_path / "no-model")

@@ -17,7 +17,7 @@ from notes import services
 from notes.models import Document, TrustTier
 from retrieval.eligibility import audience_for
 from retrieval.index import related, vectors
-from retrieval.index.embeddings import get_embedder, passage_input
+from retrieval.index.embeddings import passage_input
 from retrieval.index.health import index_health, repair_indexes
 from retrieval.index.sync import embed_document, sync_vectors
 from retrieval.index.vectors import VectorStoreUnavailable
@@ -48,11 +48,6 @@ TEXTS = {
         "croissants at 200 degrees until golden."
     ),
 }
-
-
-@pytest.fixture(scope="module")
-def embedder():
-    return get_embedder()
 
 
 @pytest.fixture

@@ -16,8 +16,6 @@ import subprocess
 import sys
 import textwrap
 import time
-import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 from io import StringIO
 from pathlib import Path
@@ -50,16 +48,6 @@ def counting(real_embedder) -> CountingEmbedder:
     return CountingEmbedder(real_embedder)
 
 
-@pytest.fixture
-def vector_dir(settings, tmp_path) -> Iterator[Path]:
-    """A private embedded Chroma folder and collection prefix for one test."""
-    settings.CHROMA_URL = ""
-    settings.LODE_CHROMA_PATH = tmp_path / "chroma"
-    settings.LODE_CHROMA_COLLECTION_PREFIX = f"t{uuid.uuid4().hex[:10]}"
-    yield tmp_path / "chroma"
-    vectors.reset_vector_stores()
-
-
 def recorded_ids(manifest_key: str) -> list[int]:
     return sorted(
         PassageVector.objects.filter(manifest_key=manifest_key).values_list("passage_id", flat=True)
@@ -70,7 +58,7 @@ def recorded_ids(manifest_key: str) -> list[int]:
 
 
 @pytest.mark.django_db
-def test_sync_embeds_every_head_passage_once(vector_dir, counting, alice, bob) -> None:
+def test_sync_embeds_every_head_passage_once(private_vectors, counting, alice, bob) -> None:
     services.note_create(owner=alice, title="Ops", body=sections("Rotate certs.", "Tune Redis."))
     services.note_create(owner=bob, title="Food", body="Bake bread at 220 degrees.")
     assert pending_count() == 3
@@ -94,7 +82,7 @@ def test_sync_embeds_every_head_passage_once(vector_dir, counting, alice, bob) -
 
 @pytest.mark.django_db
 def test_a_window_is_embedded_together_and_written_batch_by_batch(
-    vector_dir, counting, alice
+    private_vectors, counting, alice
 ) -> None:
     services.note_create(
         owner=alice, title="Many", body=sections(*(f"Fact {i}." for i in range(5)))
@@ -107,7 +95,7 @@ def test_a_window_is_embedded_together_and_written_batch_by_batch(
 
 
 @pytest.mark.django_db
-def test_vectors_match_the_model_and_answer_queries(vector_dir, counting, alice) -> None:
+def test_vectors_match_the_model_and_answer_queries(private_vectors, counting, alice) -> None:
     note = services.note_create(
         owner=alice,
         title="Runbook",
@@ -126,7 +114,7 @@ def test_vectors_match_the_model_and_answer_queries(vector_dir, counting, alice)
 
 
 @pytest.mark.django_db
-def test_an_edit_reembeds_only_changed_text(vector_dir, counting, alice) -> None:
+def test_an_edit_reembeds_only_changed_text(private_vectors, counting, alice) -> None:
     note = services.note_create(
         owner=alice,
         title="Runbook",
@@ -159,7 +147,7 @@ def test_an_edit_reembeds_only_changed_text(vector_dir, counting, alice) -> None
 
 @pytest.mark.django_db
 def test_a_changed_title_reembeds_because_the_title_is_part_of_the_input(
-    vector_dir, counting, alice
+    private_vectors, counting, alice
 ) -> None:
     note = services.note_create(owner=alice, title="Runbook", body="Rotate the certs.")
     sync_vectors(embedder=counting)
@@ -170,7 +158,9 @@ def test_a_changed_title_reembeds_because_the_title_is_part_of_the_input(
 
 
 @pytest.mark.django_db
-def test_identical_passages_in_one_batch_are_embedded_once(vector_dir, counting, alice) -> None:
+def test_identical_passages_in_one_batch_are_embedded_once(
+    private_vectors, counting, alice
+) -> None:
     for _ in range(3):
         services.note_create(owner=alice, title="Same", body="Same text everywhere.")
     report = sync_vectors(embedder=counting)
@@ -179,7 +169,9 @@ def test_identical_passages_in_one_batch_are_embedded_once(vector_dir, counting,
 
 
 @pytest.mark.django_db
-def test_sync_deletes_vectors_of_non_head_and_deleted_passages(vector_dir, counting, alice) -> None:
+def test_sync_deletes_vectors_of_non_head_and_deleted_passages(
+    private_vectors, counting, alice
+) -> None:
     keep = services.note_create(owner=alice, title="Keep", body="This note stays.")
     gone = services.note_create(owner=alice, title="Gone", body=sections("One.", "Two."))
     sync_vectors(embedder=counting)
@@ -201,7 +193,7 @@ def test_sync_deletes_vectors_of_non_head_and_deleted_passages(vector_dir, count
 
 @pytest.mark.django_db
 def test_a_crash_between_upsert_and_record_duplicates_nothing(
-    vector_dir, counting, alice, monkeypatch
+    private_vectors, counting, alice, monkeypatch
 ) -> None:
     services.note_create(
         owner=alice, title="Many", body=sections(*(f"Fact {i}." for i in range(5)))
@@ -227,7 +219,7 @@ def test_a_crash_between_upsert_and_record_duplicates_nothing(
 
 @pytest.mark.django_db
 def test_unavailable_model_leaves_work_pending_and_old_vectors_searchable(
-    vector_dir, counting, alice
+    private_vectors, counting, alice
 ) -> None:
     note = services.note_create(owner=alice, title="Runbook", body="Rotate the certs.")
     sync_vectors(embedder=counting)
@@ -243,7 +235,7 @@ def test_unavailable_model_leaves_work_pending_and_old_vectors_searchable(
 
 
 @pytest.mark.django_db
-def test_reconcile_refills_a_lost_vector_folder(vector_dir, counting, alice) -> None:
+def test_reconcile_refills_a_lost_vector_folder(private_vectors, counting, alice) -> None:
     services.note_create(owner=alice, title="Ops", body=sections("One.", "Two.", "Three."))
     sync_vectors(embedder=counting)
     key = counting.manifest.key
@@ -261,7 +253,7 @@ def test_reconcile_refills_a_lost_vector_folder(vector_dir, counting, alice) -> 
 
 
 @pytest.mark.django_db
-def test_reindex_switches_collections_only_when_complete(vector_dir, counting, alice) -> None:
+def test_reindex_switches_collections_only_when_complete(private_vectors, counting, alice) -> None:
     for i in range(3):
         services.note_create(owner=alice, title=f"Note {i}", body=sections("Alpha.", "Beta."))
     sync_vectors(embedder=counting)
@@ -294,7 +286,7 @@ def test_reindex_switches_collections_only_when_complete(vector_dir, counting, a
 
 
 @pytest.mark.django_db
-def test_reindex_without_a_manifest_change_just_syncs(vector_dir, counting, alice) -> None:
+def test_reindex_without_a_manifest_change_just_syncs(private_vectors, counting, alice) -> None:
     services.note_create(owner=alice, title="Ops", body="Rotate the certs.")
     report = reindex_vectors(embedder=counting)
     assert not report.switched and report.remaining == 0
@@ -324,7 +316,7 @@ def test_saving_a_version_queues_its_sync_after_commit(
 
 @pytest.mark.django_db
 def test_embed_document_task_shares_its_window_with_other_pending_passages(
-    vector_dir, real_embedder, alice, bob
+    private_vectors, real_embedder, alice, bob
 ) -> None:
     note = services.note_create(owner=alice, title="Ops", body=sections("One.", "Two."))
     other = services.note_create(owner=bob, title="Other", body="Three.")
@@ -339,7 +331,7 @@ def test_embed_document_task_shares_its_window_with_other_pending_passages(
 
 
 @pytest.mark.django_db
-def test_a_failed_task_schedules_a_retry(vector_dir, settings, alice, tmp_path) -> None:
+def test_a_failed_task_schedules_a_retry(private_vectors, settings, alice, tmp_path) -> None:
     note = services.note_create(owner=alice, title="Ops", body="One.")
     settings.LODE_MODEL_DIR = str(tmp_path / "no-model")
     with pytest.raises(EmbeddingUnavailable):
@@ -350,7 +342,7 @@ def test_a_failed_task_schedules_a_retry(vector_dir, settings, alice, tmp_path) 
 
 
 @pytest.mark.django_db
-def test_startup_sweep_is_queued_only_when_needed(vector_dir, real_embedder, alice) -> None:
+def test_startup_sweep_is_queued_only_when_needed(private_vectors, real_embedder, alice) -> None:
     assert tasks.enqueue_pending_sweep() is False  # nothing to do
     services.note_create(owner=alice, title="Ops", body="One.")
     assert tasks.enqueue_pending_sweep() is True
@@ -359,7 +351,7 @@ def test_startup_sweep_is_queued_only_when_needed(vector_dir, real_embedder, ali
 
 
 @pytest.mark.django_db
-def test_lode_embed_pending_reports_throughput(vector_dir, real_embedder, alice) -> None:
+def test_lode_embed_pending_reports_throughput(private_vectors, real_embedder, alice) -> None:
     services.note_create(owner=alice, title="Ops", body=sections("One.", "Two.", "Three."))
     out = StringIO()
     call_command("lode_embed_pending", "--no-progress", stdout=out)
@@ -369,7 +361,7 @@ def test_lode_embed_pending_reports_throughput(vector_dir, real_embedder, alice)
 
 
 @pytest.mark.django_db
-def test_lode_reindex_vectors_command_reports(vector_dir, real_embedder, alice) -> None:
+def test_lode_reindex_vectors_command_reports(private_vectors, real_embedder, alice) -> None:
     services.note_create(owner=alice, title="Ops", body="One.")
     out = StringIO()
     call_command("lode_reindex_vectors", "--no-progress", stdout=out)

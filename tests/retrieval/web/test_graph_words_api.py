@@ -23,11 +23,6 @@ def post(client: Client, body: dict):
 
 
 @pytest.fixture
-def offline(settings):
-    settings.LODE_LLM_BASE_URL = ""
-
-
-@pytest.fixture
 def linked(alice):
     policy = factories.note(alice, "Backup Policy", "Snapshots are kept for 35 days.")
     runbook = factories.note(alice, "Restore runbook", "Restore per [[Backup Policy]] first.")
