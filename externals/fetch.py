@@ -418,10 +418,13 @@ def _budget() -> _Budget:
     )
 
 
-def fetch_url(url: str) -> Fetched:
+def fetch_url(url: str, *, max_bytes: int | None = None) -> Fetched:
     """GET `url` and return its body; raises `FetchError` with the reason on any refusal,
-    on the deadline or on a transfer slower than the minimum rate."""
+    on the deadline or on a transfer slower than the minimum rate. `max_bytes` lowers the
+    size cap below `LODE_FETCH_MAX_BYTES` (an ask's remaining fetch allowance)."""
     limit = settings.LODE_FETCH_MAX_BYTES
+    if max_bytes is not None:
+        limit = min(limit, max_bytes)
     budget = _budget()
     current = url
     for _hop in range(MAX_REDIRECTS + 1):

@@ -61,6 +61,11 @@ class SourceItemQuerySet(models.QuerySet["SourceItem"]):
         )
 
 
+class DiscoveredVia(models.TextChoices):
+    CONFIGURED = "configured", "Added by a person"
+    ASK = "ask", "Fetched for an answer"
+
+
 class Source(models.Model):
     class Kind(models.TextChoices):
         FOLDER = "folder", "Folder on the server"
@@ -83,6 +88,11 @@ class Source(models.Model):
     # Never send this source's content off the machine (copied onto its documents).
     no_egress = models.BooleanField(default=False)
     enabled = models.BooleanField(default=True)
+    # "ask": made by an ask's fetch of a page (snapshot-then-cite); "configured": added by
+    # a person. Both are ordinary sources: same snapshots, dedup, no-egress and access.
+    discovered_via = models.CharField(
+        max_length=16, choices=DiscoveredVia.choices, default=DiscoveredVia.CONFIGURED
+    )
     # A snapshot older than this is shown (and ranked) as stale.
     stale_after_days = models.PositiveIntegerField(default=DEFAULT_STALE_AFTER_DAYS)
     # HMAC-SHA256 key for push-triggered re-indexing; shown once when created/rotated.

@@ -54,7 +54,7 @@ from django.utils import timezone
 
 from externals import extract as extractors
 from externals.annotations import migrate_annotations
-from externals.fetch import FetchError, fetch_url
+from externals.fetch import Fetched, FetchError, fetch_url
 from externals.folders import source_scan_refusal
 from externals.models import Annotation, ScanRecord, Source, SourceItem, stale_cutoff
 from notes.models import Document, TrustTier, Version
@@ -587,10 +587,10 @@ def _ingest_file(scan: _Scan, full: Path, rel: str) -> None:
     scan.ingest(raw, recheck=full)
 
 
-def _scan_url(scan: _Scan, url: str) -> None:
+def _scan_url(scan: _Scan, url: str, fetched: Fetched | None) -> None:
     scan.found(1)
     try:
-        fetched = fetch_url(url)
+        fetched = fetched if fetched is not None else fetch_url(url)
     except FetchError as exc:
         scan.record.items_seen += 1
         scan.fail(url, str(exc))
@@ -651,8 +651,16 @@ def sync_source_flags(source: Source) -> int:
     return changed
 
 
-def scan_source(source: Source, *, trigger: str = "manual", wait_seconds: float = 0) -> ScanRecord:
+def scan_source(
+    source: Source,
+    *,
+    trigger: str = "manual",
+    wait_seconds: float = 0,
+    fetched: Fetched | None = None,
+) -> ScanRecord:
     """Scan `source` once (first ingest or refresh) and return its finished scan record.
+    A URL source's page already `fetched` by the caller (an ask's tool call, which counts
+    and logs its own fetches) is ingested as it is instead of being fetched again.
 
     Never raises for a problem with the source's content: everything is recorded on the
     scan record (status ok / partial / failed, counters, failures, rejected, skipped).
@@ -661,12 +669,14 @@ def scan_source(source: Source, *, trigger: str = "manual", wait_seconds: float 
     """
     claim = _claim_or_wait(source, wait_seconds)
     try:
-        return _scan_claimed(source, trigger, claim)
+        return _scan_claimed(source, trigger, claim, fetched)
     finally:
         claim.release()
 
 
-def _scan_claimed(source: Source, trigger: str, claim: ScanClaim) -> ScanRecord:
+def _scan_claimed(
+    source: Source, trigger: str, claim: ScanClaim, fetched: Fetched | None = None
+) -> ScanRecord:
     # Holding the claim, any scan still "running" was left by a process that died.
     interrupt_stale_scans(source)
     sync_source_flags(source)
@@ -674,7 +684,7 @@ def _scan_claimed(source: Source, trigger: str, claim: ScanClaim) -> ScanRecord:
     scan = _Scan(source, record, claim)
     try:
         if source.kind == Source.Kind.URL:
-            _scan_url(scan, source.location)
+            _scan_url(scan, source.location, fetched)
         else:
             _walk_folder(scan, Path(os.path.realpath(_folder_root(source))))
     except (ItemFailed, FetchError, OSError, ScanClaimLost) as exc:

@@ -13,6 +13,7 @@ in the views); the space's admins manage it afterwards (the views check that).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import secrets
@@ -26,13 +27,14 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from externals.folders import folder_refusal
 from externals.models import (
     DEFAULT_STALE_AFTER_DAYS,
     Annotation,
+    DiscoveredVia,
     Source,
     SourceItem,
     confirmed_before,
@@ -128,6 +130,32 @@ def source_create(
     source.full_clean()
     source.save()
     return source
+
+
+def ask_source_for(owner: AbstractBaseUser, url: str) -> Source:
+    """The web source (in `owner`'s personal space, marked `discovered_via = "ask"`) that
+    holds the snapshots of `url` fetched while answering `owner`'s questions; made on first
+    use, so an identical refetch lands on the same item and snapshot."""
+    url = url[: Source._meta.get_field("location").max_length]
+    found = Source.objects.filter(
+        owner=owner, kind=Source.Kind.URL, location=url, discovered_via=DiscoveredVia.ASK
+    ).first()
+    if found is not None:
+        return found
+    digest = hashlib.sha256(url.encode("utf-8")).hexdigest()[:12]
+    name = f"{urlsplit(url).netloc[:150]} page {digest}"
+    try:
+        with transaction.atomic():
+            return Source.objects.create(
+                owner=owner,
+                space_id=personal_space_id(owner.pk),
+                name=name,
+                kind=Source.Kind.URL,
+                location=url,
+                discovered_via=DiscoveredVia.ASK,
+            )
+    except IntegrityError:  # a concurrent ask made it first
+        return Source.objects.get(owner=owner, name=name)
 
 
 def upload_create(

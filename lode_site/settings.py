@@ -327,6 +327,9 @@ LODE_LLM_MAX_TOKENS = env.env_int("LODE_LLM_MAX_TOKENS", 1024, minimum=16)
 LODE_LLM_RESPONSE_FORMAT = env.env_choice(
     "LODE_LLM_RESPONSE_FORMAT", "json_schema", ("json_schema", "json_object")
 )
+# Let a chat answerer call read-only tools while answering (search notes, fetch a page,
+# refresh a source item; retrieval/answer/tools.py). Off: one request per answer, as before.
+LODE_ASK_TOOLS = env.env_bool("LODE_ASK_TOOLS", False)
 # Who answers: auto (the chat endpoint when LODE_LLM_BASE_URL is set, else extractive),
 # extractive, chat, or the dotted path of an Answerer class (checked at start-up).
 LODE_ANSWERER = env.env_str("LODE_ANSWERER", "auto").strip() or "auto"

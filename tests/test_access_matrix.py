@@ -170,6 +170,8 @@ def stale_rules(routes: Sequence[Route], rules: dict[str, dict[str, Any]]) -> li
 OK, FORBIDDEN, HIDDEN, LOGIN, REFUSED = "ok", "403", "404", "login", "refused"
 # Sent back where it came from (a redirect with a message) or 404: both reveal nothing.
 BOUNCED = "bounced"
+# Refused by what is stored (the last admin leaving): a 409, nothing done.
+CONFLICT = "409"
 
 # An access class: role → outcome.
 MEMBER_READ = {"alice": OK, "carol": OK, "bob": OK, "dave": HIDDEN, "anonymous": LOGIN}
@@ -191,7 +193,7 @@ SIGNED = {role: REFUSED for role in ROLES}
 # Something of nobody's (an id no one holds): 404 for anyone signed in.
 NOT_YOURS = {**NOWHERE, "anonymous": LOGIN}
 # Leaving a space: any member, except its last admin.
-MEMBER_LEAVE = {"alice": REFUSED, "carol": OK, "bob": OK, "dave": HIDDEN, "anonymous": LOGIN}
+MEMBER_LEAVE = {"alice": CONFLICT, "carol": OK, "bob": OK, "dave": HIDDEN, "anonymous": LOGIN}
 # The same on a page, where the refusal is a redirect back with a message.
 MEMBER_LEAVE_PAGE = {**MEMBER_LEAVE, "alice": OK}
 # A form naming a space the user is not in: refused as a form error (200 or 400, like any
@@ -905,6 +907,8 @@ def outcome_problem(role: str, expected: str, response: HttpResponse, *, api: bo
         good = status == 403
     elif expected == HIDDEN:
         good = status == 404
+    elif expected == CONFLICT:
+        good = status == 409
     elif expected == REFUSED:
         good = status in (400, 401)
     elif expected == BOUNCED:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
@@ -74,6 +75,7 @@ from retrieval.answer.gate import (
     shape_verdict,
     version_labels,
 )
+from retrieval.answer.llm import ChatClient
 from retrieval.answer.pack import build_pack
 from retrieval.answer.relevance.candidate import Candidate, candidate_for
 from retrieval.answer.relevance.egress_floor import egress_floor, item_relevance
@@ -82,6 +84,7 @@ from retrieval.answer.relevance.question import question_profile
 from retrieval.answer.relevance.rarity import passage_idf
 from retrieval.answer.relevance.scoring import score_pairs, threshold_of
 from retrieval.answer.relevance.section_rule import SECTION_RULE_VERSION, section_answers
+from retrieval.answer.tools import ToolSession, fetched_passages, gather
 from retrieval.answer.trace import (
     Trace,
     TraceDecision,
@@ -170,6 +173,7 @@ def front(
     max_items: int,
     max_chars: int,
     follow_links: bool | None = None,
+    fetched: Sequence[Passage] = (),
 ) -> Front:
     """Parse and search `question`, pack the evidence (the pinned note's passages first) and
     decide whether to answer at all: the deterministic stages, run again by replay.
@@ -188,6 +192,8 @@ def front(
         follow_links=follow_links,
     )
     passages = pinned_passages(pinned) if pinned is not None else []
+    # Pages fetched for this ask (snapshots already stored) are evidence like a pinned note.
+    passages += list(fetched)
     pack = build_pack(result.hits, pinned=passages, max_items=max_items, max_chars=max_chars)
     if result.error:
         # Nothing was searched, so there are no passages to offer: only the question without
@@ -427,6 +433,7 @@ def ask(
     mode: str = "hybrid",
     space_id: int | None = None,
     follow_links: bool | None = None,
+    fetch_urls: Sequence[str] = (),
 ) -> AskOutcome:
     """Answer `question` from the documents of the user's spaces, verified; always stores a
     trace. With `space_id` only that space's documents are evidence (a shared answer never
@@ -439,8 +446,15 @@ def ask(
     `follow_links`: None lets the graph discipline rule decide whether search
     follows links from the top hits; True always, False never. The trace records the
     choice and what expansion added (`Trace.expansion`).
+
+    `fetch_urls` are pages the user asked to answer from; with `LODE_ASK_TOOLS` a chat
+    answerer may also call tools (`retrieval.answer.tools`). Either way each page is stored
+    as a snapshot before search, and its passages join the pack like a pinned note's.
     """
     started = time.perf_counter()
+    # A page the user asked to answer from is evidence, not words to search for.
+    for url in fetch_urls:
+        question = " ".join(question.replace(url, " ").split()) or question
     audience = audience_for(user.pk, space_id=space_id)
     max_items, max_chars = settings.LODE_ASK_MAX_ITEMS, settings.LODE_ASK_MAX_CHARS
     rerank = settings.LODE_RERANK
@@ -474,11 +488,14 @@ def ask(
             return store.save("pinned note unavailable")
         outcome.notes.append(f"Asked about “{store.pinned.title}”: its passages come first.")
 
+    answerer = answerer if answerer is not None else get_answerer()
+    fetched = _fetch_for_ask(user, audience, question, answerer, fetch_urls, trace, outcome)
     stage = front(
         user=user,
         audience=audience,
         question=question,
         pinned=store.pinned,
+        fetched=fetched,
         mode=mode,
         rerank=rerank,
         max_items=max_items,
@@ -536,6 +553,34 @@ def ask(
         f"{len(outcome.claims)} claim(s) shown, {len(outcome.dropped)} dropped, "
         f"{len(outcome.conflicts)} conflict(s)"
     )
+
+
+def _fetch_for_ask(
+    user: AbstractBaseUser,
+    audience: Audience,
+    question: str,
+    answerer: Answerer,
+    fetch_urls: Sequence[str],
+    trace: Trace,
+    outcome: AskOutcome,
+) -> list[Passage]:
+    """Run the ask's tool calls — the user's `fetch_urls`, then the chat model's own when
+    `LODE_ASK_TOOLS` is on — recording them in the trace; the stored snapshots' passages."""
+    client = getattr(answerer, "client", None)
+    model_tools = settings.LODE_ASK_TOOLS and answerer.remote and isinstance(client, ChatClient)
+    if not fetch_urls and not model_tools:
+        return []
+    session = ToolSession(user)
+    for url in fetch_urls:
+        session.run("fetch_url", {"url": url})
+    if model_tools:
+        outcome.notes.extend(gather(client, question, session))
+    trace.tools = session.trace()
+    outcome.notes.extend(
+        f"Not fetched: {call.reason}" for call in session.calls if call.outcome == "refused"
+    )
+    outcome.fetched_version_ids = session.snapshot_ids
+    return fetched_passages(session.snapshot_ids, audience)
 
 
 def relevance_manifest() -> str:

@@ -463,6 +463,7 @@ def outcome_from_trace(row: AskTrace) -> AskOutcome:
         message=answer.get("message", ""),
         error=answer.get("error", ""),
         notes=list(answer.get("notes", [])),
+        fetched_version_ids=list(answer.get("fetched_version_ids", [])),
         trace_id=row.pk,
         elapsed_ms=row.elapsed_ms,
     )

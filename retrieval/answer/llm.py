@@ -359,6 +359,61 @@ class ChatClient:
                 ) from None
         return self._parse(response, schema, schema_name, request, validate)
 
+    def complete_tools(
+        self,
+        *,
+        messages: list[dict],
+        tools: list[dict],
+        user: AbstractBaseUser | AnonymousUser | None,
+        redaction_count: int = 0,
+    ) -> tuple[dict, dict]:
+        """One round of a tool conversation: send `messages` with `tools` offered and return
+        (the reply's message — content and/or `tool_calls` — and the redacted request). Egress
+        and retries as in `complete_json` (purpose "qa"; the messages carry the question and
+        tool results, never pack items). Raises LLMError on any failure."""
+        if not self.configured:
+            raise LLMError("no language model endpoint is configured (LODE_LLM_BASE_URL)")
+        messages, extra = self._redact_messages(messages)
+        payload: dict[str, Any] = {"model": self.model} if self.model else {}
+        payload.update(
+            {
+                "messages": messages,
+                "tools": tools,
+                "tool_choice": "auto",
+                "max_tokens": self.max_tokens,
+                "temperature": 0,
+                "stream": False,
+            }
+        )
+        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        request = {"url": self.url, "headers": self._redacted_headers(), "body": payload}
+        egress = {
+            "user": user,
+            "purpose": "qa",
+            "items": [],
+            "chars_sent": sum(len(m.get("content") or "") for m in messages),
+            "redaction_count": redaction_count + extra,
+            "withheld_count": 0,
+        }
+        retrying = Retrying(
+            stop=stop_after_attempt(self.max_retries + 1),
+            wait=self._wait,
+            retry=retry_if_exception_type(_RetryableFailure),
+            sleep=self._sleep,
+            reraise=True,
+        )
+        with httpx.Client(timeout=self.timeout, transport=self.transport) as http:
+            try:
+                response = retrying(self._attempt, http, body, request, egress)
+            except _RetryableFailure as exc:
+                raise LLMError(f"the model endpoint {self.host} failed: {exc}") from None
+        raw = self._reply_object(response, request)
+        choices = raw.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise LLMError("the model endpoint's reply has no choices", request=request)
+        message = choices[0].get("message")
+        return (message if isinstance(message, dict) else {}), request
+
     def _attempt(
         self,
         http: httpx.Client,

@@ -39,6 +39,7 @@ from retrieval.answer.gate import (
     run_gate,
     version_labels,
 )
+from retrieval.answer.tools import fetched_passages
 from retrieval.answer.trace import TRACE_SCHEMA, Trace, TraceSearch
 from retrieval.answer.types import ClaimVerdict, EvidencePack
 from retrieval.eligibility import Audience, audience_for
@@ -144,6 +145,11 @@ def _front_again(row: AskTrace, trace: Trace, pinned: Document | None) -> Front:
         max_chars=used.max_chars if used.max_chars is not None else settings.LODE_ASK_MAX_CHARS,
         # The user's Follow links choice, when they made one (None: the rule decides again).
         follow_links=used.follow_links,
+        # Pages fetched for the ask: their stored snapshots, never fetched again.
+        fetched=fetched_passages(
+            [call["snapshot_id"] for call in trace.tools or [] if call.get("snapshot_id")],
+            trace_audience(row),
+        ),
     )
 
 

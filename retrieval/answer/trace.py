@@ -368,6 +368,9 @@ class Trace:
     # each passage added with its edge (`graph_expand.Expansion.as_dict`). Absent from
     # traces stored before it (and from an ask that stopped before search).
     expansion: dict[str, Any] | None = None
+    # Tool calls made for this ask (`retrieval.answer.tools.ToolSession.trace`): each with
+    # its redacted arguments, outcome and the snapshot it stored; replay reads those back.
+    tools: list[dict[str, Any]] | None = None
     code_version: str = ""
     elapsed_ms: float = 0.0
     schema_version: int | None = TRACE_SCHEMA
@@ -429,6 +432,7 @@ class Trace:
             "gate": [v.as_dict() for v in self.gate] if self.gate is not None else None,
             "decision": self.decision.to_dict() if self.decision else None,
             "expansion": dict(self.expansion) if self.expansion is not None else None,
+            "tools": list(self.tools) if self.tools is not None else None,
         }
         data.update({key: value for key, value in sections.items() if value is not None})
         data["code_version"] = self.code_version
@@ -447,6 +451,7 @@ class Trace:
         manifests, model, draft = section("manifests"), section("model"), section("draft")
         decision, gate = section("decision"), data.get("gate")
         expansion = section("expansion")
+        tools = data.get("tools")
         withheld = data.get("withheld_passage_ids")
         return cls(
             schema_version=data.get("schema_version"),
@@ -463,6 +468,7 @@ class Trace:
             gate=[ClaimVerdict.from_dict(v) for v in gate] if gate is not None else None,
             decision=TraceDecision.from_dict(decision) if decision is not None else None,
             expansion=dict(expansion) if expansion is not None else None,
+            tools=list(tools) if isinstance(tools, list) else None,
             code_version=data.get("code_version", ""),
             elapsed_ms=data.get("elapsed_ms", 0.0),
         )

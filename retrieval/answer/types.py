@@ -444,6 +444,8 @@ class AskOutcome:
     message: str = ""  # the abstention / clarification / failure text shown to the user
     error: str = ""  # the answerer failed (nothing shown as verified)
     notes: list[str] = field(default_factory=list)  # degraded search, pinned note, …
+    # Snapshots of pages fetched for this answer (by the user's request or a model's tool).
+    fetched_version_ids: list[int] = field(default_factory=list)
     trace_id: int | None = None
     elapsed_ms: float = 0.0
 
@@ -475,4 +477,6 @@ class AskOutcome:
             data["clarifying_choices"] = [c.as_dict() for c in self.clarifying_choices]
         if self.closest:
             data["closest"] = [c.as_dict() for c in self.closest]
+        if self.fetched_version_ids:
+            data["fetched_version_ids"] = list(self.fetched_version_ids)
         return data

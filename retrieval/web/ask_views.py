@@ -51,6 +51,7 @@ from notes.models import Document
 from retrieval.answer.ask import ask, pinnable
 from retrieval.answer.display import outcome_from_trace
 from retrieval.answer.stored_view import StoredAnswer, read_stored_answer
+from retrieval.answer.tools import question_urls
 from retrieval.answer.trace import Trace
 from retrieval.answer.types import ABSTAIN_MESSAGE, AskOutcome, Decision
 from retrieval.eligibility import audience_for, member_spaces, role_in, visible_answers
@@ -126,6 +127,7 @@ def _ask_submit(request: HtmxHttpRequest) -> HttpResponse:
         mode=data["mode"],
         space_id=data["space"],
         follow_links=follow_choice(request.POST.get("follow_links", "")),
+        fetch_urls=[data["fetch_url"]] if data["fetch_url"] else [],
     )
     previous = data["previous"]
     url = permalink_path(outcome.trace_id, previous=previous)
@@ -196,8 +198,18 @@ def answer_context(
         "conflicts": shown_conflicts(outcome.conflicts),
         "tier_labels": document_tier_labels(request.user.pk, cited_document_ids(outcome)),
         "search_instead_url": search_instead_url(outcome.question, trace.space_id),
+        "fetch_offer_url": fetch_offer_url(outcome),
         **expansion_context(trace, stored),
     }
+
+
+def fetch_offer_url(outcome: AskOutcome) -> str:
+    """The web address in the question to offer "Fetch this page and answer from it" for:
+    the first one, when this answer was not already made from fetched pages."""
+    if outcome.fetched_version_ids:
+        return ""
+    urls = question_urls(outcome.question)
+    return urls[0] if urls else ""
 
 
 def cited_document_ids(outcome: AskOutcome) -> set[int]:

@@ -18,6 +18,7 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from lode_site.ids import parse_id
 from retrieval.answer.ask import pinnable_documents
+from retrieval.answer.tools import question_urls
 from retrieval.eligibility import NoAccess, audience_for
 from retrieval.search.pipeline import DEFAULT_MODE, MODES
 
@@ -34,10 +35,21 @@ class AskForm(forms.Form):
     # Ask in one space (its members may open the answer; only its documents are evidence);
     # "" or "all": across all the user's spaces (the answer stays private to them).
     space = forms.CharField(required=False)
+    # "Fetch this page and answer from it": a web address that appears in the question.
+    fetch_url = forms.CharField(required=False, strip=True, max_length=2000)
 
     def __init__(self, *args: Any, user: AbstractBaseUser, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
+
+    def clean_fetch_url(self) -> str:
+        """A web address to fetch must be one written in the question (cleaned first)."""
+        url: str = self.cleaned_data.get("fetch_url") or ""
+        if url and url not in question_urls(self.cleaned_data.get("question") or ""):
+            raise forms.ValidationError(
+                "Only a web address written in the question is fetched.", code="not_in_question"
+            )
+        return url
 
     def clean_question(self) -> str:
         question: str = self.cleaned_data.get("question") or ""

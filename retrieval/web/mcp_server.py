@@ -1,21 +1,26 @@
 """lode's MCP server on the official SDK (`mcp`): the tools of retrieval/web/mcp_tools.py,
 served over stdio (`manage.py lode_mcp`) or Streamable HTTP at `/mcp`.
 
-The tools are async only at the edge: each hands its work to `sync_to_async` with
-`thread_sensitive=True`, so Django's ORM runs on one thread outside the event loop — over
-stdio asgiref's single sync thread, over HTTP the request's own thread (the view drives the
-exchange with `async_to_sync`, and thread-sensitive work comes back to the caller's thread),
-so a request's database connection and transaction are the ones Django manages.
+The tools are async only at the edge: their work runs as synchronous code where Django's ORM
+may run — over stdio on asgiref's single sync thread (`sync_to_async` with
+`thread_sensitive=True`), over HTTP inline on the request's own thread (`answer_http`), so a
+request's database connection and transaction are the ones Django manages.
 
 HTTP runs the SDK's *stateless* Streamable HTTP with JSON responses, one
 `StreamableHTTPSessionManager` per request: no session or stream outlives a request, so it
 fits a WSGI worker under gunicorn without an ASGI server, and any worker can answer any
 request. Both the initialize handshake and the single-exchange protocol (2026-07-28) work.
+The server, its tool list and schemas are built once per process; each request thread keeps
+one event loop for its exchanges (`answer_http`) and runs a tool's database work inline on
+itself, so an HTTP call makes no new thread or loop and no thread hop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
+import functools
+import threading
 from collections.abc import Iterable
 from typing import Annotated, Any
 
@@ -32,6 +37,10 @@ from retrieval.web.mcp_tools import Grant, Refused
 
 # The token a connection speaks for; set by the stdio command or per HTTP request.
 current_grant: contextvars.ContextVar[Grant] = contextvars.ContextVar("lode_mcp_grant")
+# Set over HTTP: a tool's synchronous work runs inline on the request's thread.
+run_inline: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "lode_mcp_run_inline", default=False
+)
 
 INSTRUCTIONS = (
     "lode answers from the user's own notes and mirrored sources, with verified citations. "
@@ -47,6 +56,8 @@ server = MCPServer(name="lode", instructions=INSTRUCTIONS)
 async def _call(tool: str, work: Any) -> str:
     grant = current_grant.get()
     try:
+        if run_inline.get():
+            return _run_outside_loop(functools.partial(mcp_tools.run_tool, grant, tool, work))
         return await sync_to_async(mcp_tools.run_tool, thread_sensitive=True)(grant, tool, work)
     except Refused as exc:
         raise ToolError(exc.message) from None
@@ -167,6 +178,42 @@ def serve_stdio(grant: Grant) -> None:
     """Serve MCP over this process's stdin/stdout for `grant` until the client closes."""
     current_grant.set(grant)
     server.run("stdio")
+
+
+_thread_loops = threading.local()
+
+
+def _thread_loop() -> asyncio.AbstractEventLoop:
+    """This thread's event loop for HTTP exchanges, made on first use and kept."""
+    loop = getattr(_thread_loops, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = _thread_loops.loop = asyncio.new_event_loop()
+    return loop
+
+
+def _run_outside_loop(call: functools.partial[str]) -> str:
+    """Run `call` on this thread as plain synchronous code: the exchange's loop is marked not
+    running meanwhile, so Django's ORM (which refuses to run inside an event loop) does its
+    work on the request's own connection. The loop waits: it serves only this request."""
+    loop = asyncio.events._get_running_loop()
+    asyncio.events._set_running_loop(None)
+    try:
+        return call()
+    finally:
+        asyncio.events._set_running_loop(loop)
+
+
+def answer_http(
+    grant: Grant, method: str, headers: Iterable[tuple[str, str]], body: bytes
+) -> tuple[int, list[tuple[str, str]], bytes]:
+    """`http_exchange` from a synchronous view, on this thread's kept event loop, with the
+    tools' database work run inline on this thread (no thread hop)."""
+
+    async def exchange() -> tuple[int, list[tuple[str, str]], bytes]:
+        run_inline.set(True)
+        return await http_exchange(grant, method, headers, body)
+
+    return _thread_loop().run_until_complete(exchange())
 
 
 async def http_exchange(

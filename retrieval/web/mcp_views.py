@@ -2,7 +2,7 @@
 
 The view authenticates the bearer token itself (no session, so no CSRF: a browser cannot
 send the header cross-site without a CORS preflight lode never grants) and hands the request
-to the SDK (`retrieval/web/mcp_server.py` `http_exchange`). A missing, unknown, revoked or
+to the SDK (`retrieval/web/mcp_server.py` `answer_http`). A missing, unknown, revoked or
 expired token is a 401 whose body is one sentence saying which.
 
 Only POST: the stateless transport keeps no session to end (DELETE) and offers no stream of
@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 
-from asgiref.sync import async_to_sync
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from retrieval.web.mcp_server import http_exchange
+from retrieval.web.mcp_server import answer_http
 from retrieval.web.mcp_tools import Grant, Refused, token_for
 
 # Headers the SDK's transport reads; hop-by-hop and cookie headers are not passed on.
@@ -53,9 +52,7 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
         for name, value in request.headers.items()
         if name.lower() in FORWARDED_HEADERS or name.lower().startswith(FORWARDED_PREFIX)
     ]
-    status, response_headers, body = async_to_sync(http_exchange)(
-        grant, "POST", headers, request.body
-    )
+    status, response_headers, body = answer_http(grant, "POST", headers, request.body)
     response = HttpResponse(body, status=status)
     for name, value in response_headers:
         if name.lower() not in ("content-length", "connection", "transfer-encoding"):

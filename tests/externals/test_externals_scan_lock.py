@@ -88,6 +88,7 @@ def test_concurrent_scans_that_wait_run_one_after_another(source):
 
 
 @pytest.mark.django_db
+@pytest.mark.slow
 def test_a_claimed_source_refuses_a_second_scan_and_records_nothing(source):
     claim = claim_scan(source)
     assert claim is not None
@@ -104,6 +105,7 @@ def test_a_claimed_source_refuses_a_second_scan_and_records_nothing(source):
 
 
 @pytest.mark.django_db
+@pytest.mark.slow
 def test_a_stale_claim_is_taken_over(source):
     long_ago = timezone.now() - pipeline.SCAN_CLAIM_STALE_AFTER - timedelta(seconds=1)
     Source.objects.filter(pk=source.pk).update(scanning_since=long_ago)
@@ -160,6 +162,7 @@ def test_a_claim_taken_over_during_extraction_stops_the_next_write(source, monke
 
 
 @pytest.mark.django_db
+@pytest.mark.slow
 def test_a_claim_taken_over_before_pruning_prunes_nothing(source, folder, monkeypatch):
     assert scan_source(source).items_new == FILES
     for n in range(5):

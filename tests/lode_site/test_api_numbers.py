@@ -283,6 +283,7 @@ def test_openapi_declares_bounds_and_common_statuses(alice):
     assert "requestBody" in restore
 
 
+@pytest.mark.slow
 def test_unparseable_body_is_a_declared_400(alice, alice_note):
     client = client_for(alice)
     url = f"/api/notes/{alice_note.pk}/versions/{alice_note.head_id}/restore"

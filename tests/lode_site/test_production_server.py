@@ -226,6 +226,7 @@ def test_web_workers_freeze_what_they_loaded_and_collect_less_often():
         gc.set_threshold(*thresholds)
 
 
+@pytest.mark.slow
 def test_static_names_are_hashed_once_collected(settings, tmp_path):
     """Without `collectstatic` (tests, benches) `{% static %}` gives the plain name instead of
     a 500; after it, the hashed one."""

@@ -319,6 +319,7 @@ def _manage_check(tmp_path: Path, **overrides: str) -> subprocess.CompletedProce
     )
 
 
+@pytest.mark.slow
 def test_manage_check_passes_with_a_good_environment(tmp_path):
     result = _manage_check(tmp_path)
     assert result.returncode == 0, result.stderr

@@ -218,6 +218,7 @@ def settings_with(environment: dict[str, str]) -> subprocess.CompletedProcess[st
     )
 
 
+@pytest.mark.slow
 def test_the_policy_lists_the_hosts_the_operator_allows(tmp_path):
     done = settings_with(
         {

@@ -17,6 +17,7 @@ for staff who are not superusers.
 from __future__ import annotations
 
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,7 +86,10 @@ def world(alice, bob) -> World:
     )
     team_note.refresh_from_db()
     private_note = services.note_create(owner=alice, title=PRIVATE_TITLE, body="Mine alone.\n")
-    team_source = factories.make_source(alice, SOURCE_NAME, space=team)
+    # A real folder inside the test settings' allowed roots, so an editor's scan is queued.
+    team_source = factories.make_source(
+        alice, SOURCE_NAME, space=team, location=tempfile.mkdtemp(prefix="team-docs-")
+    )
     team_external = factories.make_source_external(
         team_source, bodies=(factories.EXTERNAL_BODY, factories.EXTERNAL_BODY + "More.\n")
     )

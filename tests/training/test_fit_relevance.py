@@ -109,6 +109,7 @@ def write_fixture(root: Path) -> dict[str, Path]:
     return {"scifact": scifact, "notes": notes, "questions": questions}
 
 
+@pytest.mark.slow
 def test_the_fit_writes_weights_the_product_loads_and_never_reads_holdout_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -343,6 +343,7 @@ def test_a_secret_across_a_window_edge_is_still_found() -> None:
         assert count == 1
 
 
+@pytest.mark.slow
 def test_a_two_megabyte_single_line_is_redacted_in_linear_work(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -144,6 +144,7 @@ def test_only_mention_edges_are_excused_while_a_scan_is_queued(
 
 
 @pytest.mark.django_db
+@pytest.mark.slow
 def test_the_admin_report_says_pending_while_the_scan_is_queued(
     alice, staff_client, private_vectors, django_capture_on_commit_callbacks
 ):

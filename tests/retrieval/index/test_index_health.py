@@ -305,6 +305,7 @@ def test_postgres_unstemmed_tokens_in_stored_vectors_are_found(alice, corpus) ->
 
 
 @postgres_only
+@pytest.mark.slow
 def test_postgres_words_missing_from_stored_vectors_are_found(alice, corpus) -> None:
     def corrupt() -> None:
         write_under_other_mapping(corpus[4:6], "DROP MAPPING FOR asciiword")
@@ -313,6 +314,7 @@ def test_postgres_words_missing_from_stored_vectors_are_found(alice, corpus) -> 
 
 
 @postgres_only
+@pytest.mark.slow
 def test_postgres_an_invalid_gin_index_is_found(alice, corpus) -> None:
     def corrupt() -> None:  # what a failed CREATE INDEX CONCURRENTLY leaves behind
         sql(
@@ -324,6 +326,7 @@ def test_postgres_an_invalid_gin_index_is_found(alice, corpus) -> None:
 
 
 @postgres_only
+@pytest.mark.slow
 def test_postgres_a_missing_gin_index_is_recreated(alice, corpus) -> None:
     def corrupt() -> None:
         # The test's own transaction holds deferred foreign-key checks of the corpus it just
@@ -336,6 +339,7 @@ def test_postgres_a_missing_gin_index_is_recreated(alice, corpus) -> None:
 # --- vectors -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_vector_drift_is_reported_and_repaired(private_vectors, embedder, alice, corpus) -> None:
     sync_vectors(None, embedder=embedder)
     key = embedder.manifest.key
@@ -448,6 +452,7 @@ def test_non_staff_do_not_see_the_index_health_page(alice_client) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
 def test_health_and_repair_outside_a_transaction(alice, corpus) -> None:
     """The production path: no surrounding transaction (on SQLite the check opens its own
     deferred read transaction and must close it again)."""
@@ -523,6 +528,7 @@ def test_oversized_head_passages_are_reported_and_rechunked_by_repair(alice, set
 
 
 @pytest.mark.django_db(transaction=True)  # the worker closes its connection when done
+@pytest.mark.slow
 def test_the_worker_rechunks_over_long_passages_when_it_starts(alice, settings) -> None:
     """An upgraded install needs no operator step: `db_worker` re-chunks head passages
     longer than the bound before its loop (here one batch over an empty queue)."""

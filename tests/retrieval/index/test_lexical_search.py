@@ -37,6 +37,7 @@ def doc_ids(result) -> set[int]:
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_note_is_findable_inside_the_saving_transaction(alice):
     with transaction.atomic():
         created = note(alice, "Fresh", "The quokka smiles for the camera.")

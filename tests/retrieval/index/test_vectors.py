@@ -250,6 +250,7 @@ def test_bob_never_gets_alices_vectors(store_mode, alice, bob) -> None:
 
 
 @pytest.mark.django_db
+@pytest.mark.slow
 def test_ineligible_close_vectors_never_displace_an_eligible_far_one(
     store_mode, alice, bob
 ) -> None:

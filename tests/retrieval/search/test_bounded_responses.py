@@ -103,6 +103,7 @@ def test_a_1mb_note_gives_a_bounded_response_with_truncation_flags(
 
 
 @pytest.mark.django_db
+@pytest.mark.slow
 def test_the_default_cap_bounds_limit_100_and_20_hits_are_not_trimmed(
     big_note, alice_client: Client, settings
 ) -> None:
@@ -153,6 +154,7 @@ def test_the_search_page_renders_a_window_not_the_whole_section(
 
 
 @pytest.mark.django_db
+@pytest.mark.slow
 def test_asking_about_a_1mb_note_gives_a_bounded_answer(
     big_note, alice_client: Client, settings
 ) -> None:

@@ -565,6 +565,7 @@ class _Warnings(logging.Handler):
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(st.lists(st.sampled_from(TRICKY_PIECES), min_size=1, max_size=30))
+@pytest.mark.slow
 def test_engine_output_always_parses_and_adds_up(alice, pieces):
     """The engine's marked text, minus our markers, is the stored text exactly: no fallback
     is ever needed for real output, whatever the passage contains."""
@@ -627,6 +628,7 @@ SCRATCH_QUERIES = [
              max_size=3),
     st.sampled_from(SCRATCH_QUERIES),
 )  # fmt: skip
+@pytest.mark.slow
 def test_scratch_copy_marks_exactly_what_the_index_marks(alice, bodies, query):
     """Highlighting runs on a scratch copy of the hits' index rows; its marks must be the
     index's own, for every kind of query (phrase, exclusion, a title-only match) and text."""

@@ -182,6 +182,7 @@ def crowded_library(owner: User) -> tuple[Document, list[Document]]:
 
 
 @pytest.mark.parametrize("rerank", ["off", "learned"])
+@pytest.mark.slow
 def test_failover_replica_ranks_the_passage_with_both_words_first(alice, rerank) -> None:
     runbook, wordless = crowded_library(alice)
     (passage,) = Passage.objects.filter(document=runbook, is_head=True)
@@ -200,6 +201,7 @@ def test_failover_replica_ranks_the_passage_with_both_words_first(alice, rerank)
     assert all(h.passage.document_id in wordless_ids for h in result.hits[first_wordless:])
 
 
+@pytest.mark.slow
 def test_long_queries_are_left_to_fusion(alice) -> None:
     """Five content words or more: no tiers (a question's missing word says little)."""
     crowded_library(alice)

@@ -97,6 +97,7 @@ def statements(query: str, user_id: int, limit: int) -> tuple[list[base.LexicalH
 
 
 @pytest.mark.parametrize("limit", [1, 3, 10, 256])
+@pytest.mark.slow
 def test_the_top_list_first_gives_the_joined_querys_hits(library, alice, bob, limit) -> None:
     deleted = {p for d in library["alice"][5:8] for p in d.passages.values_list("pk", flat=True)}
     for query in QUERIES:
@@ -109,6 +110,7 @@ def test_the_top_list_first_gives_the_joined_querys_hits(library, alice, bob, li
                 assert not any(JOINED in s for s in sql), (query, limit)
 
 
+@pytest.mark.slow
 def test_a_short_first_look_goes_deeper_then_answers(library, alice, bob, monkeypatch) -> None:
     # Alice sees every note but bob's two best matches, so a first look of exactly `limit`
     # rows (no margin) is short but mostly eligible: it looks again, deeper.
@@ -126,6 +128,7 @@ def test_a_short_first_look_goes_deeper_then_answers(library, alice, bob, monkey
     assert not any(JOINED in s for s in sql)
 
 
+@pytest.mark.slow
 def test_an_audience_seeing_little_of_the_index_hands_over(library, alice) -> None:
     # Alice sees 27 of 87 live notes: about a third of any top list is hers, too few to
     # fill it, so the joined query answers — and still exactly.
@@ -137,6 +140,7 @@ def test_an_audience_seeing_little_of_the_index_hands_over(library, alice) -> No
     assert {Passage.objects.get(pk=h.passage_id).document.owner_id for h in hits} == {alice.pk}
 
 
+@pytest.mark.slow
 def test_filters_still_go_to_the_joined_query(library, alice) -> None:
     hits, sql = statements("certbot type:note", alice.pk, 256)
     assert hits and hits == joined("certbot type:note", alice.pk, 256)
