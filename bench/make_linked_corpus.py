@@ -17,7 +17,7 @@ has the retention per tier. The question sets (`bench/data/linked_questions/`) a
 the same tables, so each answer is the exact sentence the generator put in the answer note.
 
 Deterministic: a fixed seed, the standard library only, no network, no clock. Re-running it
-gives byte-identical files (`tests/test_linked_corpus.py` checks that).
+gives byte-identical files (`tests/bench/test_linked_corpus.py` checks that).
 
 Deliberate defects for the graph's unresolved/ambiguous handling: wiki links to pages that do
 not exist (`MISSING_TITLES`), and two notes titled "Deploy Checklist" (`AMBIGUOUS_TITLE`).

@@ -4,8 +4,8 @@
 
 The extractive answerer cuts evidence into quotable units with this splitter; a regex that
 backtracks or a loop that rescans would make one saved note cost minutes. Prints the seconds
-per body shape (each ~1 MB, the shapes of tests/test_text.py) and a scaling check: 4x the
-lines should cost about 4x the time (a quadratic splitter would be 16x).
+per body shape (each ~1 MB, `HOSTILE_BODIES` of tests/factories.py) and a scaling check: 4x
+the lines should cost about 4x the time (a quadratic splitter would be 16x).
 """
 
 from __future__ import annotations
@@ -19,7 +19,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "lode_site.settings")
 
-from tests.test_text import HOSTILE_BODIES  # noqa: E402
+import django  # noqa: E402
+
+django.setup()  # the test factories import the models
+
+from tests.factories import HOSTILE_BODIES  # noqa: E402
 
 
 def seconds(body: str) -> float:

@@ -30,7 +30,7 @@ QUOTE_SEPARATOR = "\n\n---\n\n"
 # --- staleness: the one rule (README: a snapshot "becomes a stale external snapshot when not
 # confirmed for the source's stale age"). The pages' badge (`externals.services.is_stale`)
 # and the tier the refresh gives documents (`externals.pipeline.refresh_staleness`, one
-# query) both come from here; tests/test_externals_staleness.py holds them to each other.
+# query) both come from here; tests/externals/test_externals_staleness.py holds them to each other.
 
 
 def stale_cutoff(stale_after_days: int, *, now: datetime | None = None) -> datetime:

@@ -110,7 +110,7 @@ class LodeNinjaAPI(NinjaAPI):
     besides its own: 400 (an unparseable body), 401 (authentication), 422 (request
     validation), 404 (path ids that match no URL) and 503 (time budget, on reads and
     asks). Endpoints declare the rest themselves (`response={...}`), so the schema lists
-    every status code the API returns (tests/test_schemathesis.py checks it). Its
+    every status code the API returns (tests/lode_site/test_schemathesis.py checks it). Its
     description (`API_DESCRIPTION`) links back to the app."""
 
     def get_openapi_schema(

@@ -31,7 +31,7 @@ PENALTY: dict[str, float] = {
 
 
 # The trust gradient, most trusted first: the tiers in order of their penalty. The same order
-# as `TrustTier`'s declaration (tests/test_trust.py holds the two together).
+# as `TrustTier`'s declaration (tests/retrieval/test_trust.py holds the two together).
 TIER_ORDER: tuple[str, ...] = tuple(sorted(PENALTY, key=PENALTY.__getitem__))
 
 

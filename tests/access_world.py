@@ -1,4 +1,4 @@
-"""The little world every access test (issue 15, item 6) is run against.
+"""The little world every access test is run against.
 
 Four users and one shared space "Team Orrery":
 

@@ -43,6 +43,16 @@ def bob(db) -> User:
 
 
 @pytest.fixture
+def carol(db) -> User:
+    return User.objects.create_user("carol", "carol@example.com", PASSWORD)
+
+
+@pytest.fixture
+def dave(db) -> User:
+    return User.objects.create_user("dave", "dave@example.com", PASSWORD)
+
+
+@pytest.fixture
 def alice_client(alice) -> Client:
     client = Client()
     client.force_login(alice)

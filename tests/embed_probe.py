@@ -1,7 +1,7 @@
 """Run `manage.py` with every passage embedding logged: `python tests/embed_probe.py ARGS…`.
 
-For the scale-out test (tests/test_workers_scaleout.py) and the throughput benchmark: each
-input the embedder returns a vector for is appended to `$LODE_EMBED_PROBE_LOG` as
+For the scale-out test (tests/retrieval/index/test_workers_scaleout.py) and the throughput
+benchmark: each input the embedder returns a vector for is appended to `$LODE_EMBED_PROBE_LOG` as
 "pid<TAB>input sha256<TAB>call start<TAB>call end" (time.time()) once the model call
 returns, so "was this passage embedded twice?" is a count of lines. One write per call with
 O_APPEND, so lines of several processes never interleave. Not imported by lode itself.

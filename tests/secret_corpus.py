@@ -1,5 +1,5 @@
-"""The secret-redaction corpus (issue 12 item 4): secret forms that must be redacted and
-look-alikes that must survive unchanged. Used by tests/test_redaction.py.
+"""The secret-redaction corpus: secret forms that must be redacted and
+look-alikes that must survive unchanged. Used by tests/retrieval/answer/test_redaction.py.
 
 Every value is fake: made up for this file, or a vendor's published example (Stripe's docs
 test key, AWS's `…EXAMPLE` keys). They are assembled from pieces so this file does not trip

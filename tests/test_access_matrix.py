@@ -1,4 +1,4 @@
-"""The access matrix (issue 15, item 6): every page and endpoint, tried as alice (admin of
+"""The access matrix: every page and endpoint, tried as alice (admin of
 Team), carol (editor), bob (viewer), dave (no membership) and an anonymous visitor.
 
 The routes are *generated*: the URLconf is walked recursively (`page_routes`) and the API's
@@ -430,7 +430,7 @@ RULES: dict[str, dict[str, tuple[Case, ...]]] = {
         "POST": (Case("team", LOGIN_ONLY, body=note_form),),
     },
     "/notes/preview": {"POST": (Case("team", LOGIN_ONLY, body={"body": "# Preview"}),)},
-    # Issue 16: `[[` title completion (only visible titles) and "Link it" on a mention.
+    # The graph: `[[` title completion (only visible titles) and "Link it" on a mention.
     "/notes/complete": {"GET": (Case("team", LOGIN_ONLY, query={"q": "no"}),)},
     "/graph/query": {
         "GET": (

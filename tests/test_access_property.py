@@ -1,4 +1,4 @@
-"""A property (issue 15, item 6): whatever the memberships and wherever the documents, no
+"""A property: whatever the memberships and wherever the documents, no
 search, ask, evidence opening or public link hands a user a passage of a space they are not
 a member of.
 

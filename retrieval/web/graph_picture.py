@@ -11,9 +11,9 @@ in the order given (a path stays in path order).
 **Escaping.** The string returned is markup that a template includes with `|safe`. That is
 safe only because every piece of it is built here with `django.utils.html.format_html` /
 `escape`: titles, URLs, kinds and tiers are escaped where they are written, numbers are
-formatted by us, and nothing a user wrote is ever interpolated raw (tests/test_graph_pages.py
-checks that a title `<script>` comes out as `&lt;script&gt;`). Keep it so: any new piece of
-text goes through `format_html`.
+formatted by us, and nothing a user wrote is ever interpolated raw
+(tests/retrieval/web/test_graph_pages.py checks that a title `<script>` comes out as
+`&lt;script&gt;`). Keep it so: any new piece of text goes through `format_html`.
 
 Readable at a glance and on a phone: the SVG scales with its `viewBox` to the width it is
 given. A page draws it twice, 640 wide and `NARROW` (380) wide, and lode.css shows the

@@ -1,5 +1,5 @@
 """Browser fixtures: Playwright for Python driving Debian's chromium against pytest-django's
-`live_server` (issue 4, item 7).
+`live_server`.
 
 No browser is ever downloaded (`playwright install` is never run): Playwright launches the
 binary of Debian's `chromium` package, which `.ci/run` installs with apt. The tests are

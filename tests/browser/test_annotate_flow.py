@@ -1,4 +1,4 @@
-"""Annotating a snapshot in a real browser (issue 6, item 5): Debian's chromium, headless,
+"""Annotating a snapshot in a real browser: Debian's chromium, headless,
 against the live server. A selection inside #snapshot-text, made after astral characters
 (each two UTF-16 units in JavaScript), is sent as code-point offsets the server accepts;
 the annotation is listed, escaped, on the page; bob's session cannot post to alice's

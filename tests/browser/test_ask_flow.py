@@ -1,4 +1,4 @@
-"""The answer page in a real browser (issue 5, items 7 and 8): Debian's chromium, headless,
+"""The answer page in a real browser: Debian's chromium, headless,
 against the live server, with the offline extractive answerer.
 
 (a) ask a question a note answers (htmx POST) → the address bar holds the answer's
@@ -110,7 +110,7 @@ def test_off_topic_question_abstains(open_session, alice):
     ask(page, "How long should I boil a soft egg for breakfast?")
     answer = page.locator("#answer section.answer")
     expect(answer).to_have_attribute("data-decision", "ABSTAIN_NO_EVIDENCE")
-    # The decision in words (issue 13, item 6): the abstention message without its full stop.
+    # The decision in words: the abstention message without its full stop.
     expect(answer.locator(".abstain")).to_have_text(ABSTAIN_MESSAGE.rstrip("."))
     expect(answer.locator("li.claim")).to_have_count(0)
     assert_inert(session)

@@ -1,4 +1,4 @@
-"""A search stopped by its time budget, in a real browser (issue 10, item 1): the htmx form
+"""A search stopped by its time budget, in a real browser: the htmx form
 gets a 503 and htmx swaps its message into the results (the `responseHandling` rule in
 base.html), instead of silently showing nothing; the next search works."""
 
@@ -16,7 +16,7 @@ def test_a_stopped_search_shows_its_message_in_the_results(alice, open_session, 
     services.note_create(owner=alice, title="Otters", body="# Otters\n\nOtters hold hands.\n")
     session = open_session(user=alice)
     page = session.page
-    page.goto("/search?adv=1")  # the mode selector lives under Advanced (issue 13)
+    page.goto("/search?adv=1")  # the mode selector lives under Advanced
     box = page.locator("form.search input[name=q]")
     page.locator("select[name=mode]").select_option("lexical")
 

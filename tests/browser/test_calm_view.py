@@ -1,4 +1,4 @@
-"""The calm default view in a real browser (issue 13, item 6), at 1280 px and at 360 px:
+"""The calm default view in a real browser, at 1280 px and at 360 px:
 
 (a) a search over a runbook written in Markdown (headings, bold, inline code, a table, a
     fenced block, a link) shows each hit's title, where it lives, its age and its text as a

@@ -1,4 +1,4 @@
-"""Code in notes shows its source text exactly, in a real browser (issue 13, item 1).
+"""Code in notes shows its source text exactly, in a real browser.
 
 bleach's linkify pass escaped the already-escaped text inside code a second time, so
 `psql -c "SELECT …"` was shown as `psql -c &quot;SELECT …&quot;` (notes/rendering.py now

@@ -1,4 +1,4 @@
-"""The Content-Security-Policy and Permissions-Policy in a real browser (issue 10, item 7):
+"""The Content-Security-Policy and Permissions-Policy in a real browser:
 Debian's chromium, headless, against the live server. Every kind of page is used the way a
 person would — htmx searches and asks, the annotation script, the admin's scripts, the
 API docs — and the browser must report no CSP violation (`securitypolicyviolation` events
@@ -12,38 +12,9 @@ import pytest
 from playwright.sync_api import expect
 
 from notes import services
-from tests.factories import make_external
+from tests.factories import assert_no_violations, make_external, watch
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-# Collects violations in the page itself; Playwright's init scripts are not subject to CSP.
-RECORD_VIOLATIONS = """
-window.__violations = [];
-document.addEventListener("securitypolicyviolation", (event) => {
-  window.__violations.push(event.violatedDirective + " " + (event.blockedURI || "inline"));
-});
-"""
-POLICY_PROBLEM = re.compile(r"Content Security Policy|Permissions-Policy|Refused to", re.I)
-
-
-def watch(session) -> list[str]:
-    """Console messages that report a policy problem, collected from now on."""
-    problems: list[str] = []
-    session.context.add_init_script(RECORD_VIOLATIONS)
-
-    def on_console(message) -> None:
-        if POLICY_PROBLEM.search(message.text):
-            problems.append(message.text)
-
-    session.page.on("console", on_console)
-    return problems
-
-
-def assert_no_violations(session, problems: list[str]) -> None:
-    violations = session.page.evaluate("window.__violations || []")
-    assert violations == [], violations
-    assert problems == [], problems
-    assert session.errors == []
 
 
 def test_lode_pages_work_under_the_policy(open_session, alice):
@@ -65,7 +36,7 @@ def test_lode_pages_work_under_the_policy(open_session, alice):
     expect(page.locator("main")).to_contain_text("certbot")
 
     # htmx search: submit swaps in results, then changing the mode re-searches (the mode is
-    # chosen in the Advanced view, issue 13 item 6).
+    # chosen in the Advanced view).
     page.goto("/search?adv=1")
     page.locator("form.search input[name=q]").fill("certbot")
     page.locator("form.search select[name=mode]").select_option("lexical")

@@ -1,4 +1,4 @@
-"""The chain of custody in a real browser (issue 4, item 7): Debian's chromium, headless,
+"""The chain of custody in a real browser: Debian's chromium, headless,
 against the live server.
 
 (a) log in → search → the match is inside <mark> → "Open evidence" says verified · current →
@@ -259,7 +259,7 @@ def test_copy_link_reproduces_results_in_a_new_session(
     assert hit_keys(second.page) == hybrid_order
     expect(second.page.locator("form.search input[name=q]")).to_have_value(query)
 
-    # The mode lives under Advanced (issue 13's calm view, adv=1 kept in the link). Changing
+    # The mode lives under Advanced (the calm view; adv=1 is kept in the link). Changing
     # it re-runs the search (htmx) and reaches the address bar and the link.
     page.locator("a.advanced-toggle").click()
     page.wait_for_url(lambda url: parse_qs(urlsplit(url).query).get("adv") == ["1"])

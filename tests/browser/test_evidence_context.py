@@ -1,4 +1,4 @@
-"""The evidence page's "In context" box (issue 13, item 5): it opens with the marked passage
+"""The evidence page's "In context" box: it opens with the marked passage
 in view — the box scrolled, not the page — and a keyboard reaches it with Tab, named and
 with a visible focus ring, so its text can be scrolled without a mouse."""
 

@@ -1,5 +1,5 @@
 """Backlinks, the neighbourhood picture, "Link it" and `[[` completion in a real browser
-(issue 16, item 2), at 1280 and 360 px.
+, at 1280 and 360 px.
 
 alice opens a note that others link to and mention: the sections and the picture show, the
 page never scrolls sideways, the 2-hop toggle swaps the picture in place (htmx), "Link it"

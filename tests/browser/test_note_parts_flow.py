@@ -1,4 +1,4 @@
-"""A huge note in a real browser (issue 10, item 1): Debian's chromium, headless. The page
+"""A huge note in a real browser: Debian's chromium, headless. The page
 shows the first part of the note with a "Show more" control; clicking it swaps the next
 part in place (htmx), and without JavaScript the same control is a link to the next part's
 page. At desktop and phone widths, with no script error or policy violation."""
@@ -96,8 +96,8 @@ def test_search_hits_from_a_table_line_wrap_inside_the_page(open_session, alice,
 
 
 def test_code_reads_exactly_as_written(open_session, alice):
-    """Issue 13 item 1: quotes, ampersands and angle brackets in code were shown escaped
-    (`&quot;`) by the old linkify pass; the browser must show the source text."""
+    """Quotes, ampersands and angle brackets in code are shown as written, never escaped
+    twice (`&quot;` on screen, as a linkify pass would): the browser shows the source text."""
     command = 'psql -c "SELECT 1 & 2 < 3" > out.txt'
     note = services.note_create(
         owner=alice,

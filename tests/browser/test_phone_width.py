@@ -1,4 +1,4 @@
-"""Every page fits a phone (issue 13, item 2): Debian's chromium at 360 × 740 signs in, writes
+"""Every page fits a phone: Debian's chromium at 360 × 740 signs in, writes
 realistic content (a code line, a Markdown table and a URL wider than any phone; an external
 from a folder source with a long path) and opens every page a user can reach. On each one the
 page itself must not scroll sideways (`document.documentElement.scrollWidth <= 360`: wide

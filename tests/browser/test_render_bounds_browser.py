@@ -15,6 +15,7 @@ from django.urls import reverse
 from playwright.sync_api import expect
 
 from notes import services
+from tests.factories import nested_list
 from tests.local_http import local_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -28,15 +29,11 @@ PNG = (
 )
 
 
-def deep_list(depth: int) -> str:
-    return "".join("  " * level + f"- item {level}\n" for level in range(depth))
-
-
 @pytest.mark.parametrize(("width", "viewport"), [("desktop", DESKTOP), ("phone", PHONE)])
 def test_a_note_nested_900_deep_opens_with_the_notice(
     open_session, live_server, alice, screenshot, width, viewport
 ):
-    note = services.note_create(owner=alice, title="Deep outline", body=deep_list(900), tags="")
+    note = services.note_create(owner=alice, title="Deep outline", body=nested_list(900), tags="")
     session = open_session(alice)
     page = session.page
     page.set_viewport_size(viewport)
@@ -44,8 +41,8 @@ def test_a_note_nested_900_deep_opens_with_the_notice(
     assert response.status == 200
     expect(page.get_by_text(NOTICE)).to_be_visible()
     shown = page.locator(".rendered pre")
-    expect(shown).to_contain_text("- item 0")
-    expect(shown).to_contain_text("- item 100")
+    expect(shown).to_contain_text("- level 0")
+    expect(shown).to_contain_text("- level 100")
     assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
     assert session.errors == []
     screenshot(page, f"deep-outline-{width}")

@@ -1,4 +1,4 @@
-"""Progress people trust, in a real browser (issue 13, item 9): Debian's chromium watches a
+"""Progress people trust, in a real browser: Debian's chromium watches a
 scan of a folder of five files. The scan runs in a thread of this test and waits before each
 file until the test lets it go, so what the page must show at each step is known: the bar's
 totals ("Reading file 3 of 5"), the externals that have arrived so far, no "No scans yet",

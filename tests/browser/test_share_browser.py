@@ -1,4 +1,4 @@
-"""Sharing a search with a colleague, in a real browser (issue 15, items 3 and 6).
+"""Sharing a search with a colleague, in a real browser.
 
 alice searches in the shared space "Team", copies the link from the page's copy-link field,
 and sends it: bob (a viewer of Team), in a browser context of his own, sees the same results

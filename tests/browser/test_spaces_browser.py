@@ -1,4 +1,4 @@
-"""Spaces in a real browser (issue 15, item 5): alice creates a shared space from the spaces
+"""Spaces in a real browser: alice creates a shared space from the spaces
 page, invites bob by username, and both switch to it with the header's switcher; the pages
 fit a phone (360 px) and a desktop (1280 px) without scrolling sideways.
 

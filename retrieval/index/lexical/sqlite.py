@@ -340,7 +340,8 @@ TEXT_COLUMN = 1
 # again for each row across every segment of the index, a cost that grows with the corpus
 # (~210 µs a hit at 8k passages, ~325 µs at 56k); on the copy it is ~110 µs whatever the
 # corpus (bench/highlight_cost.py). The marks are the same: the same engine, tokenizer, MATCH
-# expression and row text (checked against the index's own in tests/test_highlight_search.py).
+# expression and row text (checked against the index's own in
+# tests/retrieval/search/test_highlight_search.py).
 HIGHLIGHT_TABLE = "lode_highlight_fts"
 HIGHLIGHT_CONTENT = "lode_highlight_rows"
 
