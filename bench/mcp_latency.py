@@ -9,7 +9,8 @@ the first account, embedded, served by gunicorn as `bootstrap run` serves it. Fo
 SciFact test queries in turn, one client on the same machine calls `GET /api/search/`
 (bearer token) and the MCP `search` tool over Streamable HTTP at `/mcp` (the SDK's client,
 one connection reused), each with `limit` 8, alternating so both see the same warm server;
-then `--asks` questions through `POST /api/ask` and the MCP `ask` tool. Printed: median and
+then `--asks` questions through `POST /api/ask` and the MCP `ask` tool, and for each of them
+one scripted agent turn over MCP (search → open the first hit → ask). Printed: median and
 p95 wall-clock milliseconds per call for each, and the bytes of the response body per search
 hit (the API's JSON against the MCP tool result's JSON text). Wall-clock figures on a shared
 machine: compare figures printed by one run.
@@ -101,9 +102,36 @@ def measure(base: str, token: str, args) -> dict[str, list[float]]:
                 started = time.perf_counter()
                 await client.call_tool("ask", {"question": question, "mode": args.mode})
                 figures["mcp ask"].append((time.perf_counter() - started) * 1000)
+            for question in questions:
+                await agent_session(client, question, args.mode, figures)
 
     anyio.run(run)
     return figures
+
+
+async def agent_session(client, question: str, mode: str, figures: dict) -> None:
+    """One scripted agent turn as a model would run it: `search`, `open` the first hit's
+    evidence, then `ask`; the wall-clock milliseconds of each step and of the whole turn,
+    and the bytes the agent read."""
+    session_started = time.perf_counter()
+    read = 0
+    started = time.perf_counter()
+    result = await client.call_tool("search", {"query": question, "mode": mode, "limit": LIMIT})
+    figures.setdefault("agent search", []).append((time.perf_counter() - started) * 1000)
+    body = result.content[0].text
+    read += len(body.encode())
+    hits = json.loads(body)["hits"]
+    if hits:
+        started = time.perf_counter()
+        opened = await client.call_tool("open", {"evidence_url": hits[0]["evidence_url"]})
+        figures.setdefault("agent open", []).append((time.perf_counter() - started) * 1000)
+        read += len(opened.content[0].text.encode())
+    started = time.perf_counter()
+    answer = await client.call_tool("ask", {"question": question, "mode": mode})
+    figures.setdefault("agent ask", []).append((time.perf_counter() - started) * 1000)
+    read += len(answer.content[0].text.encode())
+    figures.setdefault("agent turn", []).append((time.perf_counter() - session_started) * 1000)
+    figures.setdefault("agent bytes", []).append(read)
 
 
 def main() -> None:
