@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -65,6 +65,9 @@ class Grant:
     token_id: int
     transport: str
     base_url: str = ""
+    # Over HTTP a grant lives for one request, so the token the view just read and checked
+    # is reused; over stdio (a long-lived connection) each call reads it afresh.
+    token: ApiToken | None = field(default=None, compare=False, repr=False)
 
 
 def token_for(raw: str | None) -> ApiToken:
@@ -99,7 +102,9 @@ def run_tool(grant: Grant, tool: str, work: Callable[[ApiToken], dict[str, Any]]
     on a long-lived stdio connection), run `work`, log the call and return compact JSON.
     Raises `Refused` (logged too) when the token or the request is refused."""
     started = time.perf_counter()
-    token = ApiToken.objects.select_related("user").filter(pk=grant.token_id).first()
+    token = grant.token
+    if token is None:
+        token = ApiToken.objects.select_related("user").filter(pk=grant.token_id).first()
     try:
         if token is None:
             raise Refused(UNKNOWN_TOKEN)

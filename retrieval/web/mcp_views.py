@@ -45,7 +45,10 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
         response["WWW-Authenticate"] = 'Bearer realm="lode"'
         return response
     grant = Grant(
-        token_id=token.pk, transport="http", base_url=request.build_absolute_uri("/")[:-1]
+        token_id=token.pk,
+        transport="http",
+        base_url=request.build_absolute_uri("/")[:-1],
+        token=token,
     )
     headers = [
         (name.lower(), value)
