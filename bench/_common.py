@@ -6,12 +6,16 @@ Every run starts from an empty database so the numbers do not depend on leftover
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 # Before anything can import numpy/onnxruntime: one BLAS thread keeps timings comparable.
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
@@ -74,3 +78,27 @@ def fresh_environment(db: str, pg_name: str, keep: bool = False) -> Iterator[dic
             if db == "postgres":
                 drop_pg_database(pg_name)
             shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def renderer_at(revision: str) -> ModuleType:
+    """notes/rendering.py as it is at git `revision`, imported as a module of its own (for
+    timing an older renderer beside today's); a module whose packages are gone says so."""
+    source = subprocess.run(
+        ["git", "show", f"{revision}:notes/rendering.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    path = Path(tempfile.mkdtemp()) / "rendering_before.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("rendering_before", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+    except ImportError as exc:
+        raise SystemExit(
+            f"the renderer at {revision} needs packages lode no longer has: {exc}"
+        ) from exc
+    return module

@@ -33,18 +33,15 @@ bench/out/note_render.json.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ROOT, fresh_environment
+from _common import ROOT, fresh_environment, renderer_at
 
 OUT = ROOT / "bench" / "out"
 
@@ -77,26 +74,6 @@ def bodies() -> dict[str, str]:
     }
 
 
-def old_renderer():
-    """`render_markdown` as of the last commit (for --before)."""
-    source = subprocess.run(
-        ["git", "show", "HEAD:notes/rendering.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    path = Path(tempfile.mkdtemp()) / "rendering_before.py"
-    path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("rendering_before", path)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except ImportError as exc:  # bleach is no longer a dependency
-        raise SystemExit(f"--before needs the old renderer's packages: {exc}") from exc
-    return module.render_markdown
-
-
 def timed_get(client, url: str, **kwargs) -> tuple[float, int, int, int]:
     """Milliseconds, bytes, status and table cells (`<td>`/`<th>`) of one GET."""
     started = time.perf_counter()
@@ -126,7 +103,7 @@ def run(before: bool, names: list[str]) -> list[dict]:
     user = User.objects.create_user("bench", password="bench")
     client = Client()
     client.force_login(user)
-    render_before = old_renderer() if before else None
+    render_before = renderer_at("HEAD").render_markdown if before else None
     # Warm up (templates, URL resolver, the markdown parser) so "cold" is the note's cost.
     warm = services.note_create(owner=user, title="warm-up", body="*warm* up", tags="")
     client.get(reverse("notes:detail", args=[warm.pk]))

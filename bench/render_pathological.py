@@ -17,18 +17,16 @@ text, and why, and how many parts did. No database, no cache: the renderer alone
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from _common import ROOT, renderer_at
+
 OUT = ROOT / "bench" / "out"
 MAX_BYTES = 2_000_000
 
@@ -85,24 +83,6 @@ def _setup() -> None:
     import django
 
     django.setup()
-
-
-def _renderer_at(revision: str):
-    """notes/rendering.py as it is at `revision`, imported as a separate module."""
-    source = subprocess.run(
-        ["git", "show", f"{revision}:notes/rendering.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    path = Path(tempfile.mkdtemp()) / "rendering_before.py"
-    path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("rendering_before", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def _cpu(work: Callable[[], object]) -> tuple[float, object]:
@@ -180,7 +160,7 @@ def main() -> None:
     unknown = set(names) - set(everything)
     if unknown:
         raise SystemExit(f"unknown bodies {sorted(unknown)}; choose from {list(everything)}")
-    before = _renderer_at(args.before) if args.before else None
+    before = renderer_at(args.before) if args.before else None
     # Warm up: the first parse pays for lazily built regexes and linkify's tables.
     from notes.rendering import rendering_of
 
