@@ -501,6 +501,21 @@ def _wait_ready(
     return 0
 
 
+PARALLEL_ARGS = ("-n", "auto", "--dist", "loadfile")
+
+
+def pytest_args(extra: list[str]) -> list[str]:
+    """pytest's arguments: the caller's, after the parallel default unless they choose workers
+    themselves (`-n 0` runs serially) or turn xdist off. `loadfile` keeps a file's tests on
+    one worker, so module-scoped fixtures (a loaded corpus, a live server) are built once."""
+    chooses_workers = any(
+        arg in ("-n", "--numprocesses", "no:xdist")
+        or arg.startswith(("-n", "--numprocesses=", "--dist"))
+        for arg in extra
+    )
+    return list(extra) if chooses_workers else [*PARALLEL_ARGS, *extra]
+
+
 def test(args: argparse.Namespace, extra: list[str]) -> int:
     ensure_venv(dev=True)
     env = dict(os.environ)
@@ -508,7 +523,8 @@ def test(args: argparse.Namespace, extra: list[str]) -> int:
     env.setdefault("HF_HUB_OFFLINE", "1")
     database = env.get("DATABASE_URL", "") or "SQLite"
     say(f"running the test suite on {database.split('@')[-1]}")
-    return subprocess.run([str(VENV_PYTHON), "-m", "pytest", *extra], cwd=ROOT, env=env).returncode
+    command = [str(VENV_PYTHON), "-m", "pytest", *pytest_args(extra)]
+    return subprocess.run(command, cwd=ROOT, env=env).returncode
 
 
 def lock_commands(*, upgrade: bool) -> list[list[str]]:
