@@ -129,42 +129,46 @@ class LodeNinjaAPI(NinjaAPI):
 SAFE_METHODS = frozenset({"get", "head", "options", "trace"})
 
 
+def _common_codes(path: str, method: str, operation: dict) -> list[tuple[str, dict, bool]]:
+    """The API-wide refusals an operation can answer with: (code, body schema, whether an
+    endpoint's own declaration of the code is extended rather than kept as it is)."""
+    security = operation.get("security") or []
+    session_write = method not in SAFE_METHODS and any("SessionAuth" in o for o in security)
+    # Reads and asks run under a time budget (lode_site/budget.py, budget_seconds_for).
+    budgeted = method == "get" or path.rstrip("/") in ASK_PATHS
+    rules = [
+        (bool(security), "401", _DETAIL_SCHEMA, False),
+        (session_write, "403", _DETAIL_SCHEMA, True),
+        (bool(operation.get("requestBody")), "400", _DETAIL_SCHEMA, True),
+        (
+            bool(operation.get("parameters") or operation.get("requestBody")),
+            "422",
+            _VALIDATION_SCHEMA,
+            False,
+        ),
+        ("{" in path, "404", _DETAIL_SCHEMA, False),
+        (budgeted, "503", _DETAIL_SCHEMA, False),
+    ]
+    return [(code, body, extend) for applies, code, body, extend in rules if applies]
+
+
 def _declare_common_responses(path: str, method: str, operation: dict) -> None:
     # Ninja keys responses by int; JSON makes them strings. Use strings, so an endpoint's own
     # declaration of a code (say, evidence's 404 body) is found and kept.
     responses = {str(code): body for code, body in operation.get("responses", {}).items()}
     operation["responses"] = responses
-
-    def declare(code: str, body: dict) -> None:
+    for code, body, extend in _common_codes(path, method, operation):
+        common = _COMMON_RESPONSES[code]["description"]
         if code not in responses:
             responses[code] = {
                 **_COMMON_RESPONSES[code],
                 "content": {"application/json": {"schema": body}},
             }
-
-    security = operation.get("security") or []
-    if security:
-        declare("401", _DETAIL_SCHEMA)
-    def declare_also(code: str, body: dict) -> None:
-        # An endpoint's own 400 or 403 (a rule, a role) keeps its body, which has the same
-        # `detail` shape; its description also names the API-wide cause.
-        if code in responses:
+        elif extend:
+            # An endpoint's own 400 or 403 (a rule, a role) keeps its body, which has the same
+            # `detail` shape; its description also names the API-wide cause.
             own = responses[code].get("description", "")
-            common = _COMMON_RESPONSES[code]["description"]
             responses[code]["description"] = f"{own} Also: {common}" if own else common
-        declare(code, body)
-
-    if method not in SAFE_METHODS and any("SessionAuth" in option for option in security):
-        declare_also("403", _DETAIL_SCHEMA)
-    if operation.get("requestBody"):
-        declare_also("400", _DETAIL_SCHEMA)
-    if operation.get("parameters") or operation.get("requestBody"):
-        declare("422", _VALIDATION_SCHEMA)
-    if "{" in path:
-        declare("404", _DETAIL_SCHEMA)
-    if method == "get" or path.rstrip("/") in ASK_PATHS:
-        # Reads and asks run under a time budget (lode_site/budget.py, budget_seconds_for).
-        declare("503", _DETAIL_SCHEMA)
 
 
 api = LodeNinjaAPI(
