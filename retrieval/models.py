@@ -374,3 +374,57 @@ class GraphQuestionTrace(models.Model):
 
     def __str__(self) -> str:
         return f"graph question {self.pk} ({self.path}, answered={self.answered})"
+
+
+class DocumentMeta(models.Model):
+    """What a document is, derived from its head version (`retrieval/meta/`): the date it is
+    about and where that was read, and its kind. Rewritten with the head's passages, so it
+    is never older than what search finds; `lode_index health` re-derives and compares."""
+
+    document = models.OneToOneField(
+        "notes.Document", on_delete=models.CASCADE, primary_key=True, related_name="meta"
+    )
+    # The version the row was derived from (the head when written).
+    version = models.ForeignKey("notes.Version", on_delete=models.CASCADE, related_name="+")
+    date = models.DateField(null=True, blank=True, db_index=True)
+    date_source = models.CharField(max_length=16)  # front_matter | title | heading | first_version
+    date_precision = models.CharField(max_length=8, default="day")  # day | month
+    kind = models.CharField(max_length=16, db_index=True)
+    kind_source = models.CharField(max_length=16)  # front_matter | external | title | path | …
+    # The extraction rules' version (`retrieval.meta.extract` changes it): rows made under
+    # other rules are stale.
+    rules = models.PositiveSmallIntegerField(default=1)
+
+    def __str__(self) -> str:
+        return f"{self.document_id}: {self.kind} {self.date}"
+
+
+class DocumentTerm(models.Model):
+    """One of a document's top topic words (the per-space catalog's basis)."""
+
+    document = models.ForeignKey("notes.Document", on_delete=models.CASCADE, related_name="+")
+    term = models.CharField(max_length=64)
+    weight = models.PositiveIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["term"])]
+
+    def __str__(self) -> str:
+        return f"{self.document_id}: {self.term}"
+
+
+class DocumentAlias(models.Model):
+    """Two names of one thing a document states ("Service Level Objective (SLO)"). Used for
+    query expansion only for readers who may see the document."""
+
+    document = models.ForeignKey("notes.Document", on_delete=models.CASCADE, related_name="+")
+    short = models.CharField(max_length=100)
+    long = models.CharField(max_length=200)
+    # Folded tokens, one space apart (`retrieval.meta.extract.alias_key`): what a query's
+    # words are matched with.
+    short_key = models.CharField(max_length=200, db_index=True)
+    long_key = models.CharField(max_length=200, db_index=True)
+    pattern = models.CharField(max_length=16)
+
+    def __str__(self) -> str:
+        return f"{self.short} = {self.long}"

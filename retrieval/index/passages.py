@@ -32,6 +32,7 @@ from retrieval.index.sync import (
     enqueue_pending_sweep,
 )
 from retrieval.index.vectors import mark_new_pending
+from retrieval.meta.store import refresh_meta
 from retrieval.models import Passage
 
 
@@ -127,6 +128,7 @@ def _write_heads(versions: Sequence[Version]) -> list[int]:
     Passage.objects.filter(
         document_id__in=[version.document_id for version in versions], is_head=True
     ).exclude(version_id__in=[version.pk for version in versions]).update(is_head=False)
+    refresh_meta(versions)  # the documents' date, kind, terms and aliases follow their head
     return [len(passages) for passages in per_version]
 
 
