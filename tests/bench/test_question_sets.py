@@ -13,6 +13,13 @@ unanswerable and 60 answerable rows, every one of them in its one split, spread 
 files; every notes answer occurs verbatim in its file of its corpus; every `near` file exists;
 every SciFact document, sentence index and claim exists, and the sentences of an answerable
 row are one SUPPORT rationale of its claim.
+
+Every notes answerable row also names its `intent` (`INTENTS`). The three sets written over the
+ward, law firm and school corpora are checked harder: each has at least 70 answerable rows with
+at least 15 `latest`, 10 `procedure` and 10 `decision` rows and 3 of every other intent, and at
+least 60 near-topic unanswerable rows; every `latest` row lists the older `superseded` texts and
+every `procedure` row its `steps`, each found verbatim in its file and the steps in document
+order; the ward and law firm sets alternate tune/holdout, the school sets are wholly `unread`.
 """
 
 from __future__ import annotations
@@ -29,7 +36,10 @@ ROOT = Path(__file__).resolve().parents[2]
 QUESTIONS = ROOT / "bench" / "data" / "questions"
 NOTES_CORPUS = ROOT / "bench" / "data" / "notes_corpus"
 # Each notes-like set's corpus: the prefix of its name names the folder.
-CORPORA = {name: ROOT / "bench" / "data" / f"{name}_corpus" for name in ("notes", "lab", "cafe")}
+CORPORA = {
+    name: ROOT / "bench" / "data" / f"{name}_corpus"
+    for name in ("notes", "lab", "cafe", "ward", "lawfirm", "school")
+}
 SCIFACT_CLAIMS = ROOT.parent / "shared" / "data" / "scifact-claims"
 
 # The sets split into tune/holdout halves by the even/odd rule.
@@ -42,6 +52,10 @@ SETS = (
     "lab_unanswerable",
     "cafe_answerable",
     "cafe_unanswerable",
+    "ward_answerable",
+    "ward_unanswerable",
+    "lawfirm_answerable",
+    "lawfirm_unanswerable",
 )
 # The sets over the second and third notes corpora.
 NEW_CORPUS_SETS = ("lab_answerable", "lab_unanswerable", "cafe_answerable", "cafe_unanswerable")
@@ -54,13 +68,19 @@ FRESH_SPLIT = {
     "notes_fresh2_unanswerable": "fresh2",
 }
 FRESH_SETS = tuple(FRESH_SPLIT)
-ALL_SETS = SETS + FRESH_SETS
+# The sets over the corpus nobody reads until the final figures: every row `unread`.
+UNREAD_SETS = ("school_answerable", "school_unanswerable")
+# The sets over the ward, law firm and school corpora, labelled by intent with its checks.
+INTENT_SETS = ("ward_answerable", "lawfirm_answerable", "school_answerable")
+INTENT_UNANSWERABLE_SETS = ("ward_unanswerable", "lawfirm_unanswerable", "school_unanswerable")
+ALL_SETS = SETS + FRESH_SETS + UNREAD_SETS
 NOTES_ANSWERABLE_SETS = (
     "notes_answerable",
     "notes_fresh_answerable",
     "notes_fresh2_answerable",
     "lab_answerable",
     "cafe_answerable",
+    *INTENT_SETS,
 )
 NOTES_UNANSWERABLE_SETS = (
     "notes_unanswerable",
@@ -68,15 +88,19 @@ NOTES_UNANSWERABLE_SETS = (
     "notes_fresh2_unanswerable",
     "lab_unanswerable",
     "cafe_unanswerable",
+    *INTENT_UNANSWERABLE_SETS,
 )
 MIN_ROWS: dict[str, int] = {
     **dict.fromkeys(SETS, 100),
+    **dict.fromkeys(INTENT_SETS, 70),
+    **dict.fromkeys(INTENT_UNANSWERABLE_SETS, 60),
     **{name: 60 for name in FRESH_SETS if name.endswith("_answerable")},
     **{name: 80 for name in FRESH_SETS if name.endswith("_unanswerable")},
 }
 SPLITS: dict[str, frozenset[str]] = {
     **dict.fromkeys(SETS, frozenset({"tune", "holdout"})),
     **{name: frozenset({split}) for name, split in FRESH_SPLIT.items()},
+    **dict.fromkeys(UNREAD_SETS, frozenset({"unread"})),
 }
 # How many different corpus files each fresh set must cover, so it is not one topic's.
 FRESH_MIN_FILES = {
@@ -92,10 +116,34 @@ ID_PREFIXES = {
     "lab_unanswerable": "lab-u-",
     "cafe_answerable": "cafe-a-",
     "cafe_unanswerable": "cafe-u-",
+    "ward_answerable": "ward-a-",
+    "ward_unanswerable": "ward-u-",
+    "lawfirm_answerable": "lawfirm-a-",
+    "lawfirm_unanswerable": "lawfirm-u-",
+    "school_answerable": "school-a-",
+    "school_unanswerable": "school-u-",
 }
 ANSWER_TYPES = frozenset(
     {"how_many", "when", "who", "which", "what", "how", "why", "yes_no", "where"}
 )
+# What a question asks for; `bench/answer_quality.py` reports every figure per intent.
+INTENTS = frozenset(
+    {
+        "fact",
+        "amount",
+        "date",
+        "who",
+        "procedure",
+        "decision",
+        "latest",
+        "yesno",
+        "comparison",
+        "list",
+        "relational",
+    }
+)
+# The fewest rows of each intent an intent-labelled answerable set has.
+MIN_PER_INTENT = {**dict.fromkeys(INTENTS, 3), "latest": 15, "procedure": 10, "decision": 10}
 # Fields each set needs beyond id/question/split, with their type.
 FIELDS: dict[str, dict[str, type]] = {
     "notes_answerable": {"file": str, "answer": str, "type": str},
@@ -108,6 +156,8 @@ FIELDS: dict[str, dict[str, type]] = {
     "lab_unanswerable": {"near": str, "why": str},
     "cafe_answerable": {"file": str, "answer": str, "type": str},
     "cafe_unanswerable": {"near": str, "why": str},
+    **{key: {"file": str, "answer": str, "intent": str} for key in INTENT_SETS},
+    **{key: {"near": str, "why": str} for key in INTENT_UNANSWERABLE_SETS},
     "scifact_answerable": {"doc_id": int, "sentences": list, "claim_id": int},
     "scifact_unanswerable": {"near_doc_id": int, "why": str},
 }
@@ -184,7 +234,8 @@ def test_fresh_sets_are_kept_apart_and_spread() -> None:
 @pytest.mark.parametrize("name", NOTES_ANSWERABLE_SETS)
 def test_notes_answers_occur_verbatim_in_their_file(name: str) -> None:
     for row in load(name):
-        assert row["type"] in ANSWER_TYPES, row["id"]
+        assert "type" not in FIELDS[name] or row["type"] in ANSWER_TYPES, row["id"]
+        assert row.get("intent") in INTENTS, row["id"]
         text = note_text(row["file"], name)
         assert row["answer"].strip(), row["id"]
         assert row["answer"] in text, (row["id"], row["file"], row["answer"])
@@ -211,18 +262,70 @@ def test_notes_unanswerable_near_files_exist(name: str) -> None:
 
 
 def test_new_corpus_sets_are_spread_and_named() -> None:
-    for name in NEW_CORPUS_SETS:
+    for name in NEW_CORPUS_SETS + INTENT_SETS + INTENT_UNANSWERABLE_SETS:
         rows = load(name)
         file_field = "file" if name.endswith("_answerable") else "near"
         assert len({row[file_field] for row in rows}) >= 30, name
         assert all(row["id"].startswith(ID_PREFIXES[name]) for row in rows), name
 
 
-@pytest.mark.parametrize("corpus", ("lab", "cafe"))
+@pytest.mark.parametrize("corpus", ("lab", "cafe", "ward", "lawfirm", "school"))
 def test_new_corpus_shape(corpus: str) -> None:
     files = sorted(p for p in CORPORA[corpus].rglob("*") if p.is_file())
     assert 30 <= len(files) <= 60
     assert {p.suffix for p in files} == {".md", ".txt"}
+
+
+@pytest.mark.parametrize("corpus", ("ward", "lawfirm", "school"))
+def test_intent_corpus_has_short_notes_front_matter_and_steps(corpus: str) -> None:
+    texts = [p.read_text("utf-8") for p in CORPORA[corpus].rglob("*") if p.is_file()]
+    # Very short notes (at most three lines of text) are part of what an answerer must handle.
+    assert sum(1 for t in texts if len([ln for ln in t.splitlines() if ln.strip()]) <= 3) >= 3
+    assert sum(1 for t in texts if t.startswith("---\n")) >= 3
+    assert sum(1 for t in texts if re.search(r"^1\. .*\n(?:.*\n)*?2\. ", t, re.M)) >= 8
+    assert sum(1 for t in texts if "| --- |" in t) >= 3
+
+
+@pytest.mark.parametrize("name", INTENT_SETS)
+def test_intent_sets_cover_every_intent(name: str) -> None:
+    counts = Counter(row["intent"] for row in load(name))
+    for intent, least in MIN_PER_INTENT.items():
+        assert counts[intent] >= least, (intent, counts[intent])
+
+
+@pytest.mark.parametrize("name", NOTES_ANSWERABLE_SETS)
+def test_superseded_and_steps_occur_verbatim_and_in_order(name: str) -> None:
+    intent_set = name in INTENT_SETS
+    for row in load(name):
+        # An older value and the current answer are different texts.
+        for old in row.get("superseded", []):
+            assert old["text"].strip() and old["text"] != row["answer"], row["id"]
+            assert old["text"] in note_text(old["file"], name), (row["id"], old)
+        if "steps" in row:
+            text = note_text(row["file"], name)
+            at = [text.find(step) for step in row["steps"]]
+            assert len(row["steps"]) >= 3 and min(at) >= 0, (row["id"], at)
+            assert at == sorted(at) and len(set(at)) == len(at), (row["id"], at)
+        if intent_set and row["intent"] == "latest":
+            assert row.get("superseded"), row["id"]
+        if intent_set and row["intent"] == "procedure":
+            assert row.get("steps"), row["id"]
+
+
+@pytest.mark.parametrize("name", ("ward_answerable", "lawfirm_answerable"))
+def test_intents_are_split_evenly(name: str) -> None:
+    rows = load(name)
+    by_split = {
+        split: Counter(row["intent"] for row in rows if row["split"] == split)
+        for split in ("tune", "holdout")
+    }
+    for intent in INTENTS:
+        assert abs(by_split["tune"][intent] - by_split["holdout"][intent]) <= 1, intent
+
+
+def test_unread_sets_are_unread_whole() -> None:
+    for name in UNREAD_SETS:
+        assert {row["split"] for row in load(name)} == {"unread"}, name
 
 
 def test_notes_corpus_shape() -> None:
