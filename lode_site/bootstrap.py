@@ -424,55 +424,84 @@ def supervise(
     """
     received: list[int] = []
     previous = _install_stop_handlers(received)
-    children: dict[str, subprocess.Popen[bytes]] = {}
-    started_at: dict[str, float] = {}
-    failures: dict[str, int] = {}
-    restart_at: dict[str, float] = {}  # exited children waiting for their restart
+    group = _ChildGroup(commands, env, restart)
     try:
-        for name, command in commands.items():
+        for name in commands:
             if received:
                 break
-            children[name] = _start(command, env)
-            started_at[name] = time.monotonic()
+            group.start(name, time.monotonic())
             if ready and name in ready:
-                failed = _wait_ready(name, *ready[name], children=children, received=received)
+                failed = _wait_ready(name, *ready[name], children=group.children, received=received)
                 if failed is not None:
-                    stop_all(children)
+                    stop_all(group.children)
                     return failed
         while not received:
-            now = time.monotonic()
-            for name, child in list(children.items()):
-                if name in restart_at:
-                    if now >= restart_at[name]:
-                        del restart_at[name]
-                        children[name] = _start(commands[name], env)
-                        started_at[name] = now
-                        say(f"restarted the {name} (pid {children[name].pid})")
-                    continue
-                code = child.poll()
-                if code is None:
-                    continue
-                if name not in restart:
-                    say(f"the {name} exited (code {code}); stopping lode")
-                    stop_all(children)
-                    return code or 1
-                _signal_group(child, signal.SIGKILL)  # whatever it left in its group
-                failures[name] = failures_in_a_row(failures.get(name, 0), now - started_at[name])
-                delay = restart_delay(failures[name])
-                restart_at[name] = now + delay
-                say(
-                    f"the {name} exited (code {code}); restarting it in {delay:g} s "
-                    f"({failures[name]} exit(s) in a row); the web server keeps serving"
-                )
+            code = group.check(time.monotonic())
+            if code is not None:
+                stop_all(group.children)
+                return code
             time.sleep(0.2)
         say(f"{signal.Signals(received[0]).name} received; stopping lode")
-        stop_all(children)
+        stop_all(group.children)
         return 0
     finally:
         # Whatever happened above (even an exception), no child outlives the supervisor.
-        stop_all(children)
+        stop_all(group.children)
         for signum, handler in previous.items():
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+class _ChildGroup:
+    """The supervised children, and for each restartable one its exits in a row and when it
+    is due to start again."""
+
+    def __init__(
+        self, commands: dict[str, list[str]], env: dict[str, str], restart: Collection[str]
+    ):
+        self.commands = commands
+        self.env = env
+        self.restart = restart
+        self.children: dict[str, subprocess.Popen[bytes]] = {}
+        self.started_at: dict[str, float] = {}
+        self.failures: dict[str, int] = {}
+        self.restart_at: dict[str, float] = {}  # exited children waiting for their restart
+
+    def start(self, name: str, now: float) -> None:
+        self.children[name] = _start(self.commands[name], self.env)
+        self.started_at[name] = now
+
+    def check(self, now: float) -> int | None:
+        """Restart the children whose delay is over and note the ones that exited; the exit
+        code to stop lode with when a child that is not restarted has exited, else None."""
+        for name, child in list(self.children.items()):
+            if name in self.restart_at:
+                if now >= self.restart_at[name]:
+                    del self.restart_at[name]
+                    self.start(name, now)
+                    say(f"restarted the {name} (pid {self.children[name].pid})")
+                continue
+            code = child.poll()
+            if code is None:
+                continue
+            if name not in self.restart:
+                say(f"the {name} exited (code {code}); stopping lode")
+                return code or 1
+            self._schedule_restart(name, child, code, now)
+        return None
+
+    def _schedule_restart(
+        self, name: str, child: subprocess.Popen[bytes], code: int, now: float
+    ) -> None:
+        _signal_group(child, signal.SIGKILL)  # whatever it left in its group
+        self.failures[name] = failures_in_a_row(
+            self.failures.get(name, 0), now - self.started_at[name]
+        )
+        delay = restart_delay(self.failures[name])
+        self.restart_at[name] = now + delay
+        say(
+            f"the {name} exited (code {code}); restarting it in {delay:g} s "
+            f"({self.failures[name]} exit(s) in a row); the web server keeps serving"
+        )
 
 
 def _wait_ready(
