@@ -14,7 +14,10 @@ always be explained and a library upgrade can be told apart from a content chang
   passages); nothing extracted is an error, not an empty snapshot that would clear the page.
 - PDF: pypdf, page by page, pages joined with a blank line; `pages` gives where each page
   starts in the text so every passage knows its page.
-- Extracted (PDF, HTML) text never holds a NUL character: it is removed (SQLite's string
+- Word, PowerPoint, Excel and CSV: Markdown with headings, slides and sheets as sections and
+  tables as tables (`externals.office`, which also holds their size, time and memory
+  bounds). Macro-enabled Office files (.docm, .xlsm, .pptm …) are skipped, never read.
+- Extracted (PDF, HTML, Office) text never holds a NUL character: it is removed (SQLite's string
   functions stop at one, which would break search's context windows).
 
 `SkipItem` means "not text lode indexes" (binary, an unknown type) and is not a failure;
@@ -39,6 +42,16 @@ MARKDOWN_EXTENSIONS = frozenset({".md", ".markdown", ".mdown"})
 TEXT_EXTENSIONS = MARKDOWN_EXTENSIONS | frozenset({".txt", ".text"})
 HTML_EXTENSIONS = frozenset({".html", ".htm", ".xhtml"})
 PDF_EXTENSIONS = frozenset({".pdf"})
+# Office packages by extension: the kind names the converter (`externals.office`).
+OFFICE_KINDS = {".docx": "docx", ".pptx": "pptx", ".xlsx": "xlsx"}
+CSV_EXTENSIONS = frozenset({".csv", ".tsv"})
+MACRO_ENABLED_EXTENSIONS = frozenset(
+    {".docm", ".dotm", ".pptm", ".potm", ".ppsm", ".xlsm", ".xltm"}
+)
+# What the upload form's file picker offers (any other file is still refused with a reason).
+READABLE_EXTENSIONS = (
+    TEXT_EXTENSIONS | HTML_EXTENSIONS | PDF_EXTENSIONS | frozenset(OFFICE_KINDS) | CSV_EXTENSIONS
+)
 
 MARKDOWN_TYPES = frozenset({"text/markdown", "text/x-markdown"})
 TEXT_TYPES = MARKDOWN_TYPES | frozenset({"text/plain"})
@@ -59,6 +72,14 @@ TEXT_EXTRACTOR = "utf8-text"
 # the same library with other options gives other text, so it is another extractor.
 HTML_OPTIONS = "markdown-links"
 TEXT_EXTRACTOR_VERSION = "1"
+CSV_EXTRACTOR = "csv-table"
+CSV_EXTRACTOR_VERSION = "1"
+# How lode turns an Office library's reading into Markdown, part of the recorded version.
+OFFICE_OPTIONS = "markdown-1"
+# The library that reads each Office kind, named as the snapshot's extractor.
+OFFICE_LIBRARIES = {"docx": "python-docx", "pptx": "python-pptx", "xlsx": "openpyxl"}
+# Extractors whose text is Markdown (offered rendered as well as exact).
+MARKDOWN_EXTRACTORS = frozenset({*OFFICE_LIBRARIES.values(), CSV_EXTRACTOR})
 
 
 class ExtractionError(Exception):
@@ -89,7 +110,7 @@ class Extracted:
     title: str = field(default="")
 
 
-def _library_version(name: str) -> str:
+def library_version(name: str) -> str:
     try:
         return package_version(name)
     except PackageNotFoundError:  # pragma: no cover - both are pinned dependencies
@@ -102,7 +123,8 @@ def media_type(content_type: str) -> str:
 
 
 def kind_of(filename: str, content_type: str = "") -> str:
-    """The extractor for an input: "text", "html" or "pdf"; `SkipItem` for anything else.
+    """The extractor for an input: "text", "html", "pdf", "csv", "tsv" or an Office kind
+    ("docx", "pptx", "xlsx"); `SkipItem` for anything else.
 
     A known content type (a fetched page) wins over the name; otherwise the extension
     decides, because a file on disk carries no type and guessing from bytes would index
@@ -122,6 +144,15 @@ def kind_of(filename: str, content_type: str = "") -> str:
         return "pdf"
     if suffix in TEXT_EXTENSIONS:
         return "text"
+    if suffix in OFFICE_KINDS:
+        return OFFICE_KINDS[suffix]
+    if suffix in CSV_EXTENSIONS:
+        return suffix[1:]
+    if suffix in MACRO_ENABLED_EXTENSIONS:
+        raise SkipItem(
+            f"macro-enabled Office file ({suffix}): not read; save it without macros "
+            f"(.{suffix[1:-1]}x) to index it"
+        )
     raise SkipItem(f"unsupported file type ({suffix or 'no extension'})")
 
 
@@ -136,7 +167,7 @@ def decode_utf8(data: bytes) -> str:
     return text.removeprefix("\ufeff")
 
 
-def _clean_title(title: str) -> str:
+def clean_title(title: str) -> str:
     """One line, no NUL, at most `MAX_TITLE_CHARS`: what a document's title may be."""
     return " ".join(without_nul(title).split())[:MAX_TITLE_CHARS]
 
@@ -155,7 +186,7 @@ def markdown_title(text: str) -> str:
             continue
         heading = _H1_RE.match(line)
         if heading and heading.group(1):
-            title = _clean_title(heading.group(1))
+            title = clean_title(heading.group(1))
             if title:
                 return title
     return ""
@@ -192,7 +223,7 @@ def html_title(data: bytes) -> str:
         parser.close()
     except Exception:  # a malformed page has no usable title; its text may still extract
         return ""
-    return _clean_title("".join(parser.parts))
+    return clean_title("".join(parser.parts))
 
 
 def extract_text(data: bytes, *, markdown: bool = False) -> Extracted:
@@ -221,13 +252,13 @@ def extract_html(data: bytes) -> Extracted:
     if not text or not text.strip():
         raise ExtractionError("trafilatura found no main text in this page")
     # The page's <title> first; trafilatura's guess (og:title, a heading) when it has none.
-    title = html_title(data) or _clean_title((metadata.title or "") if metadata is not None else "")
+    title = html_title(data) or clean_title((metadata.title or "") if metadata is not None else "")
     # The bytes had no NUL (`looks_binary`), but entities such as &#0; can still make one.
     text = without_nul(text)
     if not text.strip():
         raise ExtractionError("trafilatura found no main text in this page")
     return Extracted(
-        text, "trafilatura", f"{_library_version('trafilatura')}+{HTML_OPTIONS}", None, title
+        text, "trafilatura", f"{library_version('trafilatura')}+{HTML_OPTIONS}", None, title
     )
 
 
@@ -252,7 +283,7 @@ def extract_pdf(data: bytes) -> Extracted:
     except Exception as exc:  # pypdf raises many types on damaged files
         raise ExtractionError(f"pypdf failed: {type(exc).__name__}: {exc}") from None
     return Extracted(
-        PAGE_SEPARATOR.join(parts), "pypdf", _library_version("pypdf"), pages, _pdf_title(reader)
+        PAGE_SEPARATOR.join(parts), "pypdf", library_version("pypdf"), pages, _pdf_title(reader)
     )
 
 
@@ -263,7 +294,39 @@ def _pdf_title(reader: PdfReader) -> str:
         title = metadata.title if metadata is not None else None
     except Exception:  # damaged metadata must not fail a PDF whose text was read
         return ""
-    return _clean_title(str(title)) if title else ""
+    return clean_title(str(title)) if title else ""
+
+
+def extract_office(data: bytes, kind: str) -> Extracted:
+    """A Word, PowerPoint or Excel file as Markdown (`externals.office`, bounded there)."""
+    from externals import office
+
+    try:
+        text, title = office.office_markdown(data, kind)
+    except office.Unreadable as exc:
+        raise ExtractionError(str(exc)) from None
+    library = OFFICE_LIBRARIES[kind]
+    text = without_nul(text)
+    return Extracted(
+        text,
+        library,
+        f"{library_version(library)}+{OFFICE_OPTIONS}",
+        None,
+        clean_title(title) or markdown_title(text),
+    )
+
+
+def extract_csv(data: bytes, *, tab_separated: bool = False) -> Extracted:
+    """A CSV (or TSV) file as one Markdown table (`externals.office`)."""
+    from externals import office
+
+    try:
+        text = office.csv_markdown(data, tab_separated=tab_separated)
+    except office.NotText as exc:
+        raise SkipItem(str(exc)) from None
+    except office.Unreadable as exc:
+        raise ExtractionError(str(exc)) from None
+    return Extracted(text, CSV_EXTRACTOR, CSV_EXTRACTOR_VERSION)
 
 
 def looks_binary(data: bytes) -> bool:
@@ -291,6 +354,10 @@ def extract(data: bytes, *, filename: str, content_type: str = "") -> Extracted:
         if not data.startswith(b"%PDF-"):
             raise ExtractionError("not a PDF file (no %PDF- header)")
         return extract_pdf(data)
+    if kind in OFFICE_LIBRARIES:
+        return extract_office(data, kind)
+    if kind in ("csv", "tsv"):  # NULs judged after decoding: UTF-16 has them in every char
+        return extract_csv(data, tab_separated=kind == "tsv")
     if looks_binary(data):
         raise SkipItem("binary file (NUL bytes)")
     if kind == "html":

@@ -14,6 +14,7 @@ from pathlib import Path
 from django import forms
 from django.contrib.auth.models import AbstractBaseUser
 
+from externals.extract import READABLE_EXTENSIONS
 from externals.folders import allowed_roots, folder_refusal
 from externals.models import DEFAULT_STALE_AFTER_DAYS, Source
 from externals.services import MAX_STALE_AFTER_DAYS, MIN_STALE_AFTER_DAYS, SOURCE_TIER_VALUES
@@ -180,7 +181,9 @@ class MultipleFileField(forms.FileField):
     made per file by `externals.services.upload_one`, so one bad file refuses only itself;
     this field checks only that something was sent."""
 
-    widget = MultipleFileInput
+    # The picker offers the types lode reads; a file of another type (dropped, or picked
+    # under "all files") is still sent and refused with its reason.
+    widget = MultipleFileInput(attrs={"accept": ",".join(sorted(READABLE_EXTENSIONS))})
 
     def clean(self, data, initial=None) -> list:
         files = [item for item in (data if isinstance(data, list | tuple) else [data]) if item]
@@ -200,8 +203,8 @@ class UploadSourceForm(SourceBaseForm):
     )
     file = MultipleFileField(
         label="Files",
-        help_text=f"Markdown, plain text, HTML or PDF; up to {MAX_UPLOAD_FILES} files, each "
-        "a source of its own.",
+        help_text="Markdown, plain text, HTML, PDF, Word (.docx), PowerPoint (.pptx), Excel "
+        f"(.xlsx) or CSV; up to {MAX_UPLOAD_FILES} files, each a source of its own.",
         allow_empty_file=True,
     )
 

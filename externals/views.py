@@ -35,7 +35,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from externals import selectors, services
 from externals.annotations import annotations_for, may_delete
-from externals.extract import MARKDOWN_EXTENSIONS, TEXT_EXTRACTOR
+from externals.extract import MARKDOWN_EXTENSIONS, MARKDOWN_EXTRACTORS, TEXT_EXTRACTOR
 from externals.folders import source_scan_refusal
 from externals.forms import (
     MAX_UPLOAD_TOTAL_BYTES,
@@ -451,9 +451,10 @@ def _snapshot_html(version: Version) -> SafeString:
 
 def _renders_as_markdown(version: Version, item: SourceItem | None) -> bool:
     """Whether a snapshot's text is Markdown: what the HTML extractor writes (trafilatura's
-    Markdown output) or a Markdown file read as text. Plain text and PDF text have nothing a
-    rendering would add, so they offer only the exact text."""
-    if version.extractor_name == HTML_EXTRACTOR:
+    Markdown output), an Office or CSV file's (`externals.office`) or a Markdown file read as
+    text. Plain text and PDF text have nothing a rendering would add, so they offer only the
+    exact text."""
+    if version.extractor_name == HTML_EXTRACTOR or version.extractor_name in MARKDOWN_EXTRACTORS:
         return True
     if version.extractor_name != TEXT_EXTRACTOR or item is None:
         return False

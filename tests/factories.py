@@ -722,3 +722,114 @@ def project_modules() -> dict[str, Path]:
                 parts = parts[:-1]
             modules[".".join(parts)] = path
     return modules
+
+
+# --- Office files -------------------------------------------------------------------------------
+
+
+def docx_file(
+    title: str = "Failover runbook",
+    steps: Sequence[str] = ("Promote the replica with pg_ctl promote.",),
+) -> bytes:
+    """A small Word file: a title property, two headings, a paragraph per step, a bulleted
+    and a numbered item, and a table whose cells hold a `|` and a line break."""
+    import io
+
+    import docx
+
+    document = docx.Document()
+    document.core_properties.title = title
+    document.add_heading("Failover", level=1)
+    for step in steps:
+        document.add_paragraph(step)
+    document.add_paragraph("Check the replication lag", style="List Bullet")
+    document.add_paragraph("Flip the DNS record", style="List Number")
+    table = document.add_table(rows=2, cols=2)
+    for (row, column), text in {
+        (0, 0): "Step",
+        (0, 1): "Owner",
+        (1, 0): "promote | verify",
+        (1, 1): "ops\nteam",
+    }.items():
+        table.cell(row, column).text = text
+    document.add_heading("Afterwards", level=2)
+    document.add_paragraph("Write the postmortem within two days.")
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def pptx_file() -> bytes:
+    """A small PowerPoint file: a title-and-content slide with a two-level list and speaker
+    notes, then a slide holding a table."""
+    import io
+
+    import pptx
+    from pptx.util import Inches
+
+    deck = pptx.Presentation()
+    first = deck.slides.add_slide(deck.slide_layouts[1])
+    first.shapes.title.text = "Quarterly plan"
+    body = first.placeholders[1].text_frame
+    body.text = "Ship hybrid search"
+    nested = body.add_paragraph()
+    nested.text, nested.level = "Tune the reranker", 1
+    first.notes_slide.notes_text_frame.text = "Mention the budget freeze."
+    second = deck.slides.add_slide(deck.slide_layouts[5])
+    second.shapes.title.text = "Numbers"
+    table = second.shapes.add_table(2, 2, Inches(1), Inches(2), Inches(4), Inches(1)).table
+    for (row, column), text in {
+        (0, 0): "Quarter",
+        (0, 1): "Revenue",
+        (1, 0): "Q1",
+        (1, 1): "42",
+    }.items():
+        table.cell(row, column).text = text
+    out = io.BytesIO()
+    deck.save(out)
+    return out.getvalue()
+
+
+def xlsx_file(rows: Sequence[Sequence[object]] | None = None) -> bytes:
+    """A small Excel file: a "Costs" sheet (with an empty row in the middle) and an empty
+    "Notes" sheet."""
+    import io
+
+    import openpyxl
+
+    workbook = openpyxl.Workbook()
+    sheet = workbook.active
+    sheet.title = "Costs"
+    for row in rows or (("Item", "Monthly cost"), ("Disk", 12.0), (None, None), ("CPU", 3.5)):
+        sheet.append(list(row))
+    workbook.create_sheet("Notes")
+    out = io.BytesIO()
+    workbook.save(out)
+    return out.getvalue()
+
+
+def zip_package(parts: dict[str, bytes], *, compress: bool = True) -> bytes:
+    """A ZIP archive holding `parts` (name → bytes): hand-made Office packages, broken ones
+    and ZIP bombs."""
+    import io
+    import zipfile
+
+    out = io.BytesIO()
+    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with zipfile.ZipFile(out, "w", method) as archive:
+        for name, data in parts.items():
+            archive.writestr(name, data)
+    return out.getvalue()
+
+
+def with_damaged_part(package: bytes, name: str) -> bytes:
+    """`package` with its part `name` cut in half (a ZIP still, but its XML broken)."""
+    import io
+    import zipfile
+
+    source = zipfile.ZipFile(io.BytesIO(package))
+    parts = {}
+    for info in source.infolist():
+        data = source.read(info.filename)
+        parts[info.filename] = data[: len(data) // 2] if info.filename == name else data
+    return zip_package(parts)
