@@ -18,6 +18,9 @@ Passages are canonical; the lexical index (FTS5, or tsvector + GIN) and the vect
   re-derives every document's edges and compares them with the stored ones, checks the
   `related` edges' ends and basis, and `repair` re-derives what drifted
   (`edge_health.repair_edges`), after the vectors, so related edges can be recomputed.
+* The meta rows (each document's date, kind, top terms and aliases) are derived from head
+  versions too: `retrieval.meta.health` re-derives and compares them, and `repair` rewrites
+  the documents found missing, stale or altered.
 * One canonical finding *is* repaired: head passages longer than `LODE_CHUNK_MAX_CHARS`
   (chunked before the character bound existed). Passages are derived from a version's
   body by the chunker, so repair first re-chunks those head versions
@@ -68,6 +71,7 @@ from retrieval.index.vectors import (
     stale_records,
 )
 from retrieval.index.worker_health import WorkerHealth, forget_gone_workers, worker_health
+from retrieval.meta.health import MetaHealth, MetaRepair, meta_health, repair_meta
 from retrieval.models import Passage, PassageVector
 
 # Passage ids listed per vector finding in a report (the counts are always complete).
@@ -202,6 +206,7 @@ class HealthReport:
     vectors: VectorHealth
     edges: EdgeHealth = field(default_factory=lambda: EdgeHealth(checked=False))
     workers: WorkerHealth = field(default_factory=WorkerHealth)
+    meta: MetaHealth = field(default_factory=lambda: MetaHealth(checked=False))
     seconds: float = field(default=0.0, compare=False)
 
     @property
@@ -212,6 +217,7 @@ class HealthReport:
             *self.vectors.problems,
             *self.edges.problems,
             *self.workers.problems,
+            *self.meta.problems,
         ]
 
     @property
@@ -356,8 +362,9 @@ def vector_health() -> VectorHealth:
     )
 
 
-def index_health(*, vectors: bool = True, edges: bool = True) -> HealthReport:
-    """Check every derived index against the canonical passages and versions (read-only)."""
+def index_health(*, vectors: bool = True, edges: bool = True, meta: bool = True) -> HealthReport:
+    """Check every derived index against the canonical passages and versions (read-only);
+    the meta rows (`retrieval.meta.health`) too unless `meta` is False."""
     started = perf_counter()
     canonical = canonical_health()
     lexical_health = lexical.backend().index_health()
@@ -369,6 +376,7 @@ def index_health(*, vectors: bool = True, edges: bool = True) -> HealthReport:
         vectors=vector_report,
         edges=edge_report,
         workers=worker_health(),
+        meta=meta_health() if meta else MetaHealth(checked=False),
         seconds=perf_counter() - started,
     )
 
@@ -419,6 +427,7 @@ class RepairReport:
     edges: EdgeRepair = field(default_factory=lambda: EdgeRepair(attempted=False))
     gone_workers: int = 0  # stale heartbeat rows deleted (no running task named them)
     pending: int = 0  # passages awaiting a vector, per the rebuilt pending table
+    meta: MetaRepair = field(default_factory=lambda: MetaRepair(attempted=False))
 
     def __post_init__(self) -> None:
         if not self.baseline_digest:
@@ -441,6 +450,7 @@ class RepairReport:
             "edges": asdict(self.edges),
             "gone_workers": self.gone_workers,
             "pending": self.pending,
+            "meta": asdict(self.meta),
         }
 
 
@@ -496,7 +506,11 @@ def repair_vectors(*, embedder: EmbedderLike | None = None) -> VectorRepair:
 
 
 def repair_indexes(
-    *, vectors: bool = True, embedder: EmbedderLike | None = None, edges: bool = True
+    *,
+    vectors: bool = True,
+    embedder: EmbedderLike | None = None,
+    edges: bool = True,
+    meta: bool = True,
 ) -> RepairReport:
     """Check, re-chunk over-long head passages, rebuild what is derived, check again; the
     canonical digest must not move after the re-chunking step.
@@ -509,7 +523,7 @@ def repair_indexes(
     check found drift: no check sees everything. Raises `CanonicalChanged` when the
     canonical digest differs afterwards.
     """
-    before = index_health(vectors=vectors, edges=edges)
+    before = index_health(vectors=vectors, edges=edges, meta=meta)
     rechunked = rechunk_oversized() if before.canonical.oversized else RechunkReport()
     baseline = canonical_health().digest if rechunked.documents else before.canonical.digest
     started = perf_counter()
@@ -518,10 +532,11 @@ def repair_indexes(
     vector_repair = repair_vectors(embedder=embedder) if vectors else VectorRepair(attempted=False)
     edge_repair = repair_edges(related=vectors) if edges else EdgeRepair(attempted=False)
     gone_workers = forget_gone_workers()
+    meta_repair = repair_meta() if meta else MetaRepair(attempted=False)
     pending = rebuild_pending()  # needs only the database: rebuilt even when Chroma is down
     report = RepairReport(
         before=before,
-        after=index_health(vectors=vectors, edges=edges),
+        after=index_health(vectors=vectors, edges=edges, meta=meta),
         lexical_seconds=lexical_seconds,
         vectors=vector_repair,
         rechunked=rechunked,
@@ -529,6 +544,7 @@ def repair_indexes(
         edges=edge_repair,
         gone_workers=gone_workers,
         pending=pending,
+        meta=meta_repair,
     )
     if not report.canonical_unchanged:
         raise CanonicalChanged(report)

@@ -315,9 +315,11 @@ ALIAS_MAX_CHARS = 80
 # is not one: too few capitals).
 _ACRONYM = re.compile(r"^[A-Z][A-Za-z0-9&]{1,9}$")
 _PAREN = re.compile(r"([^()\n]{1,200})\(([^()\n]{1,120})\)")
+# "aka" only in lower case or capitals: "Aka" is also a name ("Aka will compare the two").
+_AKA = r"(?-i:aka|AKA|a\.k\.a\.)"
 _CALLED = re.compile(
-    r"([^.;:!?()\n]{1,200}?)(?:,\s*|\s+)(?:\((?:also\s+)?(?:called|known\s+as|aka|a\.k\.a\.)\s+"
-    r"([^()\n]{1,120})\)|(?:also\s+called|also\s+known\s+as|aka|a\.k\.a\.)\s+"
+    rf"([^.;:!?()\n]{{1,200}}?)(?:,\s*|\s+)(?:\((?:also\s+)?(?:called|known\s+as|{_AKA})\s+"
+    rf"([^()\n]{{1,120}})\)|(?:also\s+called|also\s+known\s+as|{_AKA})\s+"
     r"([^.,;:!?()\n]{1,120}))",
     re.IGNORECASE,
 )

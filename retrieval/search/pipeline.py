@@ -23,7 +23,7 @@ import itertools
 import logging
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -57,6 +57,7 @@ from retrieval.highlight import (
     highlights,
 )
 from retrieval.index import lexical
+from retrieval.meta.aliases import alias_expansions
 from retrieval.models import Passage
 from retrieval.query import SHORT_QUERY_TERMS, ParsedQuery, QueryError, parse
 from retrieval.search.fusion import FusedHit, LegHit, exact_matches, fuse, word_tier, word_tiers
@@ -244,6 +245,8 @@ class SearchResult:
     # Graph expansion: whether links were followed, the rule that decided, and
     # what was added (the added hits are also in `hits`, with `via` set). None: not reached.
     expansion: Expansion | None = None
+    # Alias phrases from the reader's notes also searched for (`with_aliases`).
+    alias_terms: list[str] = field(default_factory=list)
 
     @property
     def is_empty_query(self) -> bool:
@@ -767,6 +770,20 @@ def highlight_hits(parsed: ParsedQuery, hits: list[Hit]) -> None:
         )
 
 
+def with_aliases(parsed: ParsedQuery, audience: Audience, result: SearchResult) -> ParsedQuery:
+    """`parsed` with one more optional term per alias phrase the audience's notes state for
+    its words (`retrieval.meta.aliases`, bounded there); each is named in the result's
+    notes and `alias_terms`."""
+    words = [token for term in (*parsed.terms, *parsed.phrases) for token in term]
+    expansions = alias_expansions(audience, words)
+    if not expansions:
+        return parsed
+    result.alias_terms = [item.phrase for item in expansions]
+    result.notes.append("Aliases from your notes: " + "; ".join(i.note for i in expansions) + ".")
+    added = tuple(item.words for item in expansions if item.words not in parsed.terms)
+    return replace(parsed, terms=(*parsed.terms, *added))
+
+
 def search(
     *,
     user: AbstractBaseUser,
@@ -818,7 +835,10 @@ def search(
     if parsed.is_empty:
         return result
 
-    fused, rows = fused_candidates(parsed, audience=audience, mode=mode, result=result)
+    # Candidates also for the aliases the reader's notes state; coverage tiers, weak
+    # matches and highlights keep to the words typed.
+    searched = with_aliases(parsed, audience, result)
+    fused, rows = fused_candidates(searched, audience=audience, mode=mode, result=result)
     tiers = uses_word_tiers(parsed, mode)
     if tiers:
         _count_words(parsed, fused, rows, complete=result.lexical_complete)

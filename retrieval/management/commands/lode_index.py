@@ -1,7 +1,7 @@
 """`manage.py lode_index health|repair`: check the derived indexes, and rebuild them.
 
-    lode_index health [--json] [--skip-vectors] [--skip-edges]
-    lode_index repair [--json] [--skip-vectors] [--skip-edges]
+    lode_index health [--json] [--skip-vectors] [--skip-edges] [--skip-meta]
+    lode_index repair [--json] [--skip-vectors] [--skip-edges] [--skip-meta]
 
 `health` compares the lexical and vector indexes with the canonical passages
 (`retrieval.index.health.index_health`) and exits 1 when anything is unhealthy, so schedulers and
@@ -18,6 +18,10 @@ document's edges re-derived from its head version and compared with the stored o
 `repair` re-derives the documents that drifted, deletes invalid related edges and (unless
 `--skip-vectors`) recomputes related edges from the vector index. `--skip-edges` leaves the
 graph out.
+
+Both check the meta rows too (`retrieval.meta.health`): each live document's date, kind,
+top terms and aliases re-derived from its head version and compared with its rows (missing,
+stale, altered); `repair` rewrites those. `--skip-meta` leaves them out.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from retrieval.index.health import (
     index_health,
     repair_indexes,
 )
+from retrieval.meta.health import MetaHealth, MetaRepair
 
 UNHEALTHY = 1
 CANONICAL_CHANGED = 3
@@ -72,6 +77,7 @@ def health_lines(report: HealthReport, title: str = "index health") -> list[str]
         ]
         lines += [f"             {name}: e.g. {ids}" for name, ids in vec.examples.items()]
     lines += edge_lines(report.edges)
+    lines += meta_lines(report.meta)
     workers = report.workers
     lines.append(
         f"  workers    {workers.alive} alive, {workers.stale} stale; "
@@ -100,6 +106,25 @@ def edge_lines(edges: EdgeHealth) -> list[str]:
     ]
     lines += [f"             {name}: e.g. {values}" for name, values in edges.examples.items()]
     return lines
+
+
+def meta_lines(meta: MetaHealth) -> list[str]:
+    """The meta rows' figures in a health report."""
+    if not meta.checked:
+        return ["  meta       not checked (--skip-meta)"]
+    lines = [
+        f"  meta       {meta.rows} rows for {meta.documents} documents; missing {meta.missing}, "
+        f"stale {meta.stale}, altered {meta.altered}"
+    ]
+    lines += [f"             {name}: e.g. {ids}" for name, ids in meta.examples.items()]
+    return lines
+
+
+def meta_repair_lines(repair: MetaRepair) -> list[str]:
+    if not repair.attempted:
+        return ["meta: not repaired (--skip-meta)"]
+    plural = "" if repair.rewritten == 1 else "s"
+    return [f"meta: re-derived the rows of {repair.rewritten} document{plural}"]
 
 
 def edge_repair_lines(repair: EdgeRepair) -> list[str]:
@@ -147,18 +172,22 @@ class Command(BaseCommand):
                 "--skip-vectors", action="store_true", help="leave the vector index out"
             )
             sub.add_argument("--skip-edges", action="store_true", help="leave the graph out")
+            sub.add_argument(
+                "--skip-meta", action="store_true", help="leave the meta rows (dates, kinds) out"
+            )
 
     def handle(self, *args: Any, **options: Any) -> None:
         vectors = not options["skip_vectors"]
         edges = not options["skip_edges"]
+        meta = not options["skip_meta"]
         if options["action"] == "health":
-            report = index_health(vectors=vectors, edges=edges)
+            report = index_health(vectors=vectors, edges=edges, meta=meta)
             self._print(report.as_dict(), health_lines(report), options["json"])
             if not report.healthy:
                 raise CommandError("the indexes are unhealthy", returncode=UNHEALTHY)
             return
         try:
-            repaired = repair_indexes(vectors=vectors, edges=edges)
+            repaired = repair_indexes(vectors=vectors, edges=edges, meta=meta)
         except CanonicalChanged as exc:
             self._print_repair(exc.report, options["json"])
             raise CommandError(str(exc), returncode=CANONICAL_CHANGED) from exc
@@ -174,6 +203,7 @@ class Command(BaseCommand):
             f"lexical: rebuilt in one transaction in {report.lexical_seconds:.2f} s",
             *repair_lines(report.vectors),
             *edge_repair_lines(report.edges),
+            *meta_repair_lines(report.meta),
             f"workers: {report.gone_workers} stale heartbeat rows of gone workers deleted",
             *health_lines(report.after, "after"),
             "canonical digest unchanged"

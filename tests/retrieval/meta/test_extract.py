@@ -133,6 +133,7 @@ def test_aliases_stated_outright() -> None:
         "The Recovery Point Objective (RTO) is wrong.",  # initials do not match
         "Call me (maybe).",
         "Kubernetes (K8s) runs it.",  # one capital: not read as an acronym
+        "Ops review, Aka will compare the two dashboards.",  # a person named Aka
     ],
 )
 def test_no_alias_without_a_precise_statement(text: str) -> None:
