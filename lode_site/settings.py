@@ -352,6 +352,10 @@ LODE_EGRESS_MAX_CHARS = env.env_int("LODE_EGRESS_MAX_CHARS", 8_000, minimum=500)
 # in retrieval/data/relevance.json; a value in (0, 1) overrides it (calibration runs, or a
 # user who prefers more answers or fewer).
 LODE_RELEVANCE_THRESHOLD = env.env_probability("LODE_RELEVANCE_THRESHOLD")
+# With no claim passing the gate, a verified claim dropped only for relevance is shown as
+# "Best match — check it" when its relevance score reaches this floor; unset = the floor
+# chosen on data (retrieval/answer/decision.py BEST_MATCH_FLOOR).
+LODE_BEST_MATCH_FLOOR = env.env_probability("LODE_BEST_MATCH_FLOOR")
 
 # --- Externals --------------------------------------------------------------------------
 # Largest file a source scan reads (ADR 0005's ingest.max_file_bytes); bigger is a failure

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET
 
 from lode_site.throttle import client_address
 from notes.rendering import NoSuchPart, rendered_part
+from retrieval.answer.types import tier_of
 from spaces import public
 from spaces.models import PublicLink
 
@@ -75,14 +76,24 @@ def _version_page(link: PublicLink, part_number: int) -> HttpResponse:
 def _answer_page(link: PublicLink) -> HttpResponse:
     answer = link.answer
     stored = answer.answer or {}
+    decision = stored.get("decision") or answer.decision
+    claims = public.verified_claims(link)
     return _respond(
         "public/answer.html",
         {
             "link": link,
             "question": stored.get("question") or answer.question,
             "asked_at": answer.created_at,
-            "decision": stored.get("decision") or answer.decision,
-            "claims": public.verified_claims(link),
+            "decision": decision,
+            "tier": tier_of(
+                str(decision),
+                error=str(stored.get("error") or ""),
+                has_best_match=bool(stored.get("best_match")),
+            ),
+            "claims": claims,
+            # The notes cited here changed since: a quoted version is no longer its note's
+            # current one (what `verified_claims` read for each quote it shows).
+            "stale": any(s.superseded_by is not None for c in claims for s in c.supports),
         },
     )
 

@@ -59,7 +59,12 @@ from retrieval.answer.decision import (
     decide_before_answer,
     query_error_choices,
 )
-from retrieval.answer.display import closest_passages, conflicts_for, show_claims
+from retrieval.answer.display import (
+    add_best_match,
+    closest_passages,
+    conflicts_for,
+    show_claims,
+)
 from retrieval.answer.egress import EgressPlan, plan_egress
 from retrieval.answer.entailment import (
     EntailmentScorer,
@@ -667,6 +672,7 @@ def _show(
     outcome.dropped = [v for v in verdicts if not v.passed] + unshown
     outcome.conflicts = conflicts_for(outcome.claims, pack, audience) if outcome.claims else []
     outcome.decision, outcome.message = decide_after_gate(outcome.claims, outcome.conflicts)
+    add_best_match(outcome, verdicts, audience=audience)
     if outcome.decision == Decision.ANSWER_WITH_CONFLICTS:
         # The higher trust tier leads: claims resting on your notes before externals (stable,
         # so the answerer's order holds within a tier).
@@ -700,7 +706,9 @@ class _Store:
                 closest_items(self.pack, self.words), self.words, audience=self.audience
             )
         outcome.elapsed_ms = (time.perf_counter() - self.started) * 1000
-        trace.decision = TraceDecision(decision=str(outcome.decision), reason=reason)
+        trace.decision = TraceDecision(
+            decision=str(outcome.decision), reason=reason, tier=str(outcome.tier or "")
+        )
         trace.code_version = code_version()
         trace.elapsed_ms = round(outcome.elapsed_ms, 3)
         row = AskTrace.objects.create(

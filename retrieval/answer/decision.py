@@ -8,7 +8,8 @@ ABSTAIN_NO_EVIDENCE when the pack is empty or does not hold the question's words
 
 **After the gate** (`decide_after_gate`): no surviving claim → ABSTAIN_NO_EVIDENCE with
 `ABSTAIN_MESSAGE`; surviving claims that conflict (`find_conflicts`) → ANSWER_WITH_CONFLICTS;
-otherwise ANSWER.
+otherwise ANSWER. With no surviving claim, `best_match_candidates` says whether a verified
+claim the relevance step dropped is shown as *Best match — check it* (`types.Tier`).
 
 **Conflicts** (`find_conflicts`): two statements from *different documents* about the same
 subject with different values, found by three lexical heuristics, every value shown with its
@@ -17,6 +18,7 @@ trust tier.
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections import Counter
@@ -24,8 +26,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from retrieval.answer.gate import JUDGE_SAYS_NOT_AN_ANSWER, NOT_AN_ANSWER, STEP_RELEVANCE
 from retrieval.answer.types import (
     ABSTAIN_MESSAGE,
+    ClaimVerdict,
     ClarifyingChoice,
     Decision,
     EvidencePack,
@@ -687,3 +691,37 @@ def decide_after_gate(
             "Your sources disagree; both are shown, the more trusted first.",
         )
     return Decision.ANSWER, ""
+
+
+# --- the best match ------------------------------------------------------------------------------
+
+# The lowest relevance score (the fitted scorer's probability, 0–1) a claim dropped at the
+# relevance step may have to be shown as *Best match — check it* when no claim passed.
+# `LODE_BEST_MATCH_FLOOR` overrides it; bench/best_match_floor.py replays the rule at every
+# floor over whole asks.
+BEST_MATCH_FLOOR = 0.15
+
+
+def best_match_candidates(verdicts: Sequence[ClaimVerdict], floor: float) -> list[ClaimVerdict]:
+    """The verdicts that may be shown as the best match, best first (the highest relevance
+    score; ties in the answerer's order): claims that passed every faithfulness step
+    (verbatim, coupling with its negation cues, entailment) and were dropped only because
+    the fitted relevance scorer put them below the threshold, at a score of at least
+    `floor`. Never a claim an answer-shape rule dropped (it cannot answer by its own words),
+    one an LLM judge said does not answer, one whose relevance could not be checked, or one
+    hidden from its reader."""
+    eligible = [
+        (index, verdict)
+        for index, verdict in enumerate(verdicts)
+        if not verdict.passed
+        and not verdict.hidden
+        and verdict.step == STEP_RELEVANCE
+        and not verdict.shape_problem
+        and verdict.reason.startswith(NOT_AN_ANSWER)
+        and not verdict.reason.startswith(JUDGE_SAYS_NOT_AN_ANSWER)
+        and verdict.relevance_score is not None
+        and math.isfinite(verdict.relevance_score)
+        and verdict.relevance_score >= floor
+    ]
+    eligible.sort(key=lambda pair: (-(pair[1].relevance_score or 0.0), pair[0]))
+    return [verdict for _, verdict in eligible]

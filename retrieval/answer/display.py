@@ -8,6 +8,8 @@
   whose spans can be located is dropped (fail closed).
 * `conflicts_for` — the conflicts among the shown claims (and the pack's items on the same
   subjects, `decision.find_conflicts`), each value located and shown the same way.
+* `show_best_match` — with no verified answer, the claim shown as *Best match — check it*
+  (`decision.best_match_candidates` chooses it), located and shown like a claim.
 * `closest_passages` — what an abstention shows instead of an answer: the pack items that
   came closest (`decision.closest_items`), each with a short plain-text snippet
   (`passage_snippet`) and its verified-opening link. They are labelled as *not* answering.
@@ -24,8 +26,16 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from django.conf import settings
+
 from notes.models import Version
-from retrieval.answer.decision import claim_statements, evidence_statements, find_conflicts
+from retrieval.answer.decision import (
+    BEST_MATCH_FLOOR,
+    best_match_candidates,
+    claim_statements,
+    evidence_statements,
+    find_conflicts,
+)
 from retrieval.answer.gate import relabel_reason, version_labels
 from retrieval.answer.trace import Trace
 from retrieval.answer.types import (
@@ -46,6 +56,12 @@ from retrieval.text.markdown import quotable_blocks
 from retrieval.text.normalise import nfc_collapsed, nfc_collapsed_with_offsets
 from retrieval.text.stemming import fold
 from retrieval.text.tokens import LINE_BREAK_RE, TOKEN_RE
+
+# What an answer whose tier is `Tier.BEST_MATCH` says: a sentence to check, not an answer.
+BEST_MATCH_MESSAGE = (
+    "No sentence of your notes was confirmed as the answer. The closest verified sentence is "
+    "shown with its passage: check it."
+)
 
 # Code points of version text shown each side of a verified span (cut back to a paragraph
 # break or a word boundary).
@@ -211,6 +227,18 @@ def _block_bounds(body: str, start: int, end: int, low: int, high: int) -> tuple
     return None
 
 
+def add_best_match(
+    outcome: AskOutcome, verdicts: Sequence[ClaimVerdict], *, audience: Audience
+) -> None:
+    """After the gate: an outcome with no shown claim and no failure gets its best match
+    (`show_best_match`), if there is one, and the message that says what it is."""
+    if outcome.claims or outcome.error:
+        return
+    outcome.best_match = show_best_match(verdicts, audience=audience)
+    if outcome.best_match is not None:
+        outcome.message = BEST_MATCH_MESSAGE
+
+
 def quote_segments(
     body: str, start: int, end: int, passage: Passage | None, *, context: int = CONTEXT_CHARS
 ) -> tuple[tuple[str, bool], ...]:
@@ -290,6 +318,19 @@ def shown_support(version: Version, quoted_span: str, start: int, end: int) -> S
     )
 
 
+def _shown_claim(verdict: ClaimVerdict, versions: dict[int, Version]) -> ShownClaim | None:
+    """`verdict`'s claim with each of its quoted spans located in its version, or None when
+    no span can be located (such a claim is never shown: fail closed)."""
+    supports = []
+    for support in verdict.claim.support:
+        version = versions.get(support.version_id)
+        where = locate_span(support.quoted_span, version.body) if version else None
+        if version is None or where is None:
+            continue
+        supports.append(shown_support(version, support.quoted_span, *where))
+    return ShownClaim(text=verdict.claim.text, support=tuple(supports)) if supports else None
+
+
 def show_claims(
     verdicts: Sequence[ClaimVerdict], *, audience: Audience
 ) -> tuple[list[ShownClaim], list[ClaimVerdict]]:
@@ -300,15 +341,9 @@ def show_claims(
     shown: list[ShownClaim] = []
     unshown: list[ClaimVerdict] = []
     for verdict in passed:
-        supports = []
-        for support in verdict.claim.support:
-            version = versions.get(support.version_id)
-            where = locate_span(support.quoted_span, version.body) if version else None
-            if version is None or where is None:
-                continue
-            supports.append(shown_support(version, support.quoted_span, *where))
-        if supports:
-            shown.append(ShownClaim(text=verdict.claim.text, support=tuple(supports)))
+        claim = _shown_claim(verdict, versions)
+        if claim is not None:
+            shown.append(claim)
         else:
             unshown.append(
                 ClaimVerdict(
@@ -321,6 +356,29 @@ def show_claims(
                 )
             )
     return shown, unshown
+
+
+def best_match_floor() -> float:
+    """The floor in force: `LODE_BEST_MATCH_FLOOR`, else `decision.BEST_MATCH_FLOOR`."""
+    override = getattr(settings, "LODE_BEST_MATCH_FLOOR", None)
+    return BEST_MATCH_FLOOR if override is None else float(override)
+
+
+def show_best_match(
+    verdicts: Sequence[ClaimVerdict], *, audience: Audience, floor: float | None = None
+) -> ShownClaim | None:
+    """The claim an ask without a verified answer shows as *Best match — check it*: the
+    first of `decision.best_match_candidates` whose spans can be located, shown like an
+    answer's claim (its quote in context, its passage's link), or None."""
+    candidates = best_match_candidates(verdicts, best_match_floor() if floor is None else floor)
+    if not candidates:
+        return None
+    versions = _versions(audience, [s.version_id for v in candidates for s in v.claim.support])
+    for verdict in candidates:
+        claim = _shown_claim(verdict, versions)
+        if claim is not None:
+            return claim
+    return None
 
 
 def conflicts_for(
@@ -447,6 +505,7 @@ def outcome_from_trace(row: AskTrace) -> AskOutcome:
     labels = version_labels(pack_items.values())
     dropped = [ClaimVerdict.from_dict(v) for v in answer.get("dropped", [])]
     withheld_ids = trace.withheld_passage_ids or []
+    best = answer.get("best_match")
     return AskOutcome(
         question=answer.get("question", row.question),
         decision=Decision(answer.get("decision", row.decision)),
@@ -464,6 +523,7 @@ def outcome_from_trace(row: AskTrace) -> AskOutcome:
         error=answer.get("error", ""),
         notes=list(answer.get("notes", [])),
         fetched_version_ids=list(answer.get("fetched_version_ids", [])),
+        best_match=ShownClaim.from_dict(best) if isinstance(best, dict) else None,
         trace_id=row.pk,
         elapsed_ms=row.elapsed_ms,
     )

@@ -8,16 +8,20 @@ documents that is comes from `eligibility.citable_for_user`, checked on every re
 moved out of the space, deleted or in the trash; the reader gone from the space; a new member
 who never was in the destination):
 
-* a verified claim, a dropped claim, a closest passage or a conflicting value citing such a
-  document becomes `eligibility.NO_LONGER_VISIBLE` with nothing of its text, quote, title,
-  link, version or scores (`hidden` set); a conflicting value that carries a hidden claim's
-  text is hidden with it;
+* a verified claim, the best match, a dropped claim, a closest passage or a conflicting value
+  citing such a document becomes `eligibility.NO_LONGER_VISIBLE` with nothing of its text,
+  quote, title, link, version or scores (`hidden` set); a conflicting value that carries a
+  hidden claim's text is hidden with it;
 * withheld documents, graph-expansion rows (the added document or the link it came by) and
   the pinned note are left out;
 * notes and reasons that name a hidden document's title (“Title”) are left out, and an
   *ask for a clearer question* whose evidence holds a hidden document has its suggestions
   drawn again from the evidence the reader may see (`decision.clarifying_questions`), so no
   title or word of it survives there.
+
+`stale` says whether the notes the answer cites changed since (`cited_versions_changed`: a
+cited version that is no longer its document's head, or is gone), over what the reader may
+see of it; the page then offers to ask again (DESIGN.md invariant 13).
 
 `trace_for_reader` is the admin's trace: all of it, or nothing when it names any document
 (evidence pack, search candidates, the answerer's draft, the gate, graph expansion, the pinned
@@ -30,11 +34,11 @@ over `eligibility.citable_in_public_link`): its reader is anonymous.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from notes.models import Document
+from notes.models import Document, Version
 from retrieval.answer.decision import clarifying_choices, clarifying_questions
 from retrieval.answer.display import outcome_from_trace
 from retrieval.answer.trace import Trace
@@ -64,6 +68,8 @@ class StoredAnswer:
     expansion: dict[str, Any] | None
     pinned_document: Document | None
     hidden: int
+    # Some version the answer cites (and the reader may see) is no longer its document's head.
+    stale: bool = False
 
 
 # --- which documents a stored answer names -------------------------------------------------
@@ -88,7 +94,7 @@ def _named_ids(
     """(version ids, document ids) that the stored outcome and its pack name."""
     versions: list[object] = []
     documents: list[object] = [row.pinned_document_id] if row.pinned_document_id else []
-    for claim in outcome.claims:
+    for claim in [*outcome.claims, *([outcome.best_match] if outcome.best_match else [])]:
         versions += [s.version_id for s in claim.support]
         documents += [s.document_id for s in claim.support]
     for verdict in outcome.dropped:
@@ -172,7 +178,7 @@ def _names_any(text: str, titles: Iterable[str]) -> bool:
 def _hidden_titles(outcome: AskOutcome, trace: Trace, row: AskTrace, citable: Citable) -> set[str]:
     """The titles, as the stored answer names them, of documents the reader may not see."""
     titles: set[str] = set()
-    for claim in outcome.claims:
+    for claim in [*outcome.claims, *([outcome.best_match] if outcome.best_match else [])]:
         for s in claim.support:
             if not citable.shows(versions=[s.version_id], documents=[s.document_id]):
                 titles.add(s.document_title)
@@ -248,6 +254,7 @@ def read_stored_answer(row: AskTrace, *, user_id: int | None) -> StoredAnswer:
     citable = citable_for_user(user_id, version_ids=versions, document_ids=documents)
     titles = _hidden_titles(outcome, trace, row, citable)
     claims = [_claim(c, citable) for c in outcome.claims]
+    best_match = _claim(outcome.best_match, citable) if outcome.best_match else None
     hidden_claims = {c.text for c, s in zip(outcome.claims, claims, strict=True) if s.hidden}
     dropped = [_dropped(v, citable) for v in outcome.dropped]
     closest = [_closest(p, citable) for p in outcome.closest]
@@ -264,6 +271,7 @@ def read_stored_answer(row: AskTrace, *, user_id: int | None) -> StoredAnswer:
     shown = replace(
         outcome,
         claims=claims,
+        best_match=best_match,
         dropped=dropped,
         closest=closest,
         conflicts=conflicts,
@@ -282,6 +290,7 @@ def read_stored_answer(row: AskTrace, *, user_id: int | None) -> StoredAnswer:
     )
     hidden = (
         sum(c.hidden for c in claims)
+        + bool(best_match is not None and best_match.hidden)
         + sum(v.hidden for v in dropped)
         + sum(p.hidden for p in closest)
         + sum(bool(v.get("hidden")) for c in conflicts for v in c["values"])
@@ -294,7 +303,32 @@ def read_stored_answer(row: AskTrace, *, user_id: int | None) -> StoredAnswer:
         expansion=_expansion(trace.expansion, citable, titles),
         pinned_document=pinned,
         hidden=hidden,
+        stale=cited_versions_changed(cited_version_ids(shown)),
     )
+
+
+# --- whether the cited notes changed since ---------------------------------------------------
+
+
+def cited_version_ids(outcome: AskOutcome) -> set[int]:
+    """The versions `outcome` quotes and its reader may see: its claims', its best match's
+    and its conflicting values' (hidden ones name nothing)."""
+    claims = [*outcome.claims, *([outcome.best_match] if outcome.best_match else [])]
+    ids = {s.version_id for claim in claims if not claim.hidden for s in claim.support}
+    for conflict in outcome.conflicts:
+        for value in conflict.get("values") or []:
+            if not value.get("hidden") and isinstance(value.get("version_id"), int):
+                ids.add(value["version_id"])
+    return ids
+
+
+def cited_versions_changed(version_ids: Collection[int]) -> bool:
+    """Whether any of `version_ids` is no longer the head of its document, or is gone: one
+    query, bounded by the ids an answer quotes (a stored answer holds a bounded number)."""
+    if not version_ids:
+        return False
+    heads = dict(Version.objects.filter(pk__in=version_ids).values_list("pk", "document__head_id"))
+    return any(heads.get(pk) != pk for pk in version_ids)
 
 
 # --- the admin's trace -----------------------------------------------------------------------

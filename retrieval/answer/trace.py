@@ -17,7 +17,7 @@ read back unchanged:
     manifests?   {embedding, reranker, entailment}
     withheld_passage_ids?, model? {remote, request, response, error},
     draft?       {claims, sent_versions}, gate? [ClaimVerdict.as_dict()],
-    decision?    {decision, reason},
+    decision?    {decision, reason, tier?},
     expansion?   {ran, rule, reason, follow_links, follow_inferred, seed_document_ids,
                   linked_document_ids, edges_followed, added [{passage_id, document_id,
                   via {seed_document_id, seed_title, seed_rank, edge_id, kind, direction,
@@ -26,9 +26,10 @@ read back unchanged:
 
 Some keys are written only when they hold something, so older traces write back unchanged:
 `settings.follow_links` (only when the user chose), a pack item's `heading_path`, the
-pre-decision's `choices` ({label, question, pinned_document_id}) and a gate verdict's
-`relevance_score`, `shape_problem` and `section_match`; absent, they read as "expansion not
-recorded", "not scored", "no shape problem" and "no section match".
+pre-decision's `choices` ({label, question, pinned_document_id}), a gate verdict's
+`relevance_score`, `shape_problem` and `section_match`, and the decision's `tier`; absent, they
+read as "expansion not recorded", "not scored", "no shape problem", "no section match" and
+"no tier recorded".
 
 A key marked `?` is absent when the ask stopped before that stage (a pinned note that is not
 available stops before `search`; an answerer failure before `gate`), and replay reads that
@@ -332,17 +333,24 @@ class TraceDraft:
 
 @dataclass
 class TraceDecision:
-    """The final decision and why, in words."""
+    """The final decision and why, in words, and the answer's tier (`types.Tier`; "" when it
+    has none, and in traces stored before tiers, which it is not written for)."""
 
     decision: str
     reason: str = ""
+    tier: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"decision": self.decision, "reason": self.reason}
+        data = {"decision": self.decision, "reason": self.reason}
+        if self.tier:
+            data["tier"] = self.tier
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        return cls(decision=data.get("decision"), reason=data.get("reason", ""))
+        return cls(
+            decision=data.get("decision"), reason=data.get("reason", ""), tier=data.get("tier", "")
+        )
 
 
 # --- the trace ---------------------------------------------------------------------------------

@@ -31,6 +31,34 @@ class Decision(StrEnum):
 ABSTAIN_MESSAGE = "Your notes don't answer this."
 
 
+class Tier(StrEnum):
+    """What the answer page leads with, in three honest tiers:
+
+    * ANSWER — claims that passed every step of the gate (ANSWER, ANSWER_WITH_CONFLICTS);
+    * BEST_MATCH — no claim passed, but a verified claim (verbatim, coupling or entailment
+      held) dropped only at the relevance step is shown to be checked, never as an answer
+      (`decision.best_match_verdict` chooses it);
+    * NOT_IN_NOTES — nothing to show: the closest passages, and what the catalog holds.
+
+    A question sent back for clarification and an answerer that failed have no tier."""
+
+    ANSWER = "answer"
+    BEST_MATCH = "best_match"
+    NOT_IN_NOTES = "not_in_notes"
+
+
+def tier_of(decision: str, *, error: str, has_best_match: bool) -> Tier | None:
+    """The tier of an answer from what it recorded. An answer stored before tiers existed
+    has no best match, so it reads as it was: answered → ANSWER, abstained → NOT_IN_NOTES."""
+    if error:
+        return None
+    if decision in (Decision.ANSWER, Decision.ANSWER_WITH_CONFLICTS):
+        return Tier.ANSWER
+    if decision == Decision.ABSTAIN_NO_EVIDENCE:
+        return Tier.BEST_MATCH if has_best_match else Tier.NOT_IN_NOTES
+    return None
+
+
 # --- the answer schema: all a model is asked for ------------------------------------------
 
 
@@ -446,15 +474,28 @@ class AskOutcome:
     notes: list[str] = field(default_factory=list)  # degraded search, pinned note, …
     # Snapshots of pages fetched for this answer (by the user's request or a model's tool).
     fetched_version_ids: list[int] = field(default_factory=list)
+    # ABSTAIN_NO_EVIDENCE: the verified claim shown as "Best match — check it" (`Tier`), or
+    # None. It is also listed in `dropped`: it did not pass the gate.
+    best_match: ShownClaim | None = None
     trace_id: int | None = None
     elapsed_ms: float = 0.0
 
+    @property
+    def tier(self) -> Tier | None:
+        """What the page leads with (`Tier`), from the decision, the error and the best match."""
+        return tier_of(
+            str(self.decision), error=self.error, has_best_match=self.best_match is not None
+        )
+
     def as_dict(self) -> dict[str, Any]:
-        """The stored answer JSON. `clarifying_choices` and `closest` are written only when
-        there are some, so answers stored before they existed keep their layout."""
+        """The stored answer JSON. `clarifying_choices`, `closest` and `best_match` are
+        written only when there are some, so answers stored before they existed keep their
+        layout; `tier` is written for readers of the JSON (a reader derives it again)."""
+        tier = self.tier
         data: dict[str, Any] = {
             "question": self.question,
             "decision": str(self.decision),
+            "tier": str(tier) if tier is not None else None,
             "answerer": self.answerer,
             "claims": [c.as_dict() for c in self.claims],
             "dropped": [v.as_dict() for v in self.dropped],
@@ -479,4 +520,6 @@ class AskOutcome:
             data["closest"] = [c.as_dict() for c in self.closest]
         if self.fetched_version_ids:
             data["fetched_version_ids"] = list(self.fetched_version_ids)
+        if self.best_match is not None:
+            data["best_match"] = self.best_match.as_dict()
         return data

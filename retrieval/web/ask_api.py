@@ -143,14 +143,28 @@ class ClosestOut(Schema):
 
 class AskOut(Schema):
     """One answer. `decision`: ANSWER | ABSTAIN_NO_EVIDENCE | ASK_CLARIFYING |
-    ANSWER_WITH_CONFLICTS. `claims` are only those the faithfulness gate verified; `dropped`
-    lists the others with the step that failed them. A non-empty `error` means the answerer
-    failed and nothing is verified."""
+    ANSWER_WITH_CONFLICTS. `tier`: what the answer page leads with. `claims` are only those
+    the faithfulness gate verified; `dropped` lists the others with the step that failed them
+    (the best match among them). A non-empty `error` means the answerer failed and nothing is
+    verified."""
 
     question: str
     decision: str
+    tier: Literal["answer", "best_match", "not_in_notes"] | None = Field(
+        None,
+        description="answer: verified claims answer the question; best_match: none did, and "
+        "`best_match` is the verified sentence that came closest — to be checked, not an "
+        "answer; not_in_notes: nothing to show but the `closest` passages. null when the "
+        "question was sent back for clarification or the answerer failed.",
+    )
     answerer: str
     claims: list[ClaimOut]
+    best_match: ClaimOut | None = Field(
+        None,
+        description="tier best_match: a claim that passed the faithfulness checks (verbatim, "
+        "coupling, entailment) but not the relevance check, with its verified spans. Not a "
+        "confirmed answer.",
+    )
     dropped: list[dict[str, Any]]
     withheld: list[WithheldOut] = Field(
         description="Documents present in the evidence but withheld from cloud synthesis."
@@ -174,6 +188,11 @@ class AskOut(Schema):
         "it (only the asker, when asked across all their spaces)."
     )
     space: int | None = Field(None, description="The space asked in (null: all of yours).")
+    stale: bool = Field(
+        False,
+        description="A stored answer: true when a note version it quotes is no longer its "
+        "note's current version (the notes changed since; ask again for a fresh answer).",
+    )
     expansion: ExpansionOut | None = Field(
         None,
         description="Graph expansion: whether links were followed, the rule that decided and "
@@ -246,5 +265,5 @@ def stored_answer_endpoint(request: HttpRequest, trace_id: DbId):
     if trace is None:
         return Status(404, ErrorOut(detail=NO_ACCESS))
     stored = read_stored_answer(trace, user_id=request.auth.pk)
-    data = {**stored.outcome.as_dict(), "space": trace.space_id}
+    data = {**stored.outcome.as_dict(), "space": trace.space_id, "stale": stored.stale}
     return Status(200, _out(request, data, stored.expansion))

@@ -25,7 +25,15 @@ labelled "via link from X". Re-run keeps the choice.
 
 "Re-run" posts the same question and pinned note again with `previous=<id>`; the new
 answer's page links back to the previous permalink and lists what changed, so a stored
-answer can be compared with a fresh one.
+answer can be compared with a fresh one. A stored answer whose cited versions are no longer
+their notes' current ones (`StoredAnswer.stale`) says so above the answer, with the same
+re-run.
+
+Three tiers lead the page (`types.Tier`): *Answer*, *Best match — check it* (a verified
+sentence that did not pass the relevance check, shown with its passage and never as an
+answer) and *Not in your notes* (the closest passages, and what the space's catalog holds
+on the topic when `retrieval.meta` provides `catalog_for_topic`). Scores, offsets and the
+gate's reasons are behind *Advanced*.
 
 Thin: `AskForm` validates, `retrieval.answer.ask.ask()` does the work,
 `retrieval.answer.display.outcome_from_trace()` rebuilds a stored answer and
@@ -53,7 +61,7 @@ from retrieval.answer.display import outcome_from_trace
 from retrieval.answer.stored_view import StoredAnswer, read_stored_answer
 from retrieval.answer.tools import question_urls
 from retrieval.answer.trace import Trace
-from retrieval.answer.types import ABSTAIN_MESSAGE, AskOutcome, Decision
+from retrieval.answer.types import ABSTAIN_MESSAGE, AskOutcome, Decision, Tier
 from retrieval.eligibility import audience_for, member_spaces, role_in, visible_answers
 from retrieval.highlight import as_segments
 from retrieval.links import permalink_path
@@ -63,26 +71,43 @@ from retrieval.trust import document_tier_labels
 from retrieval.web.forms import AskForm
 from spaces.current import current_space_id
 
+try:
+    # What the space's catalog holds on a topic, shown with *Not in your notes*; the page
+    # leaves it out when the meta-knowledge layer does not provide it.
+    from retrieval.meta import catalog_for_topic
+except ImportError:
+    catalog_for_topic = None
+
 TEMPLATE = "ask/ask.html"
 RECENT = 10
 
 # What each decision is called on the pages: words a person reads, never
 # the enum names the trace and the API keep.
+NOT_IN_NOTES_WORDS = "Not in your notes"
+BEST_MATCH_WORDS = "Best match — check it"
 DECISION_WORDS: dict[str, str] = {
     Decision.ANSWER: "Answered",
     Decision.ANSWER_WITH_CONFLICTS: "Answered — sources disagree",
-    Decision.ABSTAIN_NO_EVIDENCE: ABSTAIN_MESSAGE.rstrip("."),
+    Decision.ABSTAIN_NO_EVIDENCE: NOT_IN_NOTES_WORDS,
     Decision.ASK_CLARIFYING: "Needs a clearer question",
 }
 FAILED_WORDS = "Not answered — the answerer failed"
+STALE_NOTICE = "The notes cited here changed since this answer"
 
 
-def decision_words(decision: str, *, error: str = "") -> str:
+def decision_words(decision: str, *, error: str = "", tier: Tier | None = None) -> str:
     """The decision in words; a failed answerer is said as such whatever was recorded (an
-    error is not an honest "your notes don't answer this")."""
+    error is not an honest "your notes don't answer this"), and a best match as one."""
     if error:
         return FAILED_WORDS
+    if tier == Tier.BEST_MATCH:
+        return BEST_MATCH_WORDS
     return DECISION_WORDS.get(str(decision), "Not answered")
+
+
+def outcome_words(outcome: AskOutcome) -> str:
+    """`decision_words` of one answer."""
+    return decision_words(outcome.decision, error=outcome.error, tier=outcome.tier)
 
 
 @require_http_methods(["GET", "POST"])
@@ -179,7 +204,10 @@ def answer_context(
             differences = answer_differences(earlier, outcome)
     return {
         "outcome": outcome,
-        "decision_words": decision_words(outcome.decision, error=outcome.error),
+        "decision_words": outcome_words(outcome),
+        "stale": stored.stale if stored is not None else False,
+        "stale_notice": STALE_NOTICE,
+        "catalog": topic_catalog(request, trace, outcome),
         "trace": trace,
         "abstain_message": ABSTAIN_MESSAGE,
         "answerer_offline": answerer_offline(trace),
@@ -203,6 +231,20 @@ def answer_context(
     }
 
 
+def topic_catalog(request: HttpRequest, trace: AskTrace, outcome: AskOutcome) -> Any:
+    """What the catalog of the answer's spaces holds on the question's topic, for an answer
+    *Not in your notes* (`retrieval.meta.catalog_for_topic` over the viewer's audience in the
+    space asked in and the question's content words); None for any other tier, or when the
+    meta-knowledge layer does not provide it."""
+    if catalog_for_topic is None or outcome.tier != Tier.NOT_IN_NOTES:
+        return None
+    recorded = Trace.from_row(trace).pre_decision
+    words = list(recorded.content_words) if recorded is not None else []
+    if not words:
+        return None
+    return catalog_for_topic(audience_for(request.user.pk, space_id=trace.space_id), words)
+
+
 def fetch_offer_url(outcome: AskOutcome) -> str:
     """The web address in the question to offer "Fetch this page and answer from it" for:
     the first one, when this answer was not already made from fetched pages."""
@@ -215,7 +257,8 @@ def fetch_offer_url(outcome: AskOutcome) -> str:
 def cited_document_ids(outcome: AskOutcome) -> set[int]:
     """The documents the answer page names a trust tier for: those its claims quote, its
     closest passages come from and its conflicting values cite."""
-    ids = {s.document_id for claim in outcome.claims for s in claim.support}
+    claims = [*outcome.claims, *([outcome.best_match] if outcome.best_match else [])]
+    ids = {s.document_id for claim in claims for s in claim.support}
     ids |= {p.document_id for p in outcome.closest}
     for conflict in outcome.conflicts:
         for value in conflict.get("values") or ():
@@ -280,8 +323,7 @@ def _space_choices(request: HttpRequest) -> dict[str, Any]:
 def recent_words(trace: AskTrace) -> str:
     """A stored answer's decision in words, read from what the answer recorded (a failed
     answerer included) by the one reader of stored answers."""
-    outcome = outcome_from_trace(trace)
-    return decision_words(outcome.decision, error=outcome.error)
+    return outcome_words(outcome_from_trace(trace))
 
 
 def search_instead_url(question: str, space_id: int | None = None) -> str:
@@ -324,8 +366,7 @@ def answer_differences(previous: AskOutcome, current: AskOutcome) -> list[str]:
     answerer, the verified claims (text and cited versions) and the dropped count. Empty when
     the two answers show the same thing."""
     out: list[str] = []
-    was = decision_words(previous.decision, error=previous.error)
-    now = decision_words(current.decision, error=current.error)
+    was, now = outcome_words(previous), outcome_words(current)
     if was != now:
         out.append(f"Decision changed from “{was}” to “{now}”.")
     if previous.answerer != current.answerer:

@@ -19,8 +19,8 @@ import pytest
 from playwright.sync_api import expect
 
 from notes import services
-from retrieval.answer.types import ABSTAIN_MESSAGE
 from retrieval.models import AskTrace
+from retrieval.web.ask_views import NOT_IN_NOTES_WORDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -110,8 +110,8 @@ def test_off_topic_question_abstains(open_session, alice):
     ask(page, "How long should I boil a soft egg for breakfast?")
     answer = page.locator("#answer section.answer")
     expect(answer).to_have_attribute("data-decision", "ABSTAIN_NO_EVIDENCE")
-    # The decision in words: the abstention message without its full stop.
-    expect(answer.locator(".abstain")).to_have_text(ABSTAIN_MESSAGE.rstrip("."))
+    # The decision in words: the tier's name.
+    expect(answer.locator(".abstain")).to_have_text(NOT_IN_NOTES_WORDS)
     expect(answer.locator("li.claim")).to_have_count(0)
     assert_inert(session)
 

@@ -7,7 +7,7 @@
     them with the mode and reranker selectors, and survives a mode change made through the
     form (htmx); the page never scrolls sideways on a phone;
 (b) an empty library opens on a first screen linking to New note, Sources and Ask;
-(c) an off-topic question is answered "Your notes don't answer this", in words.
+(c) an off-topic question is answered "Not in your notes", in words.
 
 `LODE_CALM_SHOTS=/some/folder` writes a full-page screenshot of each view at both widths
 there, for a person to look at (off by default).
@@ -149,10 +149,10 @@ def test_an_unanswered_question_says_so_in_words(open_session, alice) -> None:
         box.press("Enter")
         page.wait_for_url(re.compile(r"/ask/\d+$"))
         answer = page.locator("#answer section.answer")
-        expect(answer.locator(".decision-words")).to_have_text("Your notes don't answer this")
+        expect(answer.locator(".decision-words")).to_have_text("Not in your notes")
         assert "ABSTAIN_NO_EVIDENCE" not in answer.inner_text()
         fits(page, viewport["width"])
         shoot(page, f"answer-abstain-{label}")
     page.goto("/ask")
-    expect(page.locator(".recent-decision").first).to_have_text("Your notes don't answer this")
+    expect(page.locator(".recent-decision").first).to_have_text("Not in your notes")
     assert session.errors == [] and session.dialogs == []

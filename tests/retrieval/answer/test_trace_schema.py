@@ -44,7 +44,7 @@ def shape(value: Any) -> Any:
 # Keys added since the fixture was stored, each optional (written only when set, so an older
 # trace still round-trips byte for byte): the relevance score on a gate verdict, the
 # relevance scorer among the manifests and a pack item's heading path.
-ADDED_KEYS = {"relevance_score", "heading_path", "relevance", "expansion"}
+ADDED_KEYS = {"relevance_score", "heading_path", "relevance", "expansion", "tier"}
 
 
 def without_added(value: Any, found: set[str]) -> Any:
@@ -88,7 +88,11 @@ def test_a_stored_row_from_before_opens_as_its_permalink(alice):
     outcome = outcome_from_trace(row)
     assert outcome.decision == Decision.ANSWER_WITH_CONFLICTS
     assert [w.document_title for w in outcome.withheld] == ["Private vendor notes"]
-    assert outcome.as_dict() | {"trace_id": None} == data["answer"] | {"trace_id": None}
+    # It writes back as it was stored, with the tier it reads as (answered: an Answer).
+    assert outcome.as_dict() | {"trace_id": None} == data["answer"] | {
+        "trace_id": None,
+        "tier": "answer",
+    }
     assert answerer_offline(row) is False and trace_mode(row) == "lexical"
 
 

@@ -175,7 +175,7 @@ def test_off_topic_question_abstains(alice_client, alice_note):
     response = post_ask(alice_client, question=OFF_TOPIC)
     html = alice_client.get(response["Location"]).content.decode()
     assert 'data-decision="ABSTAIN_NO_EVIDENCE"' in html
-    assert escape("Your notes don't answer this") in html  # the decision in words
+    assert "Not in your notes" in html  # the decision in words
     assert '<li class="claim">' not in html
 
 
@@ -443,7 +443,7 @@ def test_abstention_renders_the_honest_message(alice_client, stored):
         alice_client,
         stored(AskOutcome(question="Tides?", decision=Decision.ABSTAIN_NO_EVIDENCE, answerer="x")),
     )
-    assert escape("Your notes don't answer this") in html  # the decision in words
+    assert "Not in your notes" in html  # the decision in words
     assert "ABSTAIN_NO_EVIDENCE</" not in html  # never the enum name as text
     assert '<li class="claim">' not in html
 
@@ -626,7 +626,7 @@ def test_answer_differences_name_what_changed(alice_note):
     after = AskOutcome(question="q", decision=Decision.ABSTAIN_NO_EVIDENCE, answerer="y")
     assert ask_views.answer_differences(before, same) == []
     changes = ask_views.answer_differences(before, after)
-    assert changes[0] == "Decision changed from “Answered” to “Your notes don't answer this”."
+    assert changes[0] == "Decision changed from “Answered” to “Not in your notes”."
     assert "Answerer changed from x to y." in changes
     assert "1 claim no longer shown: “A.”" in changes
 

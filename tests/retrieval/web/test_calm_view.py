@@ -279,7 +279,7 @@ def stored_answer(user, outcome: AskOutcome) -> str:
     [
         (Decision.ANSWER, "", "Answered"),
         (Decision.ANSWER_WITH_CONFLICTS, "", "Answered — sources disagree"),
-        (Decision.ABSTAIN_NO_EVIDENCE, "", "Your notes don't answer this"),
+        (Decision.ABSTAIN_NO_EVIDENCE, "", "Not in your notes"),
         (Decision.ASK_CLARIFYING, "", "Needs a clearer question"),
         (Decision.ABSTAIN_NO_EVIDENCE, "TimeoutError: slow", "Not answered — the answerer failed"),
     ],
