@@ -3,7 +3,7 @@ and CSV/TSV, so their headings, slides and sheets cut passages like a Markdown f
 
 - Word: paragraphs in document order; heading styles (and Title) become `#` headings, list
   paragraphs `-`/`1.` items (indented by level), tables Markdown tables. Headers, footers,
-  comments, footnotes and pictures are not read.
+  comments, footnotes, text boxes and pictures are not read.
 - PowerPoint: one `## Slide N: title` section per slide, then its text (a text box of
   several paragraphs as a list), its tables, and its speaker notes under `Notes:`.
 - Excel: one `## Sheet: name` section per worksheet with its cells as a table (the values
@@ -318,9 +318,10 @@ def pptx_markdown(data: bytes) -> tuple[str, str]:
 def _shape_blocks(shape: Any, max_chars: int, depth: int = 0) -> list[str]:
     """The Markdown blocks of one shape: a group's shapes in order, a table, or a text frame
     (one paragraph as it is, several as a list indented by their level)."""
-    from pptx.enum.shapes import MSO_SHAPE_TYPE
+    from pptx.shapes.group import GroupShape
 
-    if shape.shape_type == MSO_SHAPE_TYPE.GROUP:
+    # By class, not `shape_type`, which raises for shapes python-pptx has no type for.
+    if isinstance(shape, GroupShape):
         if depth >= 20:  # groups nest without limit in the file format
             return []
         return [

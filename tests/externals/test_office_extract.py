@@ -63,6 +63,21 @@ def test_a_presentation_has_a_section_per_slide_with_its_notes_and_tables():
     assert result.extractor_name == "python-pptx"
 
 
+def test_text_inside_grouped_shapes_is_read():
+    import io
+
+    import pptx
+    from pptx.util import Inches
+
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[6])  # blank: no title
+    group = slide.shapes.add_group_shape()
+    group.shapes.add_textbox(Inches(1), Inches(1), Inches(2), Inches(1)).text = "Grouped words"
+    out = io.BytesIO()
+    deck.save(out)
+    assert office.pptx_markdown(out.getvalue()) == ("## Slide 1\n\nGrouped words\n", "")
+
+
 def test_a_workbook_has_a_section_per_sheet_with_a_table():
     result = extract(xlsx_file(), filename="costs.xlsx")
     assert result.text == (
