@@ -228,6 +228,10 @@ LODE_PERMISSIONS_POLICY = {
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.env_int("LODE_MAX_REQUEST_BYTES", 5_000_000, minimum=1024)
 LODE_MAX_NOTE_BYTES = env.env_int("LODE_MAX_NOTE_BYTES", 2_000_000, minimum=1024)
 LODE_MAX_QUERY_CHARS = env.env_int("LODE_MAX_QUERY_CHARS", 1000, minimum=16)
+# "Export your notes" on the settings page (lode_site/export_views.py): the zip is built in a
+# temporary file and refused, with a message, past this many bytes of notes or seconds.
+LODE_EXPORT_MAX_BYTES = env.env_int("LODE_EXPORT_MAX_BYTES", 200_000_000, minimum=1024)
+LODE_EXPORT_MAX_SECONDS = env.env_int("LODE_EXPORT_MAX_SECONDS", 60, minimum=1)
 # Time budgets (lode_site/budget.py), enforced in Python and in the database (SQLite progress
 # handler, PostgreSQL statement_timeout); 0 turns one off. Reads of every page and endpoint
 # get the first; asking gets the second (search plus local models plus the trace write; the

@@ -3,6 +3,7 @@ from django.urls import include, path
 
 from lode_site import ids, views  # noqa: F401  (ids registers the `<id:...>` converter first)
 from lode_site.api import api
+from lode_site.export_views import export_download
 from lode_site.token_views import token_revoke_view, tokens_page
 from retrieval.web.ask_views import ask_page, ask_permalink
 from retrieval.web.evidence_views import evidence_page
@@ -18,6 +19,7 @@ urlpatterns = [
     path("api/", api.urls),
     path("mcp", mcp_endpoint, name="mcp"),  # the MCP server for agents (docs/agents.md)
     path("settings/tokens", tokens_page, name="settings-tokens"),
+    path("settings/export", export_download, name="settings-export"),
     path(
         "settings/tokens/<id:token_id>/revoke",
         token_revoke_view,

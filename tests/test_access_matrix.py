@@ -383,6 +383,9 @@ RULES: dict[str, dict[str, tuple[Case, ...]]] = {
     "/settings/tokens/<token_id>/revoke": {
         "POST": (Case("alice_note", NOT_YOURS, params={"token_id": 987654}),),
     },
+    # Export: anyone signed in gets a zip of what they may see (tests/notes/test_export_download.py
+    # unzips it to check nobody else's notes are in it).
+    "/settings/export": {"POST": (Case("team", LOGIN_ONLY),)},
     # The MCP server takes a bearer token only: a signed-in session is not one (401).
     "/mcp": {"POST": (Case("team", SIGNED),)},
     # --- the API's own pages ------------------------------------------------------------------

@@ -9,6 +9,10 @@ goes on. Every version written records the file's absolute path and the SHA-256 
 bytes (verified opening re-reads the file and compares); every note records the source name
 (DIR's folder name unless `--source` names it), for the `source:` search filter.
 
+A folder `manage.py lode_export` wrote (it holds `.lode/export.json`) is read back losslessly
+instead, by `notes.markdown_import`: each file's front matter names its note, space and tags,
+and re-importing never duplicates (one result line per file).
+
 Progress shows in the shell (tqdm on stderr) and on the admin page "Job progress": the
 command keeps a `lode_site.models.JobProgress` row of files done out of files found,
 finished at the end or failed with the error.
@@ -35,7 +39,7 @@ from markdown_it import MarkdownIt
 from tqdm import tqdm
 
 from lode_site.models import JobProgress, job_progress
-from notes import services
+from notes import markdown_import, services
 from notes.sources import SourceRefused, read_source_bytes, sha256_bytes
 from retrieval import eligibility
 from spaces.models import Role
@@ -294,6 +298,9 @@ class Command(BaseCommand):
         root = Path(options["dir"])
         if not root.is_dir():
             raise CommandError(f"{root} is not a folder")
+        if markdown_import.is_export_folder(root):
+            self._import_export(root, options)
+            return
         source = source_option(options["source"])
         owner = ensure_user(str(options["user"]))
         space = space_option(options["space"], owner)
@@ -310,3 +317,24 @@ class Command(BaseCommand):
                 space=space,
             )
         report(self, stats)
+
+    def _import_export(self, root: Path, options: dict[str, object]) -> None:
+        """A lode export (`lode_export`): each file's front matter names its note and space."""
+        if options["space"] is not None or options["source"] is not None:
+            raise CommandError(
+                "this folder is a lode export: its files name their spaces and sources, so "
+                "--space and --source do not apply"
+            )
+        owner = ensure_user(str(options["user"]))
+        summary = f"{root.resolve()} (a lode export) for {owner.get_username()}"
+        with job_progress(kind=JobProgress.Kind.IMPORT_MARKDOWN, summary=summary) as job:
+            try:
+                result = markdown_import.import_export_folder(
+                    root, user=owner, on_progress=job.report
+                )
+            except markdown_import.NotAnExport as exc:
+                raise CommandError(str(exc)) from exc
+        for line in result.files:
+            stream = self.stderr if line.outcome == "skipped" else self.stdout
+            stream.write(line.line())
+        self.stdout.write(result.summary())
