@@ -2,19 +2,25 @@
 
     .venv/bin/python bench/answer_quality.py --scifact-data /work/scifact-data [--queries 809]
     .venv/bin/python bench/answer_quality.py --part notes          # the notes corpus only
-    .venv/bin/python bench/answer_quality.py --part corpora        # notes, lab and cafe
+    .venv/bin/python bench/answer_quality.py --part corpora        # every corpus but school
+    .venv/bin/python bench/answer_quality.py --part ward --splits tune   # one corpus, one half
     .venv/bin/python bench/answer_quality.py --part scifact --scifact-data DIR
 
 Parts, each in its own child process (a Django process has one data folder):
 
-* **notes**, **lab**, **cafe** — a notes corpus each (`CORPORA`): `bench/data/notes_corpus/`
-  (a small ops team's runbooks, meeting notes, design docs, one engineer's personal notes),
-  `lab_corpus/` (a research group's protocols, lab meetings, equipment, a student's notes),
-  `cafe_corpus/` (a café-bakery's procedures, staff meetings, suppliers, the owner's notes);
-  `.md` and `.txt`, loaded as notes of the user named like the part into a fresh temporary
-  data folder and embedded with the bundled model (or `--notes-data DIR`, `--lab-data DIR`,
-  `--cafe-data DIR`, reused: loaded once). Each corpus has its own folder, so one corpus's
-  word statistics never weigh on another's.
+* **notes**, **lab**, **cafe**, **ward**, **lawfirm**, **school** — a notes corpus each
+  (`CORPORA`): `bench/data/notes_corpus/` (a small ops team's runbooks, meeting notes, design
+  docs, one engineer's personal notes), `lab_corpus/` (a research group's protocols, lab
+  meetings, equipment, a student's notes), `cafe_corpus/` (a café-bakery's procedures, staff
+  meetings, suppliers, the owner's notes), `ward_corpus/` (a hospital ward's handovers,
+  meetings, procedures), `lawfirm_corpus/` (a law firm's matter notes, partners' meetings,
+  procedures) and `school_corpus/` (a primary school office's notes: the **unread** corpus,
+  kept whole for the final figures); `.md` and `.txt`, loaded as notes of the user named like
+  the part into a fresh temporary data folder and embedded with the bundled model (or
+  `--<part>-data DIR`, reused: loaded once). `--part corpora` and `all` leave the school
+  corpus out: it runs only as `--part school`, for the final figures. Each corpus has its own
+  folder, so one corpus's word statistics never weigh on another's. `--splits` asks only the
+  rows of those splits.
   - retrieval, every mode (lexical, semantic, hybrid with the reranker off, hybrid with the
     learned reranker): **recall@5** of the passage that answers — a top-5 hit whose passage
     overlaps the `answer` text of the corpus's answerable set (`bench/data/questions/`) in its
@@ -22,8 +28,16 @@ Parts, each in its own child process (a Django process has one data folder):
   - `ask()` (extractive answerer, `--mode`, default hybrid, the configured reranker) on the
     answerable sets (answer rate; *right* answers: a shown claim's quote overlaps the answer
     text) and the near-topic unanswerable sets (**false answers**), each per split (`tune`:
-    what fitting may see; `holdout`, `fresh`, `fresh2`: kept apart). The false answers of a
-    split in the corpus's `unprinted` splits are counted, never printed.
+    what fitting may see; `holdout`, `fresh`, `fresh2`, `unread`: kept apart). The false
+    answers of a split in the corpus's `unprinted` splits are counted, never printed;
+  - per split and per intent (each answerable row's `intent`, bench/data/questions/README.md):
+    Answers right and wrong (an Answer whose quotes miss the answer text); whether the
+    *first thing shown* carries the answer (the first shown claim, or the *Best match* when the
+    outcome's `tier` is `best_match`); for `latest` rows, right without a superseded value
+    (`latest_right`) and Answers quoting a `superseded` text (`superseded_shown`); for
+    `procedure` rows, Answers quoting every step (`steps_complete`) and quoting them in
+    document order (`steps_in_order`); for near-topic unanswerable rows, Answers (false
+    answers) and Best matches shown.
 * **scifact** — a data folder with SciFact loaded and embedded for user `eval`
   (`--scifact-data`, see bench/README.md; the traces these asks store are deleted at the end):
   - the first `--queries` SciFact train queries: answer rate, and answers citing an abstract
@@ -62,8 +76,23 @@ OFFTOPIC = DATA / "offtopic_questions.txt"
 OFFTOPIC_HOLDOUT = DATA / "offtopic_questions_holdout.txt"
 ANSWERED = ("ANSWER", "ANSWER_WITH_CONFLICTS")
 # `fresh` and `fresh2`: notes sets kept apart whole (bench/data/questions/README.md). `fresh`
-# has been seen (its false answers were printed once); `fresh2` has never been run.
-SPLITS = ("tune", "holdout", "fresh", "fresh2")
+# has been seen (its false answers were printed once); `fresh2` has never been run. `unread`:
+# a whole corpus nobody tunes on or looks at until the final figures.
+SPLITS = ("tune", "holdout", "fresh", "fresh2", "unread")
+# What an answerable row asks for (its `intent`), in the order they are reported.
+INTENTS = (
+    "fact",
+    "amount",
+    "date",
+    "who",
+    "procedure",
+    "decision",
+    "latest",
+    "yesno",
+    "comparison",
+    "list",
+    "relational",
+)
 
 
 @dataclass(frozen=True)
@@ -77,6 +106,9 @@ class NotesCorpus:
     # Splits whose false answers are counted but never printed: they judge a change made
     # without looking at them (the rows stay in the JSON, for when a set is retired).
     unprinted: frozenset[str]
+    # Kept whole for the final figures: run only when named (`--part NAME`), never by
+    # `--part corpora` or `all`.
+    final_only: bool = False
 
 
 CORPORA = {
@@ -103,6 +135,30 @@ CORPORA = {
             ("cafe_answerable",),
             ("cafe_unanswerable",),
             frozenset({"holdout"}),
+        ),
+        # Domains far from the others, labelled by intent; the school corpus is read by
+        # nobody until the final figures, so none of its rows is ever printed.
+        NotesCorpus(
+            "ward",
+            DATA / "ward_corpus",
+            ("ward_answerable",),
+            ("ward_unanswerable",),
+            frozenset({"holdout"}),
+        ),
+        NotesCorpus(
+            "lawfirm",
+            DATA / "lawfirm_corpus",
+            ("lawfirm_answerable",),
+            ("lawfirm_unanswerable",),
+            frozenset({"holdout"}),
+        ),
+        NotesCorpus(
+            "school",
+            DATA / "school_corpus",
+            ("school_answerable",),
+            ("school_unanswerable",),
+            frozenset({"unread"}),
+            final_only=True,
         ),
     )
 }
@@ -153,26 +209,37 @@ def ask_row(user: Any, question: str, *, mode: str) -> dict[str, Any]:
     started = time.perf_counter()
     outcome = ask(user=user, question=question, answerer=ExtractiveAnswerer(), mode=mode)
     ms = (time.perf_counter() - started) * 1000
-    supports = [
-        {"document_id": s.document_id, "start": s.start, "end": s.end, "span": s.quoted_span}
-        for claim in outcome.claims
-        for s in claim.support
-    ]
+    claim_spans = [spans(claim) for claim in outcome.claims]
+    supports = [span for claim in claim_spans for span in claim]
     claims = [[s.document_id for s in claim.support] for claim in outcome.claims]
     answered = str(outcome.decision) in ANSWERED and bool(outcome.claims)
     gate = gate_rows(outcome.trace_id)
+    # Read with getattr: an AskOutcome without tiers has neither field (no best match then).
+    tier = getattr(outcome, "tier", None)
+    best_match = getattr(outcome, "best_match", None)
     return {
         "question": question,
         "ms": round(ms, 2),
         "decision": str(outcome.decision),
+        "tier": str(tier) if tier is not None else "",
         "answered": answered,
         "claims": claims,
         "supports": supports,
+        "claim_spans": claim_spans,
+        "best_match_spans": spans(best_match) if best_match is not None else [],
         "first_claim": outcome.claims[0].text if outcome.claims else "",
         "dropped": [v.reason for v in outcome.dropped],
         "error": outcome.error,
         "gate": gate,
     }
+
+
+def spans(claim: Any) -> list[dict[str, Any]]:
+    """Where a shown claim's quotes sit: [{document_id, start, end, span}], in shown order."""
+    return [
+        {"document_id": s.document_id, "start": s.start, "end": s.end, "span": s.quoted_span}
+        for s in claim.support
+    ]
 
 
 def gate_rows(trace_id: int | None) -> list[dict[str, Any]]:
@@ -283,6 +350,80 @@ def overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
+def quotes_text(quotes: list[dict[str, Any]], document_id: int, at: tuple[int, int] | None) -> bool:
+    """Whether one of `quotes` overlaps the text at `at` of `document_id`."""
+    return at is not None and any(
+        q["document_id"] == document_id and overlaps((q["start"], q["end"]), at) for q in quotes
+    )
+
+
+def first_shown(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """The quotes of what the page leads with: an Answer's first claim, else the Best match."""
+    if r["answered"]:
+        return r["claim_spans"][0]
+    if r["tier"] == "best_match":
+        return r["best_match_spans"]
+    return []
+
+
+def score_answerable(r: dict[str, Any], row: dict[str, Any]) -> None:
+    """Judge one ask of an answerable row (`row` carries its resolved ranges) into `r`."""
+    doc, at = row["doc"], row["range"]
+    r["intent"] = row.get("intent", "")
+    r["right"] = r["answered"] and quotes_text(r["supports"], doc, at)
+    r["wrong"] = r["answered"] and not r["right"]
+    r["right_document"] = r["answered"] and any(s["document_id"] == doc for s in r["supports"])
+    r["first_carries"] = quotes_text(first_shown(r), doc, at)
+    if "superseded_ranges" in row:
+        # A stale value shown beside the current one still misleads: not latest-right.
+        r["superseded_shown"] = r["answered"] and any(
+            quotes_text(r["supports"], old_doc, old_at)
+            for old_doc, old_at in row["superseded_ranges"]
+        )
+        r["latest_right"] = r["right"] and not r["superseded_shown"]
+    if "step_ranges" in row:
+        # For each step, the first shown quote (in shown order) that carries it.
+        first = [
+            next(
+                (i for i, q in enumerate(r["supports"]) if quotes_text([q], doc, step)),
+                None,
+            )
+            for step in row["step_ranges"]
+        ]
+        r["steps_complete"] = r["answered"] and None not in first
+        r["steps_in_order"] = r["steps_complete"] and first == sorted(first)  # type: ignore[type-var]
+
+
+INTENT_FIGURES = (
+    "answered",
+    "right",
+    "wrong",
+    "first_carries",
+    "latest_right",
+    "superseded_shown",
+    "steps_complete",
+    "steps_in_order",
+)
+
+
+def by_split_and_intent(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, int]]]:
+    """{split: {intent: {"n", and a count per figure the rows of that intent carry}}}."""
+    table: dict[str, dict[str, dict[str, int]]] = {}
+    for split in SPLITS:
+        for intent in INTENTS:
+            group = [r for r in rows if r["split"] == split and r.get("intent") == intent]
+            if group:
+                table.setdefault(split, {})[intent] = {
+                    "n": len(group),
+                    **{
+                        key: sum(1 for r in group if r[key])
+                        for key in INTENT_FIGURES
+                        if key in group[0]
+                    },
+                }
+    return table
+
+
 def corpus_part(corpus: NotesCorpus, args: argparse.Namespace) -> dict[str, Any]:
     data_dir = getattr(args, f"{corpus.name}_data") or tempfile.mkdtemp(
         prefix=f"lode-{corpus.name}-bench-"
@@ -300,15 +441,29 @@ def corpus_part(corpus: NotesCorpus, args: argparse.Namespace) -> dict[str, Any]
     docs = load_notes_corpus(corpus, user)
     if pending_count(member_space_ids(user.pk)):
         call_command("lode_embed_pending", verbosity=0)
+    wanted = set(args.splits or SPLITS)
     answerable = [
-        row for name in corpus.answerable for row in read_jsonl(QUESTIONS / f"{name}.jsonl")
+        row
+        for name in corpus.answerable
+        for row in read_jsonl(QUESTIONS / f"{name}.jsonl")
+        if row["split"] in wanted
     ]
     unanswerable = [
-        row for name in corpus.unanswerable for row in read_jsonl(QUESTIONS / f"{name}.jsonl")
+        row
+        for name in corpus.unanswerable
+        for row in read_jsonl(QUESTIONS / f"{name}.jsonl")
+        if row["split"] in wanted
     ]
     for row in answerable:
         row["doc"] = docs[row["file"]]
         row["range"] = answer_range(row["doc"], row["answer"])
+        if "superseded" in row:
+            row["superseded_ranges"] = [
+                (docs[old["file"]], answer_range(docs[old["file"]], old["text"]))
+                for old in row["superseded"]
+            ]
+        if "steps" in row:
+            row["step_ranges"] = [answer_range(row["doc"], step) for step in row["steps"]]
 
     retrieval: dict[str, Any] = {}
     for label, mode, rerank in RETRIEVAL_MODES:
@@ -336,19 +491,12 @@ def corpus_part(corpus: NotesCorpus, args: argparse.Namespace) -> dict[str, Any]
         r = ask_row(user, row["question"], mode=args.mode)
         r["split"] = row["split"]
         r["doc"], r["range"] = row["doc"], row["range"]
-        r["right"] = r["answered"] and any(
-            s["document_id"] == row["doc"]
-            and row["range"] is not None
-            and overlaps((s["start"], s["end"]), row["range"])
-            for s in r["supports"]
-        )
-        r["right_document"] = r["answered"] and any(
-            s["document_id"] == row["doc"] for s in r["supports"]
-        )
+        score_answerable(r, row)
         ans_rows.append(r)
     for row in unanswerable:
         r = ask_row(user, row["question"], mode=args.mode)
         r["split"] = row["split"]
+        r["best_match_shown"] = not r["answered"] and r["tier"] == "best_match"
         un_rows.append(r)
     times = [r["ms"] for r in ans_rows + un_rows]
     return {
@@ -361,8 +509,11 @@ def corpus_part(corpus: NotesCorpus, args: argparse.Namespace) -> dict[str, Any]
             "answered": by_split(ans_rows),
             "right": by_split(ans_rows, "right"),
             "right_document": by_split(ans_rows, "right_document"),
+            "first_carries": by_split(ans_rows, "first_carries"),
         },
+        "by_intent": by_split_and_intent(ans_rows),
         "unanswerable_false_answers": by_split(un_rows),
+        "unanswerable_best_match_shown": by_split(un_rows, "best_match_shown"),
         "latency_ms": {"p50": percentile(times, 50), "p95": percentile(times, 95)},
         "false_answers": [
             {"question": r["question"], "split": r["split"], "claim": r["first_claim"]}
@@ -506,9 +657,21 @@ def show(report: dict[str, Any]) -> None:
                 f"answerable {split:<8} answered {pct(a['answered'][split])}   right quote "
                 f"{pct(a['right'][split], 'right')}   right note "
                 f"{pct(a['right_document'][split], 'right_document')}"
+                + (
+                    f"   first shown carries it {pct(a['first_carries'][split], 'first_carries')}"
+                    if split in a.get("first_carries", {})
+                    else ""
+                )
             )
+        best = report.get("unanswerable_best_match_shown", {})
         for split, block in report["unanswerable_false_answers"].items():
-            print(f"near-topic unanswerable {split:<8} false answers {pct(block)}")
+            shown = (
+                f"   best match shown {pct(best[split], 'best_match_shown')}"
+                if split in best
+                else ""
+            )
+            print(f"near-topic unanswerable {split:<8} false answers {pct(block)}{shown}")
+        show_intents(report.get("by_intent", {}))
     else:
         t = report["train"]
         print(
@@ -541,6 +704,29 @@ def show(report: dict[str, Any]) -> None:
         print(f"   FALSE ANSWER [{row['split']}] {row['question']!r} → {row['claim'][:100]!r}")
 
 
+# Column labels of the per-intent table, by figure.
+INTENT_LABELS = {
+    "right": "right",
+    "wrong": "wrong",
+    "first_carries": "first shown",
+    "latest_right": "latest right",
+    "superseded_shown": "superseded shown",
+    "steps_complete": "all steps",
+    "steps_in_order": "in order",
+}
+
+
+def show_intents(table: dict[str, dict[str, dict[str, int]]]) -> None:
+    """Counts only (never a question), so kept-apart splits print like the others."""
+    for split, intents in table.items():
+        print(f"per intent, {split} (answered right / wrong / first thing shown carries it):")
+        for intent, counts in intents.items():
+            figures = "  ".join(
+                f"{label} {counts[key]}" for key, label in INTENT_LABELS.items() if key in counts
+            )
+            print(f"  {intent:<11} n {counts['n']:>3}  {figures}")
+
+
 def run_child(part: str, args: argparse.Namespace) -> dict[str, Any]:
     OUT.mkdir(parents=True, exist_ok=True)
     out = OUT / f"answer_quality_{part}.json"
@@ -557,6 +743,8 @@ def run_child(part: str, args: argparse.Namespace) -> dict[str, Any]:
     ]
     if args.scifact_data:
         command += ["--scifact-data", args.scifact_data]
+    if args.splits:
+        command += ["--splits", *args.splits]
     for name in CORPORA:
         if getattr(args, f"{name}_data"):
             command += [f"--{name}-data", getattr(args, f"{name}_data")]
@@ -573,7 +761,7 @@ def main() -> None:
         "--part",
         choices=(*CORPORA, "corpora", "scifact", "all"),
         default="all",
-        help="one part; 'corpora': every notes corpus; 'all': those and scifact",
+        help="one part; 'corpora': every notes corpus but the unread one; 'all': those and scifact",
     )
     parser.add_argument("--scifact-data", default=None, help="SciFact loaded+embedded (SQLite)")
     for name in CORPORA:
@@ -582,6 +770,13 @@ def main() -> None:
         )
     parser.add_argument("--mode", choices=("lexical", "hybrid", "semantic"), default="hybrid")
     parser.add_argument("--queries", type=int, default=809, help="SciFact train queries")
+    parser.add_argument(
+        "--splits",
+        nargs="+",
+        choices=SPLITS,
+        default=None,
+        help="notes corpora: ask only the rows of these splits (default: every split)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -594,7 +789,8 @@ def main() -> None:
         return
     parts: tuple[str, ...] = (args.part,)
     if args.part in ("corpora", "all"):
-        parts = (*CORPORA, "scifact") if args.part == "all" else tuple(CORPORA)
+        everyday = tuple(name for name, corpus in CORPORA.items() if not corpus.final_only)
+        parts = (*everyday, "scifact") if args.part == "all" else everyday
     for part in parts:
         show(run_child(part, args))
 
