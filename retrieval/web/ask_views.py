@@ -205,6 +205,7 @@ def answer_context(
     return {
         "outcome": outcome,
         "decision_words": outcome_words(outcome),
+        "closest": closest_to_show(outcome),
         "stale": stored.stale if stored is not None else False,
         "stale_notice": STALE_NOTICE,
         "catalog": topic_catalog(request, trace, outcome),
@@ -229,6 +230,15 @@ def answer_context(
         "fetch_offer_url": fetch_offer_url(outcome),
         **expansion_context(trace, stored),
     }
+
+
+def closest_to_show(outcome: AskOutcome) -> list[Any]:
+    """The closest passages the page lists: with a best match, those other than the passages
+    its quotes already show (the same verified-opening link)."""
+    shown = {s.evidence_url for s in outcome.best_match.support} if outcome.best_match else set()
+    return [
+        p for p in outcome.closest if p.hidden or not p.evidence_url or p.evidence_url not in shown
+    ]
 
 
 def topic_catalog(request: HttpRequest, trace: AskTrace, outcome: AskOutcome) -> Any:

@@ -49,6 +49,8 @@ def test_a_best_match_is_shown_to_check_never_as_an_answer(
     assert "Best match — check it" in html
     section = html.split('<section class="best-match">')[1].split("</section>")[0]
     assert "<mark>" in section and "Open verified evidence" in section
+    link = re.search(r'class="evidence-link" href="([^"?]+)', section).group(1)
+    assert html.count(f'href="{link}') == 1  # its passage is not listed again among the closest
     assert '<ol class="claims">' not in html  # not styled as an answer's claims
     assert "do not answer" not in html and "Answered" not in html
     assert "score" not in everyday(html)  # scores only behind Advanced
