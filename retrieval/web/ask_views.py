@@ -32,8 +32,8 @@ re-run.
 Three tiers lead the page (`types.Tier`): *Answer*, *Best match — check it* (a verified
 sentence that did not pass the relevance check, shown with its passage and never as an
 answer) and *Not in your notes* (the closest passages, and what the space's catalog holds
-on the topic when `retrieval.meta` provides `catalog_for_topic`). Scores, offsets and the
-gate's reasons are behind *Advanced*.
+on the topic, `retrieval.meta.catalog.catalog_for_topic`). Scores, timings and the gate's
+reasons are behind *Advanced*.
 
 Thin: `AskForm` validates, `retrieval.answer.ask.ask()` does the work,
 `retrieval.answer.display.outcome_from_trace()` rebuilds a stored answer and
@@ -65,18 +65,12 @@ from retrieval.answer.types import ABSTAIN_MESSAGE, AskOutcome, Decision, Tier
 from retrieval.eligibility import audience_for, member_spaces, role_in, visible_answers
 from retrieval.highlight import as_segments
 from retrieval.links import permalink_path
+from retrieval.meta.catalog import TopicCatalog, catalog_for_topic
 from retrieval.models import AskTrace
 from retrieval.search.pipeline import DEFAULT_MODE
 from retrieval.trust import document_tier_labels
 from retrieval.web.forms import AskForm
 from spaces.current import current_space_id
-
-try:
-    # What the space's catalog holds on a topic, shown with *Not in your notes*; the page
-    # leaves it out when the meta-knowledge layer does not provide it.
-    from retrieval.meta import catalog_for_topic
-except ImportError:
-    catalog_for_topic = None
 
 TEMPLATE = "ask/ask.html"
 RECENT = 10
@@ -241,12 +235,13 @@ def closest_to_show(outcome: AskOutcome) -> list[Any]:
     ]
 
 
-def topic_catalog(request: HttpRequest, trace: AskTrace, outcome: AskOutcome) -> Any:
+def topic_catalog(
+    request: HttpRequest, trace: AskTrace, outcome: AskOutcome
+) -> TopicCatalog | None:
     """What the catalog of the answer's spaces holds on the question's topic, for an answer
-    *Not in your notes* (`retrieval.meta.catalog_for_topic` over the viewer's audience in the
-    space asked in and the question's content words); None for any other tier, or when the
-    meta-knowledge layer does not provide it."""
-    if catalog_for_topic is None or outcome.tier != Tier.NOT_IN_NOTES:
+    *Not in your notes* (`retrieval.meta.catalog.catalog_for_topic` over the viewer's audience
+    in the space asked in and the question's content words); None for any other tier."""
+    if outcome.tier != Tier.NOT_IN_NOTES:
         return None
     recorded = Trace.from_row(trace).pre_decision
     words = list(recorded.content_words) if recorded is not None else []

@@ -65,6 +65,14 @@ def test_not_in_your_notes_shows_the_closest_passages(alice_client, alice_note, 
     assert "Closest passages — these do not answer the question" in html
     assert "Best match" not in html and '<section class="best-match">' not in html
     assert "score" not in everyday(html)
+    # What the notes do hold about the topic (the meta-knowledge catalog), linked.
+    catalog = html.split('<section class="catalog"')[1].split("</section>")[0]
+    assert f'href="/notes/{alice_note.pk}"' in catalog and "Deploy runbook" in catalog
+
+
+def test_an_answer_or_best_match_shows_no_catalog(alice_client, alice_note, best_match_settings):
+    _, html = ask_page(alice_client)
+    assert '<section class="catalog"' not in html
 
 
 def test_an_answer_leads_with_its_claims(alice_client, alice_note, settings):
