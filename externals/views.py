@@ -480,7 +480,11 @@ def _snapshot_page(request: HttpRequest, document: Document, version: Version) -
     annotations = list(annotations_for(request.user, version))
     is_head = version.pk == document.head_id
     # The graph sections: about the document as it is now, so on its head only.
-    graph = graph_context(request, document) if is_head and document.deleted_at is None else {}
+    graph = (
+        graph_context(request, document, annotations_listed=True)
+        if is_head and document.deleted_at is None
+        else {}
+    )
     return render(
         request,
         "externals/external_detail.html",

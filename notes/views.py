@@ -196,15 +196,20 @@ def note_detail(request: HtmxHttpRequest, note_id: int) -> HttpResponse:
     return _rendered_page(request, "notes/detail.html", note.head, _note_url(note), context)
 
 
-def graph_context(request: HttpRequest, document: Document) -> dict[str, object]:
+def graph_context(
+    request: HttpRequest, document: Document, *, annotations_listed: bool = False
+) -> dict[str, object]:
     """The graph sections of a document's page (templates/graph/_links.html):
     its backlinks, links, unresolved links and unlinked mentions as this reader may see them,
-    and the picture of its neighbourhood, one hop by default, two with `?hops=2`."""
+    and the picture of its neighbourhood, one hop by default, two with `?hops=2`. A page that
+    lists its annotations itself (`annotations_listed`) keeps them out of *Linked from*."""
     audience = eligibility.audience_for(request.user.pk)
     hops = 2 if request.GET.get("hops") == "2" else 1
     hood = backlinks.neighbourhood(audience, document, hops=hops)
     return {
-        "graph_links": backlinks.document_links(audience, document, user=request.user),
+        "graph_links": backlinks.document_links(
+            audience, document, user=request.user, annotations_listed=annotations_listed
+        ),
         "graph_hood": hood,
         # Built by graph_picture with every user string escaped, so the template may
         # include it with |safe (see retrieval/web/graph_picture.py).

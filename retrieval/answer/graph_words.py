@@ -59,7 +59,7 @@ logger = logging.getLogger("lode.graph_words")
 
 # Bumped whenever a prompt, an example or a schema below changes: a trace names the prompt
 # that produced its query.
-PROMPT_VERSION = "graph-words-1"
+PROMPT_VERSION = "graph-words-2"
 
 # The rules ask for the longest path the query language allows.
 PATH_MAX_HOPS = MAX_HOPS
@@ -153,7 +153,8 @@ _IN, _OUT, _PATH = "in", "out", "path"
 # * "what does X link to / depend on / reference / point to / cite", "what is X linked to",
 #   "links from X" → direction `out`, kind `links_to` ("what does X mention": `mentions`);
 # * "how is X connected to Y", "how are X and Y related", "is X linked to Y", "path from X to
-#   Y", "path between X and Y" → the shortest path from X to Y, at most 4 hops, declared kinds.
+#   Y", "path between X and Y" → the shortest path from X to Y, at most 4 hops, declared kinds,
+#   links followed in either direction (each step of the result says which way it went).
 #
 # X and Y are taken literally: a quoted span ("…", “…”, `…`) or a wiki link `[[Title]]` is
 # used as written (quote a title that contains "and" or "to"), otherwise the words the pattern
@@ -482,7 +483,8 @@ QUERY_SYSTEM_PROMPT = (
     ': direction "out" follows edges FROM the seed (what the seed links to); direction "in" '
     "follows edges TO the seed (what links to the seed);\n"
     '- {"op": "path", "from": <candidate id>, "to": <candidate id>, "max_hops": 1-4, '
-    '"kinds": [<kinds>]}: the shortest chain of edges from one document to the other.\n'
+    '"kinds": [<kinds>]}: the shortest chain of edges between the two documents, each edge '
+    "followed in either direction (the result says which way each step goes).\n"
     "Use only ids printed on the candidates. Never more than 4 hops. No other properties.\n"
     f"{_DATA_RULE}\n\n"
     "Examples, with the candidates "

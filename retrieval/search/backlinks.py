@@ -164,17 +164,26 @@ def _bounded(edges: QuerySet[Edge], order: Sequence[str]) -> tuple[list[Edge], i
 
 
 def document_links(
-    audience: Audience, document: Document, *, user: AbstractBaseUser | None = None
+    audience: Audience,
+    document: Document,
+    *,
+    user: AbstractBaseUser | None = None,
+    annotations_listed: bool = False,
 ) -> DocumentLinks:
     """The backlinks sections of `document`'s page for `audience` (the reader's spaces).
 
-    With `user`, unlinked mentions in notes that user may edit carry a `link_it`.
+    With `user`, unlinked mentions in notes that user may edit carry a `link_it`. With
+    `annotations_listed` (a snapshot page, which lists its annotations itself) the notes
+    that annotate it are left out of *Linked from*, so each annotation is shown once.
     """
     visible = visible_edges(audience)
     resolved = resolved_edges(audience)
 
+    incoming_kinds = [
+        k for k in DECLARED_KINDS if not (annotations_listed and k == Edge.Kind.ANNOTATES)
+    ]
     incoming, incoming_total = _bounded(
-        resolved.filter(to_document=document, kind__in=DECLARED_KINDS).exclude(
+        resolved.filter(to_document=document, kind__in=incoming_kinds).exclude(
             from_document=document
         ),
         ("from_document__title_key", "from_document_id", "from_source_id", "start", "id"),
@@ -189,11 +198,23 @@ def document_links(
         ),
         ("start", "id"),
     )
+    # A document already linked either way is listed under Linked from / Links to, so its
+    # mentions and similarity are left out here: the section lists only what is not linked.
+    declared = resolved.filter(kind__in=DECLARED_KINDS)
+    linked_from_ids = declared.filter(to_document=document, from_document__isnull=False).values(
+        "from_document_id"
+    )
+    links_to_ids = declared.filter(from_document=document).values("to_document_id")
+    linked = Q(from_document_id__in=linked_from_ids) | Q(from_document_id__in=links_to_ids)
+    linked_far = Q(to_document_id__in=linked_from_ids) | Q(to_document_id__in=links_to_ids)
     inferred, inferred_total = _bounded(
         resolved.filter(
             Q(kind=Edge.Kind.MENTIONS, to_document=document)
             | (Q(kind=Edge.Kind.RELATED) & (Q(to_document=document) | Q(from_document=document)))
-        ).exclude(from_document=document, to_document=document),
+        )
+        .exclude(from_document=document, to_document=document)
+        .exclude(Q(to_document=document) & linked)
+        .exclude(Q(from_document=document) & linked_far),
         ("kind", "-score", "from_document__title_key", "from_document_id", "start", "id"),
     )
     candidates = _candidates(audience, unresolved)

@@ -352,18 +352,36 @@ def open_evidence(
 @dataclass(frozen=True)
 class PassageContext:
     """The passage inside its version body: `before + passage + after` is a contiguous slice
-    of the body; `clipped_before`/`clipped_after` say whether the body goes on."""
+    of the body; `clipped_before`/`clipped_after` say whether the body goes on. `quote`, when
+    a quoted span was asked for, is `(start, end)` of that span inside `passage` (code
+    points): the words an answer cited, marked in place of the whole passage."""
 
     before: str
     passage: str
     after: str
     clipped_before: bool
     clipped_after: bool
+    quote: tuple[int, int] | None = None
+
+    @property
+    def passage_segments(self) -> list[Segment]:
+        """The passage alone: the quoted span marked, or nothing marked without one."""
+        if self.quote is None:
+            return [Segment(self.passage, False)]
+        a, b = self.quote
+        return [
+            Segment(self.passage[:a], False),
+            Segment(self.passage[a:b], True),
+            Segment(self.passage[b:], False),
+        ]
 
     @property
     def segments(self) -> list[Segment]:
-        """The context as highlight segments, the passage highlighted: the shape every page
-        renders highlighted text from (templates/partials.html#segments)."""
+        """The context as highlight segments — the quoted span highlighted, or without one
+        the whole passage: the shape every page renders highlighted text from
+        (templates/partials.html#segments)."""
+        if self.quote is not None:
+            return [Segment(self.before, False), *self.passage_segments, Segment(self.after, False)]
         return [
             Segment(self.before, False),
             Segment(self.passage, True),
@@ -371,8 +389,30 @@ class PassageContext:
         ]
 
 
-def passage_context(body: str, start: int, end: int, chars: int = CONTEXT_CHARS) -> PassageContext:
-    """Up to `chars` code points of `body` each side of `[start, end)`, cut at line breaks."""
+def quote_within(
+    passage_start: int, passage_end: int, span: tuple[int, int] | None
+) -> tuple[int, int] | None:
+    """`span` (version code points) as a range inside the passage `[passage_start,
+    passage_end)`, cut to the passage; None when there is no span or it misses the passage
+    (a stale or hand-made link marks the passage as a whole, never text outside it)."""
+    if span is None:
+        return None
+    start, end = max(span[0], passage_start), min(span[1], passage_end)
+    if start >= end:
+        return None
+    return start - passage_start, end - passage_start
+
+
+def passage_context(
+    body: str,
+    start: int,
+    end: int,
+    chars: int = CONTEXT_CHARS,
+    *,
+    quote_span: tuple[int, int] | None = None,
+) -> PassageContext:
+    """Up to `chars` code points of `body` each side of `[start, end)`, cut at line breaks;
+    `quote_span` (version code points) marks the quoted words inside the passage."""
     lo = max(0, start - chars)
     if lo > 0:
         newline = body.find("\n", lo, start)
@@ -387,4 +427,5 @@ def passage_context(body: str, start: int, end: int, chars: int = CONTEXT_CHARS)
         after=body[end:hi],
         clipped_before=lo > 0,
         clipped_after=hi < len(body),
+        quote=quote_within(start, end, quote_span),
     )

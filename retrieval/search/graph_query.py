@@ -10,7 +10,8 @@ type coercion), of exactly this shape — `QUERY_JSON_SCHEMA` below is its JSON 
      "query": {"op": "neighbours", "seed": <document id>, "direction": "out" | "in",
                "kind": "links_to" | "contains" | "annotates" | "mentions" | "related"}
             | {"op": "path", "from": <document id>, "to": <document id>,
-               "max_hops": 1..4, "kinds": [<kind>, ...]   (default: the declared kinds)},
+               "max_hops": 1..4, "kinds": [<kind>, ...]   (default: the declared kinds),
+               "follow": "both" | "out"   (default "both": links in either direction)},
      "space": <space id, optional>}
 
 `answer()` runs four steps, each a function with its own rules: `discover` turns lookups into
@@ -19,7 +20,8 @@ a discovered candidate (never a free id); `run` reads the edges on one graph gen
 with eligibility on both ends, so a path never passes through a document the user cannot see;
 `_hydrate` attaches bounded, verified evidence. The result (`GraphResult.as_dict()`) carries
 the query, its bounds and tie rule, the generation, the candidates, the nodes and rows — each
-edge with its kind, basis and trust tier (inferred edges at the bottom) — and the evidence.
+edge with its kind, basis and trust tier (inferred edges at the bottom), and which way it was
+followed (`direction`: "forward" along its arrow, "backward" against it) — and the evidence.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from django.urls import reverse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic import ValidationError as PydanticValidationError
 
-from notes.models import Document, title_key
+from notes.models import Document, Version, title_key
 from retrieval import links
 from retrieval.eligibility import Audience
 from retrieval.index.edges import current_generation
@@ -65,9 +67,11 @@ _BATCH = 900
 TIE_RULE = (
     "breadth-first; each level expanded in ascending document id, neighbours visited in "
     "ascending id; a document's parent is the first expanded document that reached it; "
-    "between two documents the edge of the first kind in declared-first order, then the "
-    "lowest edge id"
+    "between two documents the edge of the first kind in declared-first order, then one "
+    "followed forward before one followed backward, then the lowest edge id"
 )
+FOLLOW_BOTH, FOLLOW_OUT = "both", "out"
+FORWARD, BACKWARD = "forward", "backward"
 
 _KINDS = tuple(str(kind) for kind in ALL_KINDS)
 _DECLARED = [str(kind) for kind in DECLARED_KINDS]
@@ -120,8 +124,8 @@ QUERY_JSON_SCHEMA: dict[str, Any] = {
                 },
                 {
                     "type": "object",
-                    "description": "Shortest path along outgoing edges between two "
-                    "discovered documents.",
+                    "description": "Shortest path between two discovered documents, along "
+                    "links in either direction (or, with follow: out, only along their arrows).",
                     "additionalProperties": False,
                     "required": ["op", "from", "to"],
                     "properties": {
@@ -140,6 +144,12 @@ QUERY_JSON_SCHEMA: dict[str, Any] = {
                             "uniqueItems": True,
                             "items": {"enum": list(_KINDS)},
                             "default": _DECLARED,
+                        },
+                        "follow": {
+                            "enum": [FOLLOW_BOTH, FOLLOW_OUT],
+                            "default": FOLLOW_BOTH,
+                            "description": "both: a hop may go against a link's arrow (each "
+                            "row says which way it went); out: only from the linking document.",
                         },
                     },
                 },
@@ -203,6 +213,7 @@ class PathQuery(BaseModel):
     kinds: Annotated[list[Kind], Field(min_length=1, max_length=len(_KINDS))] = Field(
         default_factory=lambda: list(_DECLARED)
     )
+    follow: Literal["both", "out"] = FOLLOW_BOTH
 
     def seeds(self) -> list[int]:
         return [self.from_, self.to]
@@ -462,6 +473,19 @@ class Row:
     basis: dict[str, Any]
     tier: str
     hop: int  # 1 for a neighbour; the position along a path
+    # FORWARD: the query went from the edge's `from` end to its `to` end (a path's hop along
+    # the link's arrow, or a neighbour "out"); BACKWARD: against it.
+    direction: str = FORWARD
+
+    @property
+    def departs(self) -> Node:
+        """The end this hop leaves from (for a path: the document before it)."""
+        return self.source if self.direction == FORWARD else self.target
+
+    @property
+    def arrives(self) -> Node:
+        """The end this hop reaches."""
+        return self.target if self.direction == FORWARD else self.source
 
 
 @dataclass(frozen=True)
@@ -517,6 +541,7 @@ class GraphResult:
                     "basis": r.basis,
                     "tier": r.tier,
                     "hop": r.hop,
+                    "direction": r.direction,
                 }
                 for r in self.rows
             ],
@@ -605,9 +630,11 @@ def run(audience: Audience, valid: ValidQuery, candidates: Sequence[Candidate]) 
         query = valid.query
         if isinstance(query, NeighboursQuery):
             edges, truncated, hops, message = _neighbours(audience, query)
+            directions = [FORWARD if query.direction == "out" else BACKWARD] * len(edges)
         else:
-            edges, truncated, hops, message = _path(audience, query)
-        nodes, rows = _rows(edges, hops)
+            edges, directions, message = _path(audience, query)
+            truncated, hops = False, list(range(1, len(edges) + 1))
+        nodes, rows = _rows(edges, hops, directions)
         evidence = _hydrate(audience, edges, rows)
     result = GraphResult(
         query=valid.query_dict(),
@@ -644,53 +671,71 @@ def _neighbours(audience: Audience, query: NeighboursQuery):
     return found, truncated, [1] * len(found), message
 
 
-def _path(audience: Audience, query: PathQuery):
-    """Bounded breadth-first search along outgoing edges; the tie rule is `TIE_RULE`, so among
-    paths of equal length the one whose documents have the smallest ids, compared from the
-    start, wins."""
+def _path(audience: Audience, query: PathQuery) -> tuple[list[Edge], list[str], str]:
+    """Bounded breadth-first search; the tie rule is `TIE_RULE`, so among paths of equal
+    length the one whose documents have the smallest ids, compared from the start, wins.
+
+    With `follow="both"` a hop may go against an edge's arrow: "how is A connected to B"
+    is answered when C links to both. Each edge comes back with the way it was followed
+    (FORWARD or BACKWARD), so the page and the API can say so hop by hop."""
     start, goal = query.from_, query.to
     if start == goal:
-        return [], False, [], "The two documents are the same: a path of no hops."
+        return [], [], "The two documents are the same: a path of no hops."
     kinds = sorted(set(query.kinds), key=_kind_rank)
-    parent: dict[int, Edge] = {}
+    both = query.follow == FOLLOW_BOTH
+    parent: dict[int, tuple[Edge, int, str]] = {}  # node → (edge, previous node, direction)
     seen = {start}
     frontier = [start]
     for _level in range(query.max_hops):
-        best: dict[tuple[int, int], Edge] = {}  # (from, to) → the edge the tie rule picks
+        # (from, to) → the edge the tie rule picks and the way it is followed
+        best: dict[tuple[int, int], tuple[tuple[int, int, int], Edge, str]] = {}
         for i in range(0, len(frontier), _BATCH):
             batch = frontier[i : i + _BATCH]
-            for edge in _edges(audience).filter(kind__in=kinds, from_document_id__in=batch):
-                if edge.to_document_id in seen:
-                    continue
-                pair = (edge.from_document_id, edge.to_document_id)
-                held = best.get(pair)
-                if held is None or (_kind_rank(edge.kind), edge.pk) < (
-                    _kind_rank(held.kind),
-                    held.pk,
-                ):
-                    best[pair] = edge
+            ends = Q(from_document_id__in=batch)
+            if both:
+                ends |= Q(to_document_id__in=batch, from_document_id__isnull=False)
+            members = set(batch)
+            for edge in _edges(audience).filter(ends, kind__in=kinds):
+                steps = []
+                if edge.from_document_id in members:
+                    steps.append((edge.from_document_id, edge.to_document_id, FORWARD))
+                if both and edge.to_document_id in members:
+                    steps.append((edge.to_document_id, edge.from_document_id, BACKWARD))
+                for here, there, way in steps:
+                    if there in seen:
+                        continue
+                    rank = (_kind_rank(edge.kind), 0 if way == FORWARD else 1, edge.pk)
+                    held = best.get((here, there))
+                    if held is None or rank < held[0]:
+                        best[(here, there)] = (rank, edge, way)
         following: list[int] = []
-        for source, target in sorted(best):  # ascending parent id, then ascending child id
-            if target not in seen:
-                seen.add(target)
-                parent[target] = best[(source, target)]
-                following.append(target)
+        for here, there in sorted(best):  # ascending parent id, then ascending child id
+            if there not in seen:
+                seen.add(there)
+                _rank, edge, way = best[(here, there)]
+                parent[there] = (edge, here, way)
+                following.append(there)
         if goal in seen:
             path: list[Edge] = []
+            ways: list[str] = []
             node = goal
             while node != start:
-                edge = parent[node]
+                edge, node, way = parent[node]
                 path.append(edge)
-                node = edge.from_document_id
+                ways.append(way)
             path.reverse()
-            return path, False, list(range(1, len(path) + 1)), ""
+            ways.reverse()
+            return path, ways, ""
         if not following:
             break
         frontier = sorted(following)
-    return [], False, [], f"No path of at most {query.max_hops} hops along these kinds."
+    along = "in either direction" if both else "along their arrows"
+    return [], [], f"No path of at most {query.max_hops} hops along these kinds, {along}."
 
 
-def _rows(edges: list[Edge], hops: list[int]) -> tuple[list[Node], list[Row]]:
+def _rows(
+    edges: list[Edge], hops: list[int], directions: list[str]
+) -> tuple[list[Node], list[Row]]:
     from externals.models import Source
 
     document_ids = {e.from_document_id for e in edges if e.from_document_id} | {
@@ -701,6 +746,12 @@ def _rows(edges: list[Edge], hops: list[int]) -> tuple[list[Node], list[Row]]:
     )
     sources = Source.objects.only("id", "name", "kind", "trust_tier").in_bulk(
         sorted({e.from_source_id for e in edges if e.from_source_id})
+    )
+    # The basis names the version it was read from by the number people see, not its row id.
+    numbers = dict(
+        Version.objects.filter(
+            pk__in=sorted({e.from_version_id for e in edges if e.from_version_id})
+        ).values_list("pk", "number")
     )
     nodes: dict[tuple[str, int], Node] = {}
 
@@ -726,7 +777,7 @@ def _rows(edges: list[Edge], hops: list[int]) -> tuple[list[Node], list[Row]]:
         )
 
     rows = []
-    for edge, hop in zip(edges, hops, strict=True):
+    for edge, hop, direction in zip(edges, hops, directions, strict=True):
         if edge.from_document_id is not None:
             source = document_node(edge.from_document_id)
         else:
@@ -742,12 +793,18 @@ def _rows(edges: list[Edge], hops: list[int]) -> tuple[list[Node], list[Row]]:
                 source=source,
                 target=target,
                 label=edge.label or edge.target,
-                basis=basis_of(edge),
+                basis=_numbered(basis_of(edge), numbers),
                 tier=edge_tier(edge.kind, from_tier),
                 hop=hop,
+                direction=direction,
             )
         )
     return list(nodes.values()), rows
+
+
+def _numbered(basis: dict[str, Any], numbers: dict[int, int]) -> dict[str, Any]:
+    number = numbers.get(basis.get("version_id"))  # type: ignore[arg-type]
+    return {**basis, "version_number": number} if number is not None else basis
 
 
 def _window(text: str, start: int | None, end: int | None, size: int) -> tuple[int, int]:

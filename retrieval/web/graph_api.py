@@ -61,10 +61,16 @@ class RowOut(Schema):
     label: str
     basis: dict[str, Any] = Field(
         description="How the edge was established: rule, rule_version, inferred, and where "
-        "(version_id, passage_id, span in code points) or its score."
+        "(version_id, the version_number people see, passage_id, span in code points) or "
+        "its score."
     )
     tier: str = Field(description="The edge's trust tier.")
     hop: int
+    direction: str = Field(
+        default="forward",
+        description='"forward": the hop went from the edge\'s `from` end to its `to` end (a '
+        'neighbour "out", or a path along the link\'s arrow); "backward": against it.',
+    )
 
 
 class GraphEvidenceOut(Schema):

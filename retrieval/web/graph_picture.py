@@ -53,7 +53,10 @@ LABEL_SIZE = 14  # px in the viewBox
 CHAR_WIDTH = 7.4  # an estimate of one character's width at LABEL_SIZE
 LEGEND_SIZE = 13
 LEGEND_ROW = 22
-MAX_LABEL_CHARS = 26
+MAX_LABEL_CHARS = 26  # per line beside a node
+MAX_CENTRED_CHARS = 18  # per line above or below a node: narrower, so neighbours keep room
+LABEL_LINES = 2
+LINE_HEIGHT = 15
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,33 @@ def _truncate(text: str, limit: int) -> str:
     text = " ".join(text.split())
     limit = max(limit, 4)
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _wrap(text: str, width: int, lines: int) -> list[str]:
+    """`text` on at most `lines` lines of at most `width` characters, broken at spaces (a
+    word longer than a line is cut); what does not fit ends the last line with "…"."""
+    words = text.split()
+    width = max(width, 4)
+    out: list[str] = []
+    current = ""
+    i = 0
+    while i < len(words):
+        if len(out) == lines - 1:
+            rest = " ".join(([current] if current else []) + words[i:])
+            return [*out, _truncate(rest, width)]
+        candidate = f"{current} {words[i]}" if current else words[i]
+        if len(candidate) <= width:
+            current = candidate
+            i += 1
+        elif current:
+            out.append(current)
+            current = ""
+        else:  # one word longer than a line: cut it
+            out.append(words[i][:width])
+            words[i] = words[i][width:]
+    if current:
+        out.append(current)
+    return out
 
 
 def _class_safe(value: str) -> str:
@@ -285,9 +315,10 @@ def graph_svg(
         for index, edge in enumerate(group):
             lines.append(_edge_path(edge, index, len(group), low, placed, focus, prefix))
 
+    labels = _labels(by_id, placed, focus, cx, width, area)
     drawn: list[SafeString] = []
     for node_id, (x, y, _ring) in sorted(placed.items(), key=lambda item: (item[1][2], item[0])):
-        drawn.append(_node(by_id[node_id], x, y, node_id == focus, cx, width, area))
+        drawn.append(_node(by_id[node_id], x, y, node_id == focus, labels[node_id], width))
 
     count_nodes, count_edges = len(placed), len(edges)
     summary = format_html(
@@ -367,28 +398,135 @@ def _towards(x: float, y: float, tx: float, ty: float, distance: float) -> tuple
     return x + dx / length * distance, y + dy / length * distance
 
 
-def _node(
+@dataclass(frozen=True)
+class _Label:
+    anchor: str  # "start" | "middle" | "end"
+    x: float
+    y: float  # the baseline of the first line
+    lines: tuple[str, ...]
+
+    def box(self) -> tuple[float, float, float, float]:
+        """An estimate of its extent (left, top, right, bottom) in the viewBox."""
+        wide = max((len(line) for line in self.lines), default=0) * CHAR_WIDTH
+        left = {"start": self.x, "middle": self.x - wide / 2, "end": self.x - wide}[self.anchor]
+        top = self.y - LABEL_SIZE
+        return left, top, left + wide, top + LABEL_SIZE + (len(self.lines) - 1) * LINE_HEIGHT + 4
+
+
+def _label_choices(
     node: PictureNode, x: float, y: float, is_focus: bool, cx: float, width: int, area: int
-) -> SafeString:
+) -> list[_Label]:
+    """Where a node's label may go, best first: beside a node left or right of the centre,
+    below (or, in the top half, above) one near the vertical middle; two lines, then one; the
+    other placements after. Each cut to the room it has."""
     radius = FOCUS_RADIUS if is_focus else NODE_RADIUS
-    # Labels beside nodes left and right of the centre, below (or above, for the top of the
-    # picture) those near the vertical middle; cut to the room they have.
-    if is_focus or abs(x - cx) < 60:
-        anchor, lx = "middle", x
-        ly = y - radius - 6 if (y < area / 2 and not is_focus) else y + radius + LABEL_SIZE + 2
-        room = min(x, width - x) * 2 / CHAR_WIDTH
-    elif x > cx:
-        anchor, lx, ly = "start", x + radius + 4, y + 5
-        room = (width - lx - 4) / CHAR_WIDTH
+    label = node.label
+
+    def beside(side: str, lines: int) -> _Label:
+        if side == "start":
+            lx = x + radius + 4
+            room = (width - lx - 4) / CHAR_WIDTH
+        else:
+            lx = x - radius - 4
+            room = (lx - 4) / CHAR_WIDTH
+        cut = _wrap(label, min(MAX_LABEL_CHARS, int(room)), lines)
+        return _Label(side, lx, y + 5 - (len(cut) - 1) * LINE_HEIGHT / 2, tuple(cut))
+
+    def centred(above: bool, lines: int) -> _Label:
+        room = min(min(x, width - x) * 2 / CHAR_WIDTH, MAX_CENTRED_CHARS)
+        cut = _wrap(label, int(room), lines)
+        lift = radius + 6 + (len(cut) - 1) * LINE_HEIGHT
+        ly = y - lift if above else y + radius + LABEL_SIZE + 2
+        return _Label("middle", x, ly, tuple(cut))
+
+    # Near the middle, relative to the picture's width: a phone's narrow layout keeps its
+    # side labels beside their nodes.
+    middle = is_focus or abs(x - cx) < 60 * width / 640
+    above = y < area / 2 and not is_focus
+    side = "start" if x >= cx else "end"
+    other = "end" if side == "start" else "start"
+    if middle:
+        order = [(centred, above), (centred, not above), (beside, side), (beside, other)]
     else:
-        anchor, lx, ly = "end", x - radius - 4, y + 5
-        room = (lx - 4) / CHAR_WIDTH
-    label = _truncate(node.label, min(MAX_LABEL_CHARS, int(room)))
+        order = [(beside, side), (centred, above), (centred, not above)]
+    return [place(where, lines) for lines in (LABEL_LINES, 1) for place, where in order]
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
+    wide = min(a[2], b[2]) - max(a[0], b[0])
+    high = min(a[3], b[3]) - max(a[1], b[1])
+    return wide * high if wide > 0 and high > 0 else 0.0
+
+
+def _outside(box: tuple[float, float, float, float], width: int, area: int) -> float:
+    """How much of `box` lies outside the drawing (a label cut off at the picture's edge)."""
+    left, top, right, bottom = box
+    whole = max(right - left, 0) * max(bottom - top, 0)
+    return whole - _overlap(box, (0, 0, width, area))
+
+
+def _labels(
+    by_id: dict[int, PictureNode],
+    placed: dict[int, tuple[float, float, int]],
+    focus: int | None,
+    cx: float,
+    width: int,
+    area: int,
+) -> dict[int, _Label]:
+    """Every node's label, placed so that labels do not cover one another or another
+    node's circle, nor run off the picture: in drawing order, each takes its first choice
+    that overlaps nothing placed before it, else the choice that overlaps least."""
+    taken: list[tuple[float, float, float, float]] = [
+        (x - NODE_RADIUS, y - NODE_RADIUS, x + NODE_RADIUS, y + NODE_RADIUS)
+        for x, y, _ in placed.values()
+    ]
+    labels: dict[int, _Label] = {}
+    for node_id, (x, y, _ring) in sorted(placed.items(), key=lambda item: (item[1][2], item[0])):
+        own = (x - NODE_RADIUS, y - NODE_RADIUS, x + NODE_RADIUS, y + NODE_RADIUS)
+        others = [box for box in taken if box != own]
+        choices = _label_choices(by_id[node_id], x, y, node_id == focus, cx, width, area)
+        scored = [
+            (
+                sum(_overlap(choice.box(), box) for box in others)
+                + 4 * _outside(choice.box(), width, area),
+                index,
+                choice,
+            )
+            for index, choice in enumerate(choices)
+        ]
+        _cost, _index, best = min(scored, key=lambda item: (item[0], item[1]))
+        labels[node_id] = best
+        taken.append(best.box())
+    return labels
+
+
+def _node(
+    node: PictureNode, x: float, y: float, is_focus: bool, label: _Label, width: int
+) -> SafeString:
+    """A node: its circle and label inside a link to its page. The whole title shows on
+    hover and keyboard focus (lode.css `.gp-full`), and is the link's tooltip (`<title>`)."""
+    radius = FOCUS_RADIUS if is_focus else NODE_RADIUS
+    tspans = mark_safe(
+        "".join(
+            format_html(
+                '<tspan x="{}" dy="{}">{}</tspan>',
+                round(label.x, 1),
+                0 if index == 0 else LINE_HEIGHT,
+                line,
+            )
+            for index, line in enumerate(label.lines)
+        )
+    )
+    full = " ".join(node.label.split())
+    # The whole title on one line, kept inside the picture as far as it fits.
+    full_width = len(full) * CHAR_WIDTH
+    fx = min(max(x - full_width / 2, 4), max(width - 4 - full_width, 4))
     kind = _class_safe(node.kind)
     return format_html(
         '<a href="{}" class="gp-node gp-node-{}{}"><title>{} ({}, {})</title>'
         '<circle cx="{}" cy="{}" r="{}" fill="{}" stroke="#4a5560" stroke-width="{}"/>'
-        '<text x="{}" y="{}" text-anchor="{}" font-size="{}" class="gp-label">{}</text></a>',
+        '<text x="{}" y="{}" text-anchor="{}" font-size="{}" class="gp-label">{}</text>'
+        '<text x="{}" y="{}" text-anchor="start" font-size="{}" class="gp-full">{}</text></a>',
         node.url,
         kind,
         " gp-focus" if is_focus else "",
@@ -400,11 +538,15 @@ def _node(
         radius,
         NODE_FILL.get(node.kind, "#e5e7eb"),
         3 if is_focus else 1.5,
-        round(lx, 1),
-        round(ly, 1),
-        anchor,
+        round(label.x, 1),
+        round(label.y, 1),
+        label.anchor,
         LABEL_SIZE,
-        label,
+        tspans,
+        round(fx, 1),
+        round(label.y, 1),
+        LABEL_SIZE,
+        full,
     )
 
 

@@ -17,6 +17,7 @@ Anything the validator refuses is shown in an error box with its message.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -31,17 +32,21 @@ from lode_site.ids import parse_id
 from retrieval.answer.graph_words import WordsError, ask_graph
 from retrieval.eligibility import NoAccess, audience_for, member_spaces
 from retrieval.links import search_path
+from retrieval.models import Edge
 from retrieval.search import graph_query
 from retrieval.search.backlinks import seeds_neighbourhood
 from retrieval.search.graph_query import (
     ALL_KINDS,
     DECLARED_KINDS,
+    FORWARD,
     MAX_HOPS,
     MAX_LOOKUP_CHARS,
     MAX_LOOKUPS,
     Candidate,
     GraphQueryError,
     GraphResult,
+    Node,
+    Row,
 )
 from retrieval.search.pipeline import DEFAULT_MODE, MODES, search
 from retrieval.trust import document_tier_labels, tier_label
@@ -55,7 +60,52 @@ from retrieval.web.graph_picture import (
 from retrieval.web.search_views import chosen_space
 
 KINDS = [str(kind) for kind in ALL_KINDS]
+# The form's choices: each kind's value and its words ("links to", "mentions (inferred)").
+KIND_CHOICES = [(str(kind), str(Edge.Kind(kind).label)) for kind in ALL_KINDS]
 DEFAULT_KINDS = [str(kind) for kind in DECLARED_KINDS]
+
+# Each kind read from the hop's first document to its second: along the edge's arrow, and
+# against it ("Deploy runbook is linked from Backup runbook").
+HOP_WORDS: dict[str, tuple[str, str]] = {
+    "links_to": ("links to", "is linked from"),
+    "contains": ("contains", "is contained in"),
+    "annotates": ("annotates", "is annotated by"),
+    "mentions": ("mentions", "is mentioned by"),
+    "related": ("is similar to", "is similar to"),
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """A result row as the page reads it: from the document the hop leaves to the one it
+    reaches, the link's words in that order, and where the link is written."""
+
+    row: Row
+    departs: Node
+    arrives: Node
+    words: str
+    forward: bool
+    written_in: Node  # the document (or source) whose text holds the link
+
+
+def steps_of(result: GraphResult) -> list[Step]:
+    """The rows in reading order: a path hop by hop (a hop against a link's arrow says so),
+    a neighbour from the seed outwards."""
+    steps = []
+    for row in result.rows:
+        forward = row.direction == FORWARD
+        along, against = HOP_WORDS.get(row.kind, (row.kind, f"is reached by {row.kind} from"))
+        steps.append(
+            Step(
+                row=row,
+                departs=row.departs,
+                arrives=row.arrives,
+                words=along if forward else against,
+                forward=forward,
+                written_in=row.source,
+            )
+        )
+    return steps
 
 
 MAX_QUESTION_ECHO = 500  # characters of the asked question shown back on the page
@@ -228,7 +278,7 @@ def graph_query_page(request: HttpRequest) -> HttpResponse:
             "kinds_chosen": kinds,
             "max_hops": max_hops,
             "hop_choices": range(1, MAX_HOPS + 1),
-            "kind_choices": KINDS,
+            "kind_choices": KIND_CHOICES,
             "space": raw_space,
             "spaces": list(member_spaces(request.user.pk)),
             "seed": seed,
@@ -236,6 +286,7 @@ def graph_query_page(request: HttpRequest) -> HttpResponse:
             "by_lookup": by_lookup,
             "error": error,
             "result": result,
+            "steps": steps_of(result) if result else [],
             "picture": picture(result, focus, viewer_id=request.user.pk) if result else "",
             # A phone gets its own layout (lode.css shows one of the two): the wide one
             # scaled to 360 px leaves its labels unreadable.
@@ -243,6 +294,8 @@ def graph_query_page(request: HttpRequest) -> HttpResponse:
             if result
             else "",
             "share_url": request.build_absolute_uri(query_path(params)) if lookups else "",
+            # Carried on each evidence link, so the evidence page leads back to this query.
+            "back_path": query_path(params),
             # Arrived from a question in words (`graph_ask_page`): what was asked, and whether
             # the rules or the model turned it into this query.
             "question": get.get("asked", "")[:MAX_QUESTION_ECHO],
@@ -261,7 +314,7 @@ def _empty_page_context(request: HttpRequest) -> dict[str, Any]:
         "kinds_chosen": DEFAULT_KINDS,
         "max_hops": MAX_HOPS,
         "hop_choices": range(1, MAX_HOPS + 1),
-        "kind_choices": KINDS,
+        "kind_choices": KIND_CHOICES,
         "space": request.POST.get("space", ""),
         "spaces": list(member_spaces(request.user.pk)),
         "by_lookup": [],

@@ -363,3 +363,26 @@ def test_refresh_of_a_folder_moves_and_orphans_annotations(alice, tmp_path):
     assert kept.version == external.head and kept.status == Annotation.Status.ANCHORED
     assert external.head.body[kept.start : kept.end] == QUOTE
     assert lost.status == Annotation.Status.ORPHANED
+
+
+def test_snapshot_page_lists_each_annotation_once(alice, alice_client):
+    """The annotation's note annotates the external and names its title: it is listed under
+    Annotations, and neither under Linked from nor under Unlinked mentions."""
+    external = make_external(alice)
+    annotation = annotate(alice, external, text=f"Compare with {external.title} next week.")
+    note_title = annotation.note_document.title
+    html = alice_client.get(
+        reverse("externals:external", kwargs={"document_id": external.pk})
+    ).content.decode()
+    graph = html[html.index('id="graph"') :]
+    assert html.count(f'id="annotation-{annotation.pk}"') == 1
+    linked_from = graph[graph.index('id="linked-from"') : graph.index('id="links-to"')]
+    mentions = graph[graph.index('id="mentions"') :]
+    assert f'href="/notes/{annotation.note_document_id}"' not in linked_from
+    assert f'href="/notes/{annotation.note_document_id}"' not in mentions
+    # The note's own page still shows the edge from its side.
+    note_page = alice_client.get(
+        reverse("notes:detail", kwargs={"note_id": annotation.note_document_id})
+    ).content.decode()
+    assert external.title in note_page[note_page.index('id="links-to"') :]
+    assert note_title

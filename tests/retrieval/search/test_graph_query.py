@@ -151,6 +151,7 @@ def test_the_written_json_schema_agrees_with_the_validator():
         neighbours(3, direction="in", kind="mentions"),
         path(1, 2),
         path(1, 2, max_hops=1, kinds=["related"]),
+        path(1, 2, follow="out"),
         {**path(1, 2), "space": 7},
     ]
     bad = [
@@ -160,6 +161,7 @@ def test_the_written_json_schema_agrees_with_the_validator():
         {"lookups": ["a", "b", "c", "d"], "query": neighbours(1)["query"]},
         {"lookups": [], "query": neighbours(1)["query"]},
         path("1", 2),
+        path(1, 2, follow="in"),
         neighbours(True),
     ]
     for raw in good:
@@ -244,7 +246,7 @@ def test_shortest_path_is_deterministic_in_a_diamond(alice):
     assert [(r.source.id, r.target.id) for r in result.rows] == [(a.pk, b.pk), (b.pk, d.pk)]
 
 
-def test_path_is_bounded_by_max_hops_and_follows_outgoing_edges(alice):
+def test_path_is_bounded_by_max_hops_and_can_keep_to_the_arrows(alice):
     chain = [factories.note(alice, "N4", "end")]
     for name in ("N3", "N2", "N1", "N0"):
         chain.insert(0, factories.note(alice, name, f"next [[{chain[0].title}]]"))
@@ -252,10 +254,46 @@ def test_path_is_bounded_by_max_hops_and_follows_outgoing_edges(alice):
     assert len(execute(alice, path(start.pk, goal.pk), start, goal).rows) == 4
     short = execute(alice, path(start.pk, goal.pk, max_hops=3), start, goal)
     assert short.rows == [] and "at most 3 hops" in short.message
+    # Against every arrow: found by default, each hop saying so; not with follow "out".
     backwards = execute(alice, path(goal.pk, start.pk), start, goal)
-    assert backwards.rows == []
+    assert [r.direction for r in backwards.rows] == ["backward"] * 4
+    assert [r.arrives.id for r in backwards.rows] == [d.pk for d in reversed(chain[:4])]
+    along = execute(alice, path(goal.pk, start.pk, follow="out"), start, goal)
+    assert along.rows == [] and "along their arrows" in along.message
     only_mentions = execute(alice, path(start.pk, goal.pk, kinds=["mentions"]), start, goal)
     assert only_mentions.rows == []
+
+
+def test_path_through_a_document_that_links_to_both_ends(alice):
+    """Deploy runbook and Incident response link nowhere; Backup runbook links to both. The
+    path goes against the first link's arrow and along the second, and says so."""
+    deploy = factories.note(alice, "Deploy runbook", "Blue-green switch.")
+    incident = factories.note(alice, "Incident response", "Page the on-call.")
+    backup = factories.note(
+        alice, "Backup runbook", "Read [[Deploy runbook]]; on failure [[Incident response]]."
+    )
+    result = execute(alice, path(deploy.pk, incident.pk), deploy, incident)
+    steps = [(r.departs.id, r.arrives.id, r.direction, r.hop) for r in result.rows]
+    assert steps == [
+        (deploy.pk, backup.pk, "backward", 1),
+        (backup.pk, incident.pk, "forward", 2),
+    ]
+    # The edges themselves keep their own ends: both are written in Backup runbook.
+    assert {r.source.id for r in result.rows} == {backup.pk}
+    rows = result.as_dict()["rows"]
+    assert [r["direction"] for r in rows] == ["backward", "forward"]
+    assert execute(alice, path(deploy.pk, incident.pk, follow="out"), deploy, incident).rows == []
+
+
+def test_basis_names_the_version_number_not_its_row_id(alice):
+    for i in range(4):  # versions of other notes first, so row ids run ahead of numbers
+        factories.note(alice, f"Filler {i}", "filler")
+    target = factories.note(alice, "Backup Policy", "Kept 35 days.")
+    source = factories.note(alice, "Restore runbook", "See [[Backup Policy]].")
+    [row] = execute(alice, neighbours(source.pk), source).rows
+    assert row.basis["version_id"] == source.head_id != 1
+    assert row.basis["version_number"] == source.head.number == 1
+    assert target.pk != source.pk
 
 
 def test_a_path_never_passes_through_a_document_the_user_cannot_see(alice, bob):

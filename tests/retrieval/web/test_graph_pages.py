@@ -407,3 +407,85 @@ def test_picture_is_bounded(alice):
         factories.note(alice, f"Spoke {i:03d}", "links to [[Hub Page]]")
     hood = backlinks.neighbourhood(audience_for(alice.pk), hub, hops=2)
     assert len(hood.nodes) == backlinks.MAX_PICTURE_NODES and hood.truncated
+
+
+def test_unlinked_mentions_leave_out_documents_linked_either_way(alice, alice_client):
+    """A note that Backup Policy links to, and that mentions Backup Policy by name, is
+    listed once (Links to), not again as an unlinked mention; neither is a related note that
+    links here. A related note not linked stays."""
+    from retrieval.index import related
+
+    mentioner = services.note_create(
+        owner=alice, title="Weekly review", body="We read the backup policy again on Monday."
+    )
+    target = services.note_create(
+        owner=alice, title="Backup Policy", body="Kept 35 days. Discussed in [[Weekly review]]."
+    )
+    linker = services.note_create(owner=alice, title="Restore runbook", body="[[Backup Policy]]")
+    similar = services.note_create(owner=alice, title="Retention notes", body="35 days.")
+    mentioner.refresh_from_db()
+    # The mention edge exists: the filter, not the derivation, keeps it off the list.
+    assert Edge.objects.filter(
+        kind=Edge.Kind.MENTIONS, from_document=mentioner, to_document=target
+    ).exists()
+    for other in (linker, similar):
+        other.refresh_from_db()
+        assert related._write(other.pk, other.head_id, [(target.pk, 0.91)], {})
+    links = backlinks.document_links(audience_for(alice.pk), target)
+    assert [r.other_id for r in links.links_to.rows] == [mentioner.pk]
+    assert [r.other_id for r in links.linked_from.rows] == [linker.pk]
+    assert [r.other_id for r in links.mentions.rows] == [similar.pk]
+    assert links.mentions.total == 1
+    page = alice_client.get(reverse("notes:detail", kwargs={"note_id": target.pk})).content
+    assert titles_in(section(page.decode(), "mentions")) == ["Retention notes"]
+
+
+def test_svg_labels_wrap_cut_and_keep_the_whole_title():
+    long = "Ops meeting notes for the quarterly planning of the platform team"
+    nodes = [PictureNode(1, "Hub", "/n/1", "note", "Your note")] + [
+        PictureNode(i, f"{long} {i}", f"/n/{i}", "note", "Your note") for i in range(2, 9)
+    ]
+    edges = [PictureEdge(i, 1, "links_to", False) for i in range(2, 9)]
+    for size in ({"width": 640, "height": 420}, {"width": 380, "height": 460}):
+        markup = graph_svg(nodes, edges, focus=1, **size)
+        labels = re.findall(r'class="gp-label">(.*?)</text>', markup)
+        fulls = re.findall(r'class="gp-full">(.*?)</text>', markup)
+        assert len(labels) == len(fulls) == 8
+        assert f"{long} 5" in fulls
+        for label in labels[1:]:
+            lines = re.findall(r"<tspan[^>]*>(.*?)</tspan>", label)
+            assert 1 <= len(lines) <= 2
+            assert lines[-1].endswith("…")  # too long for two lines: cut, never clipped
+        # Every label starts inside the picture.
+        for y in re.findall(r'<text x="[\d.]+" y="(-?[\d.]+)" text-anchor', markup):
+            assert float(y) >= 14 - 0.01  # LABEL_SIZE: the first line's top is inside
+
+
+def test_graph_query_page_in_plain_words_with_the_details_under_advanced(alice, alice_client):
+    for i in range(3):
+        services.note_create(owner=alice, title=f"Filler {i}", body="filler")
+    services.note_create(owner=alice, title="Deploy runbook", body="Blue-green.")
+    services.note_create(owner=alice, title="Incident response", body="Page on-call.")
+    backup = services.note_create(
+        owner=alice,
+        title="Backup runbook",
+        body="Read [[Deploy runbook]] and [[Incident response]].",
+    )
+    page = alice_client.get(
+        reverse("graph-query"),
+        {"lookup": ["Deploy runbook", "Incident response"], "op": "path"},
+    ).content.decode()
+    result = page[page.index('id="gq-result-heading"') :]
+    everyday, advanced = result.split('<details class="advanced gq-advanced">')
+    assert "A path of 2 steps" in everyday
+    assert "is linked from" in everyday and "links to →" in everyday
+    assert "against the link’s direction" in everyday
+    assert f"“Backup runbook”, version {backup.head.number}" in everyday
+    for detail in ("generation", "code points", "wiki-link v", "characters"):
+        assert detail not in everyday, detail
+    assert "Graph generation" in advanced and "wiki-link v1" in advanced
+    assert f"of version {backup.head.number}<" in advanced
+    assert f"of version {backup.head_id}" not in advanced
+    assert backup.head_id != backup.head.number
+    # Evidence links lead back to this query.
+    assert "?from=graph&amp;back=/graph/query%3Flookup%3DDeploy%2Brunbook%26" in everyday
