@@ -368,7 +368,8 @@ def trace_mode(trace: AskTrace) -> str:
 
 def answer_differences(previous: AskOutcome, current: AskOutcome) -> list[str]:
     """What a re-run changed, in words, judged on what the page shows: the decision, the
-    answerer, the verified claims (text and cited versions) and the dropped count. Empty when
+    answerer, the verified claims (text and cited versions), the best match and the dropped
+    count. Empty when
     the two answers show the same thing."""
     out: list[str] = []
     was, now = outcome_words(previous), outcome_words(current)
@@ -383,6 +384,12 @@ def answer_differences(previous: AskOutcome, current: AskOutcome) -> list[str]:
         out.append(f"{len(gone)} claim{'s' * (len(gone) != 1)} no longer shown: " + _quote(gone))
     if new:
         out.append(f"{len(new)} new claim{'s' * (len(new) != 1)}: " + _quote(new))
+    was_best, now_best = _best_match_text(previous), _best_match_text(current)
+    if was_best != now_best and (was_best or now_best):
+        out.append(
+            f"Best match changed from {_quote([was_best]) if was_best else 'none'} to "
+            f"{_quote([now_best]) if now_best else 'none'}."
+        )
     hidden = sum(c.hidden for c in previous.claims)
     if hidden:
         out.append(
@@ -404,6 +411,12 @@ def _claim_keys(outcome: AskOutcome) -> list[tuple[str, tuple[int, ...]]]:
         for c in outcome.claims
         if not c.hidden
     ]
+
+
+def _best_match_text(outcome: AskOutcome) -> str:
+    """The best match's text ("" without one, or when it is hidden from the viewer)."""
+    best = outcome.best_match
+    return best.text if best is not None and not best.hidden else ""
 
 
 def _quote(texts: list[str]) -> str:

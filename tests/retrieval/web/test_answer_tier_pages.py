@@ -142,3 +142,10 @@ def test_the_public_answer_page_shows_the_notice_without_a_button(alice, alice_c
     html = anonymous.get(public.public_url(link)).content.decode()
     assert NOTICE in html
     assert "<form" not in html and "Re-run" not in html
+
+
+def test_a_rerun_says_when_the_best_match_changed(alice_client, alice_note, best_match_settings):
+    first, _ = ask_page(alice_client)
+    best_match_settings.LODE_BEST_MATCH_FLOOR = 0.999998
+    _, html = ask_page(alice_client, previous=str(first))
+    assert "Best match changed from “Rotate the staging certs" in html and "to none." in html
