@@ -50,7 +50,6 @@ DASH = "6 4"
 NODE_RADIUS = 9
 FOCUS_RADIUS = 13
 LABEL_SIZE = 14  # px in the viewBox
-CHAR_WIDTH = 7.4  # an estimate of one character's width at LABEL_SIZE
 LEGEND_SIZE = 13
 LEGEND_ROW = 22
 MAX_LABEL_CHARS = 26  # per line beside a node
@@ -78,34 +77,69 @@ class PictureEdge:
     inferred: bool
 
 
-def _truncate(text: str, limit: int) -> str:
+# Em widths of a sans-serif face (DejaVu Sans, the usual fallback), rounded up: a label is
+# measured before the browser draws it, and an estimate too small lets it run off the picture.
+_NARROW_CHARS = frozenset("iljtfrI.,:;'!|()[] ")
+_WIDE_CHARS = frozenset("mwMW@%&")
+
+
+def _text_width(text: str) -> float:
+    """An estimate of `text`'s width at LABEL_SIZE, in the picture's units."""
+    em = 0.0
+    for char in text:
+        if char in _NARROW_CHARS:
+            em += 0.36
+        elif char in _WIDE_CHARS:
+            em += 0.98
+        elif char.isupper() or char.isdigit() or not char.isascii():
+            em += 0.72
+        else:
+            em += 0.62
+    return em * LABEL_SIZE
+
+
+def _fits(text: str, room: float, most: int) -> bool:
+    return len(text) <= most and _text_width(text) <= room
+
+
+def _truncate(text: str, room: float, most: int) -> str:
+    """`text`, or as much of it as fits `room` (and `most` characters) followed by "…"."""
     text = " ".join(text.split())
-    limit = max(limit, 4)
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    if _fits(text, room, most):
+        return text
+    end = min(len(text), most)
+    while end > 1 and not _fits(text[: end - 1].rstrip() + "…", room, most):
+        end -= 1
+    return text[: max(end - 1, 1)].rstrip() + "…"
 
 
-def _wrap(text: str, width: int, lines: int) -> list[str]:
-    """`text` on at most `lines` lines of at most `width` characters, broken at spaces (a
-    word longer than a line is cut); what does not fit ends the last line with "…"."""
+def _wrap(text: str, room: float, most: int, lines: int) -> list[str]:
+    """`text` on at most `lines` lines, each within `room` units and `most` characters,
+    broken at spaces (a word longer than a line is cut); what does not fit ends the last line
+    with "…"."""
     words = text.split()
-    width = max(width, 4)
+    room = max(room, _text_width("Abc…"))
+    most = max(most, 4)
     out: list[str] = []
     current = ""
     i = 0
     while i < len(words):
         if len(out) == lines - 1:
             rest = " ".join(([current] if current else []) + words[i:])
-            return [*out, _truncate(rest, width)]
+            return [*out, _truncate(rest, room, most)]
         candidate = f"{current} {words[i]}" if current else words[i]
-        if len(candidate) <= width:
+        if _fits(candidate, room, most):
             current = candidate
             i += 1
         elif current:
             out.append(current)
             current = ""
-        else:  # one word longer than a line: cut it
-            out.append(words[i][:width])
-            words[i] = words[i][width:]
+        else:  # one word longer than a line: cut it where it stops fitting
+            cut = next(
+                (n for n in range(len(words[i]) - 1, 0, -1) if _fits(words[i][:n], room, most)), 1
+            )
+            out.append(words[i][:cut])
+            words[i] = words[i][cut:]
     if current:
         out.append(current)
     return out
@@ -407,7 +441,7 @@ class _Label:
 
     def box(self) -> tuple[float, float, float, float]:
         """An estimate of its extent (left, top, right, bottom) in the viewBox."""
-        wide = max((len(line) for line in self.lines), default=0) * CHAR_WIDTH
+        wide = max((_text_width(line) for line in self.lines), default=0)
         left = {"start": self.x, "middle": self.x - wide / 2, "end": self.x - wide}[self.anchor]
         top = self.y - LABEL_SIZE
         return left, top, left + wide, top + LABEL_SIZE + (len(self.lines) - 1) * LINE_HEIGHT + 4
@@ -425,16 +459,15 @@ def _label_choices(
     def beside(side: str, lines: int) -> _Label:
         if side == "start":
             lx = x + radius + 4
-            room = (width - lx - 4) / CHAR_WIDTH
+            room = width - lx - 4
         else:
             lx = x - radius - 4
-            room = (lx - 4) / CHAR_WIDTH
-        cut = _wrap(label, min(MAX_LABEL_CHARS, int(room)), lines)
+            room = lx - 4
+        cut = _wrap(label, room, MAX_LABEL_CHARS, lines)
         return _Label(side, lx, y + 5 - (len(cut) - 1) * LINE_HEIGHT / 2, tuple(cut))
 
     def centred(above: bool, lines: int) -> _Label:
-        room = min(min(x, width - x) * 2 / CHAR_WIDTH, MAX_CENTRED_CHARS)
-        cut = _wrap(label, int(room), lines)
+        cut = _wrap(label, min(x, width - x) * 2 - 8, MAX_CENTRED_CHARS, lines)
         lift = radius + 6 + (len(cut) - 1) * LINE_HEIGHT
         ly = y - lift if above else y + radius + LABEL_SIZE + 2
         return _Label("middle", x, ly, tuple(cut))
@@ -519,7 +552,7 @@ def _node(
     )
     full = " ".join(node.label.split())
     # The whole title on one line, kept inside the picture as far as it fits.
-    full_width = len(full) * CHAR_WIDTH
+    full_width = _text_width(full)
     fx = min(max(x - full_width / 2, 4), max(width - 4 - full_width, 4))
     kind = _class_safe(node.kind)
     return format_html(
