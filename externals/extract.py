@@ -13,7 +13,8 @@ always be explained and a library upgrade can be told apart from a content chang
 - HTML: trafilatura (main-content extraction, Markdown output so headings still cut
   passages); nothing extracted is an error, not an empty snapshot that would clear the page.
 - PDF: pypdf, page by page, pages joined with a blank line; `pages` gives where each page
-  starts in the text so every passage knows its page.
+  starts in the text so every passage knows its page. Parsed in a child process under a time
+  and memory limit (`PDF_PARSE_TIMEOUT_SECONDS`, `externals.office.run_child`).
 - Word, PowerPoint, Excel and CSV: Markdown with headings, slides and sheets as sections and
   tables as tables (`externals.office`, which also holds their size, time and memory
   bounds). Macro-enabled Office files (.docm, .xlsm, .pptm …) are skipped, never read.
@@ -27,7 +28,9 @@ always be explained and a library upgrade can be told apart from a content chang
 from __future__ import annotations
 
 import io
+import json
 import re
+import sys
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from importlib.metadata import PackageNotFoundError
@@ -66,6 +69,9 @@ _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 # Between two PDF pages in the snapshot text: a blank line, so pages never merge a paragraph.
 PAGE_SEPARATOR = "\n\n"
+# A PDF of many pages takes longer than an Office file; the bound stays under the 60 s after
+# which gunicorn replaces a stuck worker (an upload is read inside its request).
+PDF_PARSE_TIMEOUT_SECONDS = 45.0
 
 TEXT_EXTRACTOR = "utf8-text"
 # What lode asks trafilatura for beyond its defaults, part of the recorded extractor version:
@@ -263,6 +269,21 @@ def extract_html(data: bytes) -> Extracted:
 
 
 def extract_pdf(data: bytes) -> Extracted:
+    """`read_pdf` in a child process under a time and memory limit (`externals.office`), so
+    a PDF that makes pypdf loop or swell costs one failed item, never a stuck server."""
+    from externals import office
+
+    try:
+        answer = office.run_child(
+            "externals.extract", "pdf", data, PDF_PARSE_TIMEOUT_SECONDS, "PDF file"
+        )
+    except office.Unreadable as exc:
+        raise ExtractionError(str(exc)) from None
+    pages = [(number, start) for number, start in answer["pages"]]
+    return Extracted(answer["text"], "pypdf", library_version("pypdf"), pages, answer["title"])
+
+
+def read_pdf(data: bytes) -> Extracted:
     """Text of every page, in order, with the offset where each page starts."""
     from pypdf import PdfReader
 
@@ -367,3 +388,28 @@ def extract(data: bytes, *, filename: str, content_type: str = "") -> Extracted:
         or PurePosixPath(filename).suffix.lower() in MARKDOWN_EXTENSIONS
     )
     return extract_text(data, markdown=markdown)
+
+
+def main(argv: list[str]) -> int:
+    """The PDF child (`python -m externals.extract pdf`): the file on stdin, one JSON object
+    on stdout, the text with its page offsets and title, or the error."""
+    if argv != ["pdf"]:
+        print("usage: python -m externals.extract pdf", file=sys.stderr)
+        return 2
+    from externals.office import limit_child
+
+    limit_child(PDF_PARSE_TIMEOUT_SECONDS)
+    try:
+        found = read_pdf(sys.stdin.buffer.read())
+    except ExtractionError as exc:
+        answer: dict[str, object] = {"error": str(exc)}
+    except MemoryError:
+        answer = {"error": "the PDF file needs more than the memory allowed to read it"}
+    else:
+        answer = {"text": found.text, "pages": found.pages, "title": found.title}
+    sys.stdout.write(json.dumps(answer))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -478,35 +478,39 @@ def office_markdown(data: bytes, kind: str) -> tuple[str, str]:
     """(Markdown text, title) of a .docx/.pptx/.xlsx file, parsed by a child process under
     the time and memory bounds; every failure is an `Unreadable` that says what went wrong."""
     check_package(data, kind)
-    command = [sys.executable, "-I", "-m", "externals.office", kind]
+    answer = run_child("externals.office", kind, data, PARSE_TIMEOUT_SECONDS, f".{kind} file")
+    return answer["text"], answer["title"]
+
+
+def run_child(module: str, kind: str, data: bytes, seconds: float, what: str) -> dict[str, Any]:
+    """Run `python -m MODULE KIND` (this interpreter, isolated) on `data` and return the JSON
+    object it prints; `Unreadable` when it answers with an error, runs past `seconds` (it is
+    killed) or dies without an answer (say, out of memory). `what` names the file in errors."""
+    command = [sys.executable, "-I", "-m", module, kind]
     try:
-        finished = subprocess.run(
-            command, input=data, capture_output=True, timeout=PARSE_TIMEOUT_SECONDS
-        )
+        finished = subprocess.run(command, input=data, capture_output=True, timeout=seconds)
     except subprocess.TimeoutExpired:
-        raise Unreadable(
-            f".{kind} file took over {PARSE_TIMEOUT_SECONDS:g} seconds to read; stopped"
-        ) from None
+        raise Unreadable(f"{what} took over {seconds:g} seconds to read; stopped") from None
     try:
         answer = json.loads(finished.stdout)
     except ValueError:
-        logger.warning("office reader exited %s: %s", finished.returncode, finished.stderr[-2000:])
+        logger.warning("%s reader exited %s: %s", kind, finished.returncode, finished.stderr[-999:])
         raise Unreadable(
-            f"the .{kind} reader stopped without an answer (exit code {finished.returncode}; "
+            f"the {what} reader stopped without an answer (exit code {finished.returncode}; "
             "out of memory or crashed)"
         ) from None
     if "error" in answer:
         raise Unreadable(answer["error"])
-    return answer["text"], answer["title"]
+    return answer
 
 
-def _limit_child() -> None:
-    """The child's own ceilings: memory (address space) and CPU seconds, as a backstop to
-    the parent's wall-clock timeout."""
+def limit_child(seconds: float) -> None:
+    """A child's own ceilings: memory (address space) and CPU seconds, as a backstop to the
+    parent's wall-clock timeout of `seconds`."""
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (PARSE_MEMORY_BYTES, PARSE_MEMORY_BYTES))
-    cpu = int(PARSE_TIMEOUT_SECONDS) + 1
+    cpu = int(seconds) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
 
 
@@ -527,7 +531,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] not in _CONVERTERS:
         print(f"usage: python -m externals.office {{{','.join(_CONVERTERS)}}}", file=sys.stderr)
         return 2
-    _limit_child()
+    limit_child(PARSE_TIMEOUT_SECONDS)
     answer = child_answer(argv[0], sys.stdin.buffer.read())
     sys.stdout.write(json.dumps(answer))
     return 0

@@ -107,6 +107,14 @@ def test_pdf_pages_are_joined_with_blank_lines_and_located():
     assert result.text[start:].startswith("Second")
 
 
+def test_a_pdf_parse_past_its_time_limit_is_stopped(monkeypatch):
+    from externals import extract as extractors
+
+    monkeypatch.setattr(extractors, "PDF_PARSE_TIMEOUT_SECONDS", 0.001)
+    with pytest.raises(ExtractionError, match=r"PDF file took over 0\.001 seconds to read"):
+        extract(minimal_pdf(["Slow page."]), filename="slow.pdf")
+
+
 def test_a_broken_pdf_is_an_extraction_error():
     with pytest.raises(ExtractionError, match="pypdf failed"):
         extract(b"%PDF-1.4\ngarbage without objects", filename="bad.pdf")
