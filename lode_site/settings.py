@@ -334,6 +334,9 @@ LODE_LLM_RESPONSE_FORMAT = env.env_choice(
 # Let a chat answerer call read-only tools while answering (search notes, fetch a page,
 # refresh a source item; retrieval/answer/tools.py). Off: one request per answer, as before.
 LODE_ASK_TOOLS = env.env_bool("LODE_ASK_TOOLS", False)
+# The chat answerer's model may refine each ask's retrieval plan (docs/planner.md): one more
+# request per ask, with only the question in it. Off: the rules' plan is used as is.
+LODE_PLAN_REFINE = env.env_bool("LODE_PLAN_REFINE", False)
 # Who answers: auto (the chat endpoint when LODE_LLM_BASE_URL is set, else extractive),
 # extractive, chat, or the dotted path of an Answerer class (checked at start-up).
 LODE_ANSWERER = env.env_str("LODE_ANSWERER", "auto").strip() or "auto"

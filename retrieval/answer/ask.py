@@ -47,6 +47,7 @@ from typing import Protocol, runtime_checkable
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from notes.models import Document
 from retrieval.answer.answer_shape import SHAPE_RULES_VERSION, shape_problem
@@ -82,10 +83,10 @@ from retrieval.answer.gate import (
 )
 from retrieval.answer.llm import ChatClient
 from retrieval.answer.pack import build_pack
+from retrieval.answer.plan_refine import refined_plan
 from retrieval.answer.relevance.candidate import Candidate, candidate_for
 from retrieval.answer.relevance.egress_floor import egress_floor, item_relevance
 from retrieval.answer.relevance.model import FALLBACK_MODEL, RelevanceUnavailable, load_model
-from retrieval.answer.relevance.question import question_profile
 from retrieval.answer.relevance.rarity import passage_idf
 from retrieval.answer.relevance.scoring import score_pairs, threshold_of
 from retrieval.answer.relevance.section_rule import SECTION_RULE_VERSION, section_answers
@@ -111,7 +112,10 @@ from retrieval.answer.types import (
 )
 from retrieval.eligibility import Audience, audience_documents, audience_for
 from retrieval.models import AskTrace, Passage
-from retrieval.search.pipeline import SearchResult, search
+from retrieval.plan.plan import RetrievalPlan, plan_for
+from retrieval.plan.plan import search_hits as plan_search_hits
+from retrieval.plan.question import question_profile
+from retrieval.search.pipeline import MAX_LIMIT, SearchResult, search
 from retrieval.text.normalise import nfc_collapsed
 from retrieval.trust import tier_order
 
@@ -138,8 +142,35 @@ class Front:
 
 
 def search_limit(max_items: int) -> int:
-    """How many hits to ask search for: twice the pack's item budget (room for dedup), ≥ 20."""
-    return max(2 * max_items, 20)
+    """How many hits to ask search for without a plan: twice the pack's item budget (room for
+    dedup), ≥ 20 (`retrieval.plan.plan.search_hits`)."""
+    return plan_search_hits(max_items)
+
+
+# How many more hits search is asked for when a plan narrows: the narrowed documents' passages
+# must be found among them before the cut.
+NARROWED_WIDER = 4
+
+
+def narrowed_hits(result: SearchResult, plan: RetrievalPlan, limit: int) -> None:
+    """Keep in `result` only the hits from the documents `plan` narrows to (the direct hits cut
+    to `limit`, the passages links added kept), ranks renumbered. When none of them is there,
+    the hits stay as search found them (cut to `limit`) and the plan says it fell back."""
+    narrowing = plan.narrowing
+    allowed = narrowing.document_ids or frozenset()
+    direct = [h for h in result.hits if h.via is None]
+    linked = [h for h in result.hits if h.via is not None]
+    kept = [h for h in direct if h.passage.document_id in allowed]
+    if kept:
+        narrowing.applied = True
+        direct = kept[:limit]
+        linked = [h for h in linked if h.passage.document_id in allowed]
+    else:
+        narrowing.applied = False
+        note = "None of the passages found is in the narrowed notes: answered without narrowing."
+        narrowing.fallback = f"{narrowing.fallback} {note}".strip()
+        direct = direct[:limit]
+    result.hits = [replace(hit, rank=i) for i, hit in enumerate(direct + linked, start=1)]
 
 
 def pinned_passages(document: Document) -> list[Passage]:
@@ -179,23 +210,33 @@ def front(
     max_chars: int,
     follow_links: bool | None = None,
     fetched: Sequence[Passage] = (),
+    plan: RetrievalPlan | None = None,
 ) -> Front:
     """Parse and search `question`, pack the evidence (the pinned note's passages first) and
     decide whether to answer at all: the deterministic stages, run again by replay.
 
     `follow_links` is search's (None: the graph discipline rule decides): passages graph
     expansion adds are hits like the others, so they enter the pack in their trust-ranked
-    place and the answerer may quote them; the gate verifies those quotes like any other."""
-    limit = search_limit(max_items)
+    place and the answerer may quote them; the gate verifies those quotes like any other.
+
+    With a `plan`, its search budget, its links decision and its narrowing apply (the hits
+    kept to the narrowed documents, `narrowed_hits`); without one (a trace stored before
+    plans), the defaults and `follow_links`."""
+    limit = plan.budget.search_hits if plan is not None else search_limit(max_items)
+    if plan is not None:
+        follow_links = plan.search_follow_links
+    narrowing = plan is not None and plan.narrowing.active
     result = search(
         user=user,
         audience=audience,
         query=question,
         mode=mode,
         rerank=rerank,
-        limit=limit,
+        limit=min(limit * NARROWED_WIDER, MAX_LIMIT) if narrowing else limit,
         follow_links=follow_links,
     )
+    if plan is not None and narrowing and not result.error:
+        narrowed_hits(result, plan, limit)
     passages = pinned_passages(pinned) if pinned is not None else []
     # Pages fetched for this ask (snapshots already stored) are evidence like a pinned note.
     passages += list(fetched)
@@ -494,6 +535,17 @@ def ask(
         outcome.notes.append(f"Asked about “{store.pinned.title}”: its passages come first.")
 
     answerer = answerer if answerer is not None else get_answerer()
+    plan = make_plan(
+        question,
+        audience=audience,
+        user=user,
+        answerer=answerer,
+        mode=mode,
+        follow_links=follow_links,
+        max_items=max_items,
+        max_chars=max_chars,
+    )
+    trace.plan = plan
     fetched = _fetch_for_ask(user, audience, question, answerer, fetch_urls, trace, outcome)
     stage = front(
         user=user,
@@ -506,8 +558,11 @@ def ask(
         max_items=max_items,
         max_chars=max_chars,
         follow_links=follow_links,
+        plan=plan,
     )
     outcome.notes.extend(stage.result.degraded)
+    if plan.narrowing.fallback:
+        outcome.notes.append(plan.narrowing.fallback)
     store.pack, store.words = stage.pack, list(stage.pre.content_words)
     manifests = _record_front(trace, stage, mode)
 
@@ -558,6 +613,37 @@ def ask(
         f"{len(outcome.claims)} claim(s) shown, {len(outcome.dropped)} dropped, "
         f"{len(outcome.conflicts)} conflict(s)"
     )
+
+
+def make_plan(
+    question: str,
+    *,
+    audience: Audience,
+    user: AbstractBaseUser,
+    answerer: Answerer,
+    mode: str,
+    follow_links: bool | None,
+    max_items: int,
+    max_chars: int,
+) -> RetrievalPlan:
+    """The retrieval plan for `question`: the rules' (`retrieval.plan`), read against the
+    site's local date, then refined by the chat model when the answerer is one and
+    `LODE_PLAN_REFINE` is on."""
+    plan = plan_for(
+        question,
+        audience,
+        today=timezone.localdate(),
+        mode=mode,
+        follow_links=follow_links,
+        max_items=max_items,
+        max_chars=max_chars,
+        seconds=settings.LODE_ASK_BUDGET_SECONDS,
+    )
+    client = getattr(answerer, "client", None)
+    refine = settings.LODE_PLAN_REFINE and answerer.remote and isinstance(client, ChatClient)
+    if refine and client.configured:
+        plan = refined_plan(plan, question, client=client, user=user, audience=audience)
+    return plan
 
 
 def _fetch_for_ask(

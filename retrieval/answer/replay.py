@@ -1,7 +1,9 @@
 """Replay a stored ask (`manage.py lode_trace replay ID`): re-run its deterministic stages
 from the trace and say, in words, everything that came out differently.
 
-Re-run: parse, search with the stored mode and reranker, the evidence pack with the stored
+Re-run: the retrieval plan (made again from the stored question, read against the stored
+plan's date, with a model's stored refinement applied again, never the model), parse, search
+with the stored mode and reranker, the evidence pack with the stored
 budgets, the decision before answering, the gate over the *stored* draft claims against the
 stored sent versions (the answerer is never called again; an LLM judge's recorded scores are
 reused through `RecordedScorer`, a local cross-encoder is run again) followed by the relevance
@@ -39,11 +41,14 @@ from retrieval.answer.gate import (
     run_gate,
     version_labels,
 )
+from retrieval.answer.plan_refine import with_refinement
 from retrieval.answer.tools import fetched_passages
 from retrieval.answer.trace import TRACE_SCHEMA, Trace, TraceSearch
 from retrieval.answer.types import ClaimVerdict, EvidencePack
 from retrieval.eligibility import Audience, audience_for
 from retrieval.models import AskTrace
+from retrieval.plan.plan import RetrievalPlan, plan_for
+from retrieval.plan.words import plan_differences
 from retrieval.text.normalise import nfc_collapsed
 
 
@@ -100,8 +105,12 @@ def replay(row: AskTrace) -> list[str]:
     pinned, stop = _pinned_now(trace_audience(row), trace)
     if stop is not None:
         return stop
-    stage = _front_again(row, trace, pinned)
-    differences = _search_differences(trace, stage)
+    plan = _plan_again(row, trace)
+    stage = _front_again(row, trace, pinned, plan)
+    differences = []
+    if trace.plan is not None and plan is not None:
+        differences += plan_differences(trace.plan, plan)
+    differences += _search_differences(trace, stage)
     differences += _pack_differences(trace.pack or EvidencePack(), stage.pack)
     differences += _pre_decision_differences(trace, stage)
     if not trace.reached_gate:
@@ -130,11 +139,39 @@ def _pinned_now(audience: Audience, trace: Trace) -> tuple[Document | None, list
     return pinned, None
 
 
-def _front_again(row: AskTrace, trace: Trace, pinned: Document | None) -> Front:
+def _plan_again(row: AskTrace, trace: Trace) -> RetrievalPlan | None:
+    """The plan made again for the stored question, as of the stored plan's date, with the
+    stored settings and the model's stored refinement; None for a trace without a plan."""
+    stored = trace.plan
+    if stored is None:
+        return None
+    used = trace.settings
+    audience = trace_audience(row)
+    plan = plan_for(
+        row.question,
+        audience,
+        today=stored.today,
+        mode=_mode(trace),
+        follow_links=used.follow_links,
+        max_items=used.max_items if used.max_items is not None else settings.LODE_ASK_MAX_ITEMS,
+        max_chars=used.max_chars if used.max_chars is not None else settings.LODE_ASK_MAX_CHARS,
+        seconds=stored.budget.seconds,
+    )
+    if stored.refinement is not None:
+        plan = with_refinement(
+            plan, stored.refinement, row.question, model=stored.refined_by, audience=audience
+        )
+    return plan
+
+
+def _front_again(
+    row: AskTrace, trace: Trace, pinned: Document | None, plan: RetrievalPlan | None
+) -> Front:
     """The front half re-run with the stored settings (this server's defaults for any the
-    trace does not record)."""
+    trace does not record) and the plan made again."""
     used = trace.settings
     return front(
+        plan=plan,
         user=row.user,
         audience=trace_audience(row),
         question=row.question,

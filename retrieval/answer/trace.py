@@ -10,6 +10,10 @@ read back unchanged:
     schema_version, question, pinned_document_id,
     settings     {mode, rerank, entailment, max_items, max_chars, llm_model,
                   search_limit?, answerer?, answerer_remote?}
+    plan?        RetrievalPlan.as_dict() (retrieval/plan/plan.py: rules_version, today,
+                  intent, rule, fired, kind, shape, enough, legs, links, follow_links,
+                  budget, narrowing, notes; refined_by, refined, refinement when a model
+                  refined it)
     search?      {parsed, error, rerank, degraded, notes, lexical_candidates,
                   dense_candidates, elapsed_ms, candidates, fused, reranked}
     pack?        EvidencePack.as_dict()
@@ -50,6 +54,7 @@ from django.conf import settings
 from retrieval.answer.decision import PreDecision
 from retrieval.answer.types import Claim, ClaimVerdict, EvidencePack
 from retrieval.models import AskTrace
+from retrieval.plan.plan import RetrievalPlan
 from retrieval.search.fusion import LegHit
 from retrieval.search.pipeline import Hit, SearchResult
 
@@ -363,6 +368,9 @@ class Trace:
     question: str = ""
     pinned_document_id: int | None = None
     settings: TraceSettings = field(default_factory=TraceSettings)
+    # The retrieval plan made before search (absent from traces stored before plans, and
+    # from an ask that stopped before planning: a pinned note that is not available).
+    plan: RetrievalPlan | None = None
     search: TraceSearch | None = None
     pack: EvidencePack | None = None
     pre_decision: PreDecision | None = None
@@ -430,6 +438,7 @@ class Trace:
             "settings": self.settings.to_dict(),
         }
         sections: dict[str, Any] = {
+            "plan": self.plan.as_dict() if self.plan else None,
             "search": self.search.to_dict() if self.search else None,
             "pack": self.pack.as_dict() if self.pack else None,
             "pre_decision": self.pre_decision.as_dict() if self.pre_decision else None,
@@ -458,7 +467,7 @@ class Trace:
         search, pack, pre = section("search"), section("pack"), section("pre_decision")
         manifests, model, draft = section("manifests"), section("model"), section("draft")
         decision, gate = section("decision"), data.get("gate")
-        expansion = section("expansion")
+        expansion, plan = section("expansion"), section("plan")
         tools = data.get("tools")
         withheld = data.get("withheld_passage_ids")
         return cls(
@@ -466,6 +475,7 @@ class Trace:
             question=data.get("question", ""),
             pinned_document_id=data.get("pinned_document_id"),
             settings=TraceSettings.from_dict(section("settings") or {}),
+            plan=RetrievalPlan.from_dict(dict(plan)) if plan is not None else None,
             search=TraceSearch.from_dict(search) if search is not None else None,
             pack=EvidencePack.from_dict(pack) if pack is not None else None,
             pre_decision=PreDecision.from_dict(pre) if pre is not None else None,

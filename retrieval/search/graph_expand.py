@@ -40,9 +40,9 @@ from django.db.models import Q
 
 from notes.models import Document, title_key
 from retrieval.eligibility import Audience, eligible_documents, narrow_audience
+from retrieval.plan.graph_discipline import Discipline, Facts, decide, reads_links
 from retrieval.query import ParsedQuery
 from retrieval.search.fusion import FusedHit
-from retrieval.search.graph_discipline import Discipline, Facts, decide, reads_links
 from retrieval.search.graph_read import (
     DECLARED_KINDS,
     INFERRED_KINDS,

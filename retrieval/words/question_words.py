@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from retrieval.words.word_set import word_set
 
-# The wh-words: where a question's type is read from (retrieval.answer.relevance.question),
+# The wh-words: where a question's type is read from (retrieval.plan.question),
 # and words a question's named things never are.
 WH_WORDS = word_set("what which who whom whose when where why how")
 
@@ -65,7 +65,7 @@ YES_NO_OPENERS = word_set(
 
 # Words a question's first capitalised run may start with only because they open the
 # sentence ("Who", "What", "The"): dropped before reading the run as a name (the graph rule,
-# retrieval.search.graph_discipline).
+# retrieval.plan.graph_discipline).
 SENTENCE_OPENERS = frozenset(
     (
         *("who", "what", "when", "where", "which", "why", "how", "is", "are", "does", "do"),

@@ -9,14 +9,14 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-from retrieval.answer.relevance.question import (
+from retrieval.answer.time_expressions import TIME_RE
+from retrieval.plan.question import (
     KIND_COUNT,
     KIND_PERSON,
     KIND_PLACE,
     KIND_REASON,
     KIND_TIME,
 )
-from retrieval.answer.time_expressions import TIME_RE
 from retrieval.text.stemming import fold, surface_stems
 from retrieval.text.tokens import NAMED_IDENTIFIER_RE, NUMBER_IN_TEXT_RE, TOKEN_RE
 from retrieval.words.answer_types import (

@@ -10,10 +10,10 @@ from typing import Any
 
 from retrieval.answer.relevance.candidate import Candidate, candidate_for
 from retrieval.answer.relevance.model import RelevanceModel, load_model
-from retrieval.answer.relevance.question import question_profile
 from retrieval.answer.relevance.rarity import passage_idf
 from retrieval.answer.relevance.scoring import score_pairs, threshold_of
 from retrieval.eligibility import Audience
+from retrieval.plan.question import question_profile
 from retrieval.text.sentences import split_sentences
 
 # Bounds on the egress scoring: sentences scored per pack item and in all (each is embedded).

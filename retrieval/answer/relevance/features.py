@@ -22,14 +22,14 @@ from retrieval.answer.relevance.claim_types import (
     number_near,
     stems,
 )
-from retrieval.answer.relevance.question import (
+from retrieval.answer.relevance.rarity import IdfTable
+from retrieval.plan.question import (
     INTENT_DECISION,
     INTENT_PROCEDURE,
     KIND_COUNT,
     TYPED_KINDS,
     QuestionProfile,
 )
-from retrieval.answer.relevance.rarity import IdfTable
 from retrieval.text.stemming import surface_stems
 from retrieval.text.tokens import TOKEN_RE
 

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from lode_site.budget import as_budget_exceeded
-from retrieval.answer.relevance.question import QuestionProfile
 from retrieval.eligibility import Audience
+from retrieval.plan.question import QuestionProfile
 
 logger = logging.getLogger("lode.relevance")
 

@@ -24,9 +24,9 @@ from retrieval.answer.relevance.model import (
     RelevanceModel,
     load_model,
 )
-from retrieval.answer.relevance.question import question_profile
 from retrieval.answer.relevance.rarity import UNIFORM_IDF, IdfTable, passage_idf
 from retrieval.eligibility import Audience
+from retrieval.plan.question import question_profile
 
 logger = logging.getLogger("lode.relevance")
 

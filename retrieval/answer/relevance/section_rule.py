@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from retrieval.answer.relevance.candidate import Candidate
 from retrieval.answer.relevance.claim_types import is_step, stems
-from retrieval.answer.relevance.question import INTENT_PROCEDURE, QuestionProfile
+from retrieval.plan.question import INTENT_PROCEDURE, QuestionProfile
 
 SECTION_RULE_VERSION = 1
 MIN_SECTION_WORDS = 2

@@ -44,7 +44,7 @@ def shape(value: Any) -> Any:
 # Keys added since the fixture was stored, each optional (written only when set, so an older
 # trace still round-trips byte for byte): the relevance score on a gate verdict, the
 # relevance scorer among the manifests and a pack item's heading path.
-ADDED_KEYS = {"relevance_score", "heading_path", "relevance", "expansion", "tier"}
+ADDED_KEYS = {"relevance_score", "heading_path", "relevance", "expansion", "plan", "tier"}
 
 
 def without_added(value: Any, found: set[str]) -> Any:

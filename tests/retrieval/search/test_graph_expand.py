@@ -13,7 +13,7 @@ from retrieval.answer.ask import ask
 from retrieval.answer.trace import Trace
 from retrieval.eligibility import audience_for
 from retrieval.models import AskTrace, Edge
-from retrieval.search import graph_discipline as gd
+from retrieval.plan import graph_discipline as gd
 from retrieval.search.graph_expand import MAX_ADDED
 from retrieval.search.pipeline import search
 from spaces import services as space_services
