@@ -387,7 +387,8 @@ class DocumentMeta(models.Model):
     # The version the row was derived from (the head when written).
     version = models.ForeignKey("notes.Version", on_delete=models.CASCADE, related_name="+")
     date = models.DateField(null=True, blank=True, db_index=True)
-    date_source = models.CharField(max_length=16)  # front_matter | title | heading | first_version
+    # front_matter | title | heading | path | first_version
+    date_source = models.CharField(max_length=16)
     date_precision = models.CharField(max_length=8, default="day")  # day | month
     kind = models.CharField(max_length=16, db_index=True)
     kind_source = models.CharField(max_length=16)  # front_matter | external | title | path | …

@@ -2,7 +2,8 @@
 
 * `front_matter(body)`: the flat `key: value` lines of a leading YAML block (`---` … `---`).
 * `date_of(...)`: the date a document is *about*: its front matter's `date:`, else a date in
-  its title, else one in its first heading, else its first version's creation time; with
+  its title, else one in its first heading, else one in its file's name, else its first
+  version's creation time; with
   where it came from and how precise it is ("March 2024" is a month).
 * `kind_of(...)`: meeting, runbook, decision record, design, personal, external or other, by
   the first rule of `KIND_RULES` whose cue appears where the rule looks (a front matter
@@ -107,6 +108,7 @@ class DateSource:
     FRONT_MATTER = "front_matter"
     TITLE = "title"
     HEADING = "heading"
+    PATH = "path"
     FIRST_VERSION = "first_version"
 
 
@@ -167,6 +169,7 @@ def date_of(
     title: str,
     body: str,
     first_version_at: datetime | None,
+    path: str = "",
     meta: dict[str, str] | None = None,
 ) -> Dated:
     """The date a document is about (see the module docstring for the order)."""
@@ -179,6 +182,9 @@ def date_of(
     first = headings(body, limit=1)
     if first and (found := date_in(first[0])):
         return Dated(found[0], DateSource.HEADING, found[1])
+    # The file's own name ("2026-09-15-ops-sync.md"), not its folders.
+    if path and (found := date_in(path.replace("\\", "/").rsplit("/", 1)[-1])):
+        return Dated(found[0], DateSource.PATH, found[1])
     if first_version_at is not None:
         return Dated(first_version_at.date(), DateSource.FIRST_VERSION)
     return Dated(None, DateSource.FIRST_VERSION)
@@ -245,33 +251,63 @@ def _cue(words: str) -> re.Pattern[str]:
 # First match wins, top to bottom: a title says more than a folder, which says more than
 # headings; among titles a decision record's number beats "design" in "ADR-7: design of …".
 KIND_RULES: tuple[KindRule, ...] = (
+    # An incident write-up is none of the kinds, though it has action items like a meeting.
     KindRule(
-        Kind.DECISION, "title", _cue(r"adr[-_ ]?\d+|adr|decision record|decision log|decided")
+        Kind.OTHER,
+        "title",
+        _cue(r"postmortem|post-mortem|incident report|incident \d{4}-\d\d-\d\d"),
+    ),
+    KindRule(
+        Kind.DECISION,
+        "title",
+        _cue(r"adr[-_ ]?\d+|adr|decision|decisions|decision record|decision log|decided"),
     ),
     KindRule(
         Kind.MEETING,
         "title",
         _cue(
-            r"meeting|meetings|minutes|stand-?up|retro|retrospective|1:1|one-on-one|"
-            r"team sync|sync-up|weekly|kick-?off|all-hands|agenda|review meeting"
+            r"meeting|meetings|minutes|stand-?up|retro|retrospective|1:1|one-on-one|huddle|"
+            r"team sync|sync-up|catch-up|check-in|weekly|kick-?off|all-hands|agenda|"
+            r"(?:architecture|design|ops|weekly|monthly|quarterly|team) review"
+        ),
+    ),
+    # A dated session: "Ops sync, 2026-09-29", "INSET day notes, 2 September 2026".
+    KindRule(Kind.MEETING, "dated_title", _cue(r"sync|notes|planning|review|session|call")),
+    # A title that is an instruction: "Restart the billing API", "Handling a complaint".
+    KindRule(
+        Kind.RUNBOOK,
+        "title",
+        re.compile(
+            r"^(?:how to|restart|drain|flush|renew|replay|clear|rotate|restore|rebuild|promote|"
+            r"fail over|deploy|upgrade|reset|using|handling|preparing|closing|applying for|"
+            r"taking|admitting|rotating|renewing|restoring|deploying|when the)\b",
+            re.IGNORECASE,
         ),
     ),
     KindRule(
         Kind.RUNBOOK,
         "title",
-        _cue(r"runbook|playbook|how to|how-to|howto|procedure|on-?call|checklist|restore|recovery"),
+        _cue(r"runbook|playbook|how to|how-to|howto|procedure|on-?call|checklist|what to do"),
     ),
     KindRule(
         Kind.DESIGN,
         "title",
-        _cue(r"design|rfc|proposal|architecture|spec|specification|design doc"),
+        _cue(r"design|rfc|proposal|plan|architecture|spec|specification|design doc"),
     ),
-    KindRule(Kind.PERSONAL, "title", _cue(r"journal|diary|daily log|personal|dear diary|my day")),
+    KindRule(
+        Kind.PERSONAL,
+        "title",
+        _cue(
+            r"journal(?! club)|diary|daily log|personal|dear diary|my day|notes to self|"
+            r"reading list|book list|gift ideas|gift list|recipe|travel|running log|cycling log|"
+            r"home|house|family"
+        ),
+    ),
     KindRule(Kind.DECISION, "path", _cue(r"adr|adrs|decisions?")),
     KindRule(Kind.MEETING, "path", _cue(r"meetings?|minutes|standups?")),
-    KindRule(Kind.RUNBOOK, "path", _cue(r"runbooks?|playbooks?|ops|howtos?")),
+    KindRule(Kind.RUNBOOK, "path", _cue(r"runbooks?|playbooks?|procedures?|protocols?|howtos?")),
     KindRule(Kind.DESIGN, "path", _cue(r"designs?|rfcs?|specs?|architecture")),
-    KindRule(Kind.PERSONAL, "path", _cue(r"journal|diary|personal|daily")),
+    KindRule(Kind.PERSONAL, "path", _cue(r"journal|diary|personal|daily|recipes?")),
     KindRule(Kind.DECISION, "headings", _cue(r"decision outcome|considered options")),
     KindRule(Kind.MEETING, "headings", _cue(r"attendees|participants|action items")),
     KindRule(Kind.RUNBOOK, "headings", _cue(r"rollback|roll back|escalation|troubleshooting")),
@@ -298,12 +334,18 @@ def kind_of(
         return Kind.EXTERNAL, KindSource.EXTERNAL
     found = headings(body)
     folded = {heading.casefold().strip(": ") for heading in found}
-    places = {"title": title, "path": path.replace("_", " "), "headings": "\n".join(found)}
+    dated = date_in(title)
+    places = {
+        "title": title,
+        "dated_title": title if dated and dated[1] == Precision.DAY else "",
+        "path": path.replace("_", " "),
+        "headings": "\n".join(found),
+    }
     for rule in KIND_RULES:
         if rule.where == "headings" and all(word in folded for word in _ADR_HEADINGS):
             return Kind.DECISION, KindSource.HEADINGS
         if rule.pattern.search(places[rule.where]):
-            return rule.kind, rule.where
+            return rule.kind, KindSource.TITLE if rule.where == "dated_title" else rule.where
     return Kind.OTHER, KindSource.DEFAULT
 
 

@@ -87,10 +87,11 @@ def derive_meta(
 ) -> DerivedMeta:
     """The meta of `document` as `version` (its head) states it."""
     meta = front_matter(version.body)
+    path = version.source_path or document.external_key
     kind, kind_source = kind_of(
         title=version.title,
         body=version.body,
-        path=version.source_path or document.external_key,
+        path=path,
         external=document.kind == Document.Kind.EXTERNAL,
         meta=meta,
     )
@@ -98,7 +99,11 @@ def derive_meta(
         document_id=document.pk,
         version_id=version.pk,
         dated=date_of(
-            title=version.title, body=version.body, first_version_at=first_version_at, meta=meta
+            title=version.title,
+            body=version.body,
+            first_version_at=first_version_at,
+            path=path,
+            meta=meta,
         ),
         kind=kind,
         kind_source=kind_source,

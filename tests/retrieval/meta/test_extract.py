@@ -67,6 +67,10 @@ def test_date_order_front_matter_then_title_then_heading_then_first_version() ->
     assert (dated.value, dated.source) == (date(2024, 3, 12), DateSource.TITLE)
     dated = date_of(title="Review", body="# Review 1 May 2022\n", first_version_at=CREATED)
     assert (dated.value, dated.source) == (date(2022, 5, 1), DateSource.HEADING)
+    dated = date_of(
+        title="Ops sync", body="", first_version_at=CREATED, path="/n/2024/2023-10-05-sync.md"
+    )
+    assert (dated.value, dated.source) == (date(2023, 10, 5), DateSource.PATH)
     # Only the first heading names the document's date; a later one is its content.
     dated = date_of(title="Review", body="# Review\n## 1 May 2022\n", first_version_at=CREATED)
     assert (dated.value, dated.source) == (date(2025, 1, 9), DateSource.FIRST_VERSION)
@@ -95,6 +99,16 @@ def test_date_order_front_matter_then_title_then_heading_then_first_version() ->
         ("Tuesday", "", "/notes/journal/tuesday.md", False, (Kind.PERSONAL, "path")),
         ("Restore backups", "", "/notes/misc.md", True, (Kind.EXTERNAL, KindSource.EXTERNAL)),
         ("Grocery list", "milk", "", False, (Kind.OTHER, KindSource.DEFAULT)),
+        ("Ops sync, 2026-09-29", "", "", False, (Kind.MEETING, "title")),
+        ("Ops sync", "", "", False, (Kind.OTHER, KindSource.DEFAULT)),  # a date makes a session
+        ("Restart the billing API", "", "", False, (Kind.RUNBOOK, "title")),
+        ("Handling a complaint", "", "", False, (Kind.RUNBOOK, "title")),
+        ("Holiday rules", "", "", False, (Kind.OTHER, KindSource.DEFAULT)),
+        ("Journal club rota", "", "", False, (Kind.OTHER, KindSource.DEFAULT)),
+        ("Postmortem: replica lag", "## Action items\n", "", False, (Kind.OTHER, "title")),
+        ("Incident 2026-03-11 sync errors", "", "", False, (Kind.OTHER, "title")),
+        ("Banana bread", "## Steps", "/n/personal/recipe.md", False, (Kind.PERSONAL, "path")),
+        ("Western blot", "", "/lab/protocols/western-blot.md", False, (Kind.RUNBOOK, "path")),
     ],
 )
 def test_kind_rules(title: str, body: str, path: str, external: bool, expected: object) -> None:

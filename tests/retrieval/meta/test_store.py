@@ -58,7 +58,7 @@ def test_dates_and_kinds_by_document_id(alice) -> None:
 
 
 def test_a_document_without_a_row_is_derived_on_read(alice) -> None:
-    document = note(alice, "Design of the 12 June 2024 sync", "x")
+    document = note(alice, "Design of the 12 June 2024 queue", "x")
     DocumentMeta.objects.filter(document=document).delete()
     assert document_dates([document.pk]) == {document.pk: date(2024, 6, 12)}
     assert document_kinds([document.pk]) == {document.pk: Kind.DESIGN}
