@@ -451,10 +451,10 @@ def check_package(data: bytes, kind: str) -> None:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as package:
             entries = package.infolist()
-    except (zipfile.BadZipFile, ValueError, EOFError) as exc:
+    except (zipfile.BadZipFile, ValueError, EOFError):
         raise Unreadable(
-            f"not a readable {suffix} file: it is not a ZIP package ({exc}); the file is "
-            "damaged or of another format"
+            f"not a readable {suffix} file: it is not a ZIP package, as {suffix} files are; "
+            "it is damaged, cut short, or another kind of file renamed"
         ) from None
     if not any(entry.filename == "[Content_Types].xml" for entry in entries):
         raise Unreadable(
