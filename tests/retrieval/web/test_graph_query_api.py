@@ -72,6 +72,18 @@ def test_path_between_two_lookups(alice_client, linked):
         (middle.pk, target.pk, 2),
     ]
     assert data["query"]["kinds"] == ["links_to", "contains", "annotates"]
+    assert data["query"]["follow"] == "both"
+    assert [r["direction"] for r in data["rows"]] == ["forward", "forward"]
+    # From the far end: the same edges, each followed against its arrow.
+    back = {**body, "query": {**body["query"], "from": target.pk, "to": start.pk}}
+    back["lookups"] = ["Backup Policy", "Incident index"]
+    data = post(alice_client, back).json()
+    assert [(r["from"]["id"], r["direction"]) for r in data["rows"]] == [
+        (middle.pk, "backward"),
+        (start.pk, "backward"),
+    ]
+    only_out = {**back, "query": {**back["query"], "follow": "out"}}
+    assert post(alice_client, only_out).json()["rows"] == []
 
 
 @pytest.mark.parametrize(
