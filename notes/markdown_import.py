@@ -420,11 +420,17 @@ def import_note(root: Path, user: AbstractBaseUser, path: str, note: ExportedNot
             tags=note.tags,
         )
         return FileResult(path, "updated", existing.pk, "tags")
-    older = (
-        Version.objects.filter(document=existing, title=note.title, body=note.body)
-        .order_by("-number")
-        .values_list("number", flat=True)
-        .first()
+    # Matched by the body's SHA-256 first (short to compare), then on the text itself.
+    digest = hashlib.sha256(note.body.encode("utf-8")).hexdigest()
+    older = next(
+        (
+            number
+            for number, title, body in Version.objects.filter(document=existing, sha256=digest)
+            .order_by("-number")
+            .values_list("number", "title", "body")
+            if (title, body) == (note.title, note.body)
+        ),
+        None,
     )
     if older is not None:
         return FileResult(
