@@ -356,15 +356,25 @@ ALIAS_MAX_CHARS = 80
 # An acronym: 2-10 characters, a capital first, mostly capitals ("SLO", "K8s", "PgBouncer"
 # is not one: too few capitals).
 _ACRONYM = re.compile(r"^[A-Z][A-Za-z0-9&]{1,9}$")
-_PAREN = re.compile(r"([^()\n]{1,200})\(([^()\n]{1,120})\)")
+# Each cue is found first and the name before it read from a bounded window behind it, so
+# the cost stays linear in the text (a pattern reaching back from every position is not).
+_PAREN = re.compile(r"\(([^()\n]{1,120})\)")
 # "aka" only in lower case or capitals: "Aka" is also a name ("Aka will compare the two").
 _AKA = r"(?-i:aka|AKA|a\.k\.a\.)"
 _CALLED = re.compile(
-    rf"([^.;:!?()\n]{{1,200}}?)(?:,\s*|\s+)(?:\((?:also\s+)?(?:called|known\s+as|{_AKA})\s+"
-    rf"([^()\n]{{1,120}})\)|(?:also\s+called|also\s+known\s+as|{_AKA})\s+"
-    r"([^.,;:!?()\n]{1,120}))",
+    rf"(?:,\s{{0,5}}|\s{{1,5}})(?:\((?:also\s+)?(?:called|known\s+as|{_AKA})\s+([^()\n]{{1,120}})\)"
+    rf"|(?:also\s+called|also\s+known\s+as|{_AKA})\s+([^.,;:!?()\n]{{1,120}}))",
     re.IGNORECASE,
 )
+BEFORE_CHARS = 200
+
+
+def _before(text: str, at: int, stops: str) -> str:
+    """The text just before `at`, back to the nearest of `stops` (at most `BEFORE_CHARS`)."""
+    window = text[max(0, at - BEFORE_CHARS) : at]
+    return window[max(window.rfind(ch) for ch in stops) + 1 :]
+
+
 _PHRASE_WORD = re.compile(r"[\w][\w'’./+-]*")
 # Words that end a name read backwards from a cue (a sentence's verb or article before it).
 _BOUNDARY_WORDS = word_set(
@@ -462,7 +472,7 @@ def aliases_in(text: str) -> list[AliasPair]:
         found.append(AliasPair(short=short or "", long=long or "", pattern=pattern))
 
     for match in _PAREN.finditer(text):
-        before, inside = match.group(1), match.group(2).strip()
+        before, inside = _before(text, match.start(), "()\n"), match.group(1).strip()
         inner_words = _PHRASE_WORD.findall(inside)
         if _is_acronym(inside):
             add(inside, _long_before(inside, before), "acronym_after")
@@ -476,8 +486,8 @@ def aliases_in(text: str) -> list[AliasPair]:
         ):
             add(tail[-1], " ".join(inner_words), "acronym_before")
     for match in _CALLED.finditer(text):
-        first = _name_before(match.group(1))
-        second = _name_after(match.group(2) or match.group(3) or "")
+        first = _name_before(_before(text, match.start(), ".;:!?()\n"))
+        second = _name_after(match.group(1) or match.group(2) or "")
         add(second, first, "also_called")
     return found
 
