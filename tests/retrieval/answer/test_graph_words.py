@@ -152,6 +152,18 @@ def test_offline_how_is_x_connected_to_y(alice, graph, offline):
     assert [r["hop"] for r in outcome.result["rows"]] == [1, 2]
 
 
+def test_offline_connected_through_a_note_that_links_to_both(alice, graph, offline):
+    """Neither Deploy Guide nor Backup Policy links to the other; Restore runbook links to
+    both. The path goes against the first link's arrow, and its rows say so."""
+    outcome = ask_graph(user=alice, question='How is "Deploy Guide" connected to "Backup Policy"?')
+    assert outcome.answered and outcome.rule == "connected"
+    rows = outcome.result["rows"]
+    assert [(r["from"]["id"], r["to"]["id"], r["direction"]) for r in rows] == [
+        (graph.runbook.pk, graph.deploy.pk, "backward"),
+        (graph.runbook.pk, graph.policy.pk, "forward"),
+    ]
+
+
 def test_offline_path_longer_than_four_hops_is_not_found(alice, offline):
     notes = [factories.note(alice, "Step 6", "the end")]
     for number in range(5, 0, -1):
