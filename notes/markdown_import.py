@@ -350,6 +350,29 @@ def space_for(user: AbstractBaseUser, *, name: str, kind: str) -> int:
         raise FileRefused(f"space “{name}”: {' '.join(exc.messages)}") from None
 
 
+def _check_writable(user: AbstractBaseUser, existing: Document) -> None:
+    """`FileRefused` unless `user` may write the live note `existing`."""
+    if existing.deleted_at is not None:
+        raise FileRefused("the note is in lode's trash; restore it there to import this file")
+    if not may_change(user, existing):
+        raise FileRefused("you may not change this note (you are not an editor of its space)")
+
+
+def _save(
+    document: Document, user: AbstractBaseUser, note: ExportedNote, *, base_version_id: int
+) -> Version:
+    """The file's title, body and tags on top of `base_version_id` (a version only when the
+    text differs; `note_update` decides)."""
+    return note_update(
+        document=document,
+        user=user,
+        base_version_id=base_version_id,
+        title=note.title,
+        body=note.body,
+        tags=note.tags,
+    )
+
+
 def _create(
     user: AbstractBaseUser, note: ExportedNote, history: list[HistoryVersion], space_id: int
 ) -> Document:
@@ -368,14 +391,7 @@ def _create(
     locked = Document.objects.select_for_update().get(pk=document.pk)
     for version in history[1:]:
         version_create(document=locked, title=version.title, body=version.body, user=user)
-    note_update(
-        document=locked,
-        user=user,
-        base_version_id=locked.head_id,
-        title=note.title,
-        body=note.body,
-        tags=note.tags,
-    )
+    _save(locked, user, note, base_version_id=locked.head_id)
     for version in history:
         Version.objects.filter(document=document, number=version.number).update(
             created_at=version.created
@@ -398,10 +414,7 @@ def import_note(root: Path, user: AbstractBaseUser, path: str, note: ExportedNot
         if why_not:
             detail += f"; history not restored: {why_not}"
         return FileResult(path, "created", document.pk, detail)
-    if existing.deleted_at is not None:
-        raise FileRefused("the note is in lode's trash; restore it there to import this file")
-    if not may_change(user, existing):
-        raise FileRefused("you may not change this note (you are not an editor of its space)")
+    _check_writable(user, existing)
     head = Version.objects.get(pk=existing.head_id)
     if (head.title, head.body) == (note.title, note.body):
         current = tuple(
@@ -411,14 +424,7 @@ def import_note(root: Path, user: AbstractBaseUser, path: str, note: ExportedNot
         )
         if tuple(sorted(note.tags)) == current:
             return FileResult(path, "unchanged", existing.pk)
-        note_update(
-            document=existing,
-            user=user,
-            base_version_id=head.pk,
-            title=note.title,
-            body=note.body,
-            tags=note.tags,
-        )
+        _save(existing, user, note, base_version_id=head.pk)
         return FileResult(path, "updated", existing.pk, "tags")
     # Matched by the body's SHA-256 first (short to compare), then on the text itself.
     digest = hashlib.sha256(note.body.encode("utf-8")).hexdigest()
@@ -439,14 +445,7 @@ def import_note(root: Path, user: AbstractBaseUser, path: str, note: ExportedNot
             existing.pk,
             f"lode holds this text as version {older}; its newer version {head.number} stays",
         )
-    version = note_update(
-        document=existing,
-        user=user,
-        base_version_id=head.pk,
-        title=note.title,
-        body=note.body,
-        tags=note.tags,
-    )
+    version = _save(existing, user, note, base_version_id=head.pk)
     detail = f"new version {version.number}"
     if note.version < head.number:
         detail += (
@@ -465,10 +464,7 @@ def import_plain(
     if existing is None:
         document = note_create(owner=user, title=title, body=text, space=space_id, external_key=key)
         return FileResult(path, "created", document.pk, "a new file without lode's front matter")
-    if existing.deleted_at is not None:
-        raise FileRefused("the note is in lode's trash; restore it there to import this file")
-    if not may_change(user, existing):
-        raise FileRefused("you may not change this note (you are not an editor of its space)")
+    _check_writable(user, existing)
     head = Version.objects.get(pk=existing.head_id)
     if (head.title, head.body) == (title, text):
         return FileResult(path, "unchanged", existing.pk)
