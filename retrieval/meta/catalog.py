@@ -3,8 +3,8 @@
 * `space_catalog(audience)`: per space, documents by kind with their date range, sources
   and top terms (bounded sizes).
 * `catalog_for_topic(audience, words)`: the documents *about* some words (one of their top
-  terms), grouped by kind with dates and a few titles, and `sentence`: "Your notes hold 3
-  meeting notes from March–April 2024 and the runbook “Logging” about loki." An abstention
+  terms), grouped by kind with dates and a few titles, and `sentence`: "About “loki”, your
+  notes hold 3 meeting notes from March–April 2024 and the runbook “Logging”." An abstention
   shows it so "not in your notes" still says what the notes do hold.
 
 Both are a few aggregate queries over indexed rows the index keeps current
@@ -23,7 +23,7 @@ from django.db.models import Count, Max, Min, Q
 from notes.models import Document
 from retrieval.eligibility import Audience
 from retrieval.links import document_url
-from retrieval.meta.extract import KIND_NAMES, Kind
+from retrieval.meta.extract import KIND_NAMES, Kind, Precision
 from retrieval.models import DocumentMeta, DocumentTerm
 from retrieval.text.tokens import tokens
 from retrieval.words.stopwords import EXTRACTIVE_STOPWORDS, QUERY_STOPWORDS
@@ -69,6 +69,15 @@ class TitledDocument:
     title: str
     date: date | None
     document_kind: str  # note or external (`notes.models.Document.Kind`): which page
+    precision: str = Precision.DAY  # a month-only date shows as its month
+
+    @property
+    def when(self) -> str:
+        """ "27 April 2024", "April 2024" (a date that names only its month) or ""."""
+        if self.date is None:
+            return ""
+        month = f"{MONTH_NAMES[self.date.month - 1]} {self.date.year}"
+        return month if self.precision == Precision.MONTH else f"{self.date.day} {month}"
 
     @property
     def url(self) -> str:
@@ -133,7 +142,7 @@ class TopicCatalog:
         if self.empty:
             return ""
         about = _join([f"“{word}”" for word in self.matched])
-        return f"Your notes hold {_join([g.phrase for g in self.groups])} about {about}."
+        return f"About {about}, your notes hold {_join([g.phrase for g in self.groups])}."
 
 
 def topic_words(words: Sequence[str]) -> list[str]:
@@ -190,7 +199,9 @@ def catalog_for_topic(audience: Audience, words: Sequence[str]) -> TopicCatalog:
         newest = (
             metas.filter(kind=row["kind"])
             .order_by("-date", "-document_id")
-            .values_list("document_id", "document__title", "date", "document__kind")[:MAX_TITLES]
+            .values_list(
+                "document_id", "document__title", "date", "document__kind", "date_precision"
+            )[:MAX_TITLES]
         )
         groups.append(
             KindGroup(

@@ -54,9 +54,14 @@ def test_catalog_for_a_topic_groups_by_kind_with_months(alice) -> None:
     ]
     assert found.groups[0].documents[0].title == "Standup 2024-04-20"  # newest first
     assert found.sentence == (
-        "Your notes hold 3 meeting notes from March–April 2024 and the runbook "
-        "“Logging runbook” about “loki”."
+        "About “loki”, your notes hold 3 meeting notes from March–April 2024 and the runbook "
+        "“Logging runbook”."
     )
+    assert [d.when for d in found.groups[0].documents] == [
+        "20 April 2024",
+        "April 2024",  # "April 2024 ops meeting" names a month, not a day
+        "March 2024",
+    ]
 
 
 def test_catalog_sees_only_the_audience_and_not_the_trash(alice, bob) -> None:
@@ -88,7 +93,8 @@ def test_the_include_renders_plain_words_and_escapes_titles(alice) -> None:
     page = render_to_string(
         "ask/_catalog.html", {"catalog": catalog_for_topic(audience_for(alice.pk), ["loki"])}
     )
-    assert "Your notes hold 4 meeting notes" in page
+    assert "your notes hold 4 meeting notes" in page
+    assert "The runbook" in page
     assert "<script>" not in page and "&lt;script&gt;" in page
     assert 'href="/notes/' in page
     assert "and 1 more" in page
