@@ -39,7 +39,11 @@ _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 def front_matter(body: str) -> dict[str, str]:
     """The `key: value` lines of a front matter block opening the body (keys case-folded,
     quotes around a value dropped); {} when the body opens with none. Nested YAML is not
-    read: its lines are not `key: value` at the top level and are skipped."""
+    read: its lines are not `key: value` at the top level and are skipped.
+
+    Lenient on purpose, unlike `notes.front_matter.split_front_matter` (the export's strict
+    reader, which refuses a block holding a line it does not understand): a note written
+    anywhere still gives its `date:` and `kind:` even when the rest of its YAML is richer."""
     lines = body.lstrip("\ufeff").splitlines()
     if not lines or lines[0].strip() != "---":
         return {}
