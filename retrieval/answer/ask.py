@@ -112,6 +112,7 @@ from retrieval.answer.types import (
 )
 from retrieval.eligibility import Audience, audience_documents, audience_for
 from retrieval.models import AskTrace, Passage
+from retrieval.plan.narrowing import without_narrowing_words
 from retrieval.plan.plan import RetrievalPlan, plan_for
 from retrieval.plan.plan import search_hits as plan_search_hits
 from retrieval.plan.question import question_profile
@@ -139,6 +140,10 @@ class Front:
     pack: EvidencePack
     pre: PreDecision
     search_limit: int
+    # The question as the evidence is checked against it: without the words an applied
+    # narrowing consumed ("in May 2024", "#ops"; `without_narrowing_words`), since the
+    # narrowed documents meet them. The question itself when nothing was narrowed.
+    focus: str = ""
 
 
 def search_limit(max_items: int) -> int:
@@ -237,6 +242,7 @@ def front(
     )
     if plan is not None and narrowing and not result.error:
         narrowed_hits(result, plan, limit)
+    focus = without_narrowing_words(question, plan.narrowing) if plan else question
     passages = pinned_passages(pinned) if pinned is not None else []
     # Pages fetched for this ask (snapshots already stored) are evidence like a pinned note.
     passages += list(fetched)
@@ -258,8 +264,8 @@ def front(
             ],
         )
     else:
-        pre = decide_before_answer(question, pack, parsed=result.parsed)
-    return Front(result=result, pack=pack, pre=pre, search_limit=limit)
+        pre = decide_before_answer(focus, pack, parsed=result.parsed)
+    return Front(result=result, pack=pack, pre=pre, search_limit=limit, focus=focus)
 
 
 def embedding_manifest(mode: str) -> str:
@@ -582,7 +588,10 @@ def ask(
     )
     outcome.withheld = list(egress.withheld) if egress is not None else []
     trace.withheld_passage_ids = [item.passage_id for item in outcome.withheld]
-    draft = _draft(answerer, question, stage.pack, user=user, egress=egress)
+    # A local answerer weighs words, so it reads the question as the evidence is checked
+    # (`Front.focus`); a model reads "in May 2024" for what it is and gets the question.
+    asked = question if answerer.remote else stage.focus
+    draft = _draft(answerer, asked, stage.pack, user=user, egress=egress)
     trace.model = TraceModel(
         remote=answerer.remote, request=draft.request, response=draft.response, error=draft.error
     )
@@ -602,7 +611,7 @@ def ask(
         dict(draft.sent_versions),
         scorer=scorer,
         egress=egress,
-        question=question,
+        question=stage.focus,
         pack=stage.pack,
         audience=audience,
         notes=outcome.notes,

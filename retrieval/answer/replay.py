@@ -278,7 +278,7 @@ def _gate_differences(row: AskTrace, trace: Trace, stage: Front) -> list[str]:
     )
     verdicts = relevance_step(
         verdicts,
-        question=row.question,
+        question=stage.focus or row.question,
         pack=pack,
         sent_versions=bodies,
         audience=audience,

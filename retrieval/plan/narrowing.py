@@ -341,3 +341,19 @@ class Narrowing:
             applied=bool(data.get("applied")),
             fallback=str(data.get("fallback") or ""),
         )
+
+
+def without_narrowing_words(question: str, narrowing: Narrowing) -> str:
+    """`question` without the words an applied narrowing consumed (its period's words, its
+    tags' cues): the narrowed documents already satisfy them, so a check that every content
+    word is in the evidence must not ask for "May" or "2024" again."""
+    if not narrowing.applied:
+        return question
+    out = question
+    if narrowing.period is not None and narrowing.period_documents and narrowing.period.words:
+        out = re.sub(re.escape(narrowing.period.words), " ", out, flags=re.IGNORECASE)
+    if narrowing.tags:
+        out = TAG_RE.sub(
+            lambda m: " " if (m[1] or m[2]).casefold() in narrowing.tags else m[0], out
+        )
+    return " ".join(out.split()) or question

@@ -105,6 +105,20 @@ def test_a_period_narrows_to_the_notes_dated_in_it(alice, ops_syncs):
     assert narrowing.period is not None and narrowing.period.label == "2024-05-01 to 2024-05-31"
     assert narrowing.applied is True
     assert pack_documents(trace) == {may.pk}
+    # "May 2024" is met by the narrowing, not asked of the evidence's words: it answers.
+    assert [claim.text for claim in outcome.claims] == ["We decided backups move to 03:30 UTC."]
+
+
+def test_narrowing_words_are_left_out_only_when_the_narrowing_applied():
+    from datetime import date
+
+    from retrieval.plan.narrowing import Narrowing, Period, without_narrowing_words
+
+    period = Period(date(2024, 5, 1), date(2024, 6, 1), "May 2024")
+    question = "What did we decide about #backups in May 2024?"
+    applied = Narrowing(period=period, period_documents=1, tags=["backups"], applied=True)
+    assert without_narrowing_words(question, applied) == "What did we decide about in ?"
+    assert without_narrowing_words(question, Narrowing(period=period)) == question
 
 
 def test_a_period_no_note_is_dated_in_falls_back_and_says_so(alice, ops_syncs):
