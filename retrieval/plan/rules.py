@@ -27,7 +27,7 @@ from retrieval.plan.question import (
 )
 from retrieval.words.question_words import WH_WORDS, YES_NO_OPENERS
 
-RULES_VERSION = "plan-rules-1"
+RULES_VERSION = "plan-rules-2"
 
 INTENT_FACT = "fact"
 INTENT_NUMBER = "number"
@@ -62,8 +62,8 @@ LINKS_RULE = "rule"
 
 COMPARISON_RE = re.compile(
     r"\b(?:compare[sd]?|comparison|versus|vs\.?|difference\s+between|differ(?:s|ent)?\s+from|"
-    r"better\s+than|worse\s+than|which\s+is\s+(?:better|worse|"
-    r"faster|slower|cheaper|bigger|smaller|safer|newer|older))(?!\w)",
+    r"better\s+than|worse\s+than|(?:worth|costs?)\s+(?:more|less)\s+than|"
+    r"which\s+(?:is|was|are|were)\s+(?:more|less|better|worse|\w+er)\b)(?!\w)",
     re.IGNORECASE,
 )
 LATEST_RE = re.compile(
@@ -71,9 +71,24 @@ LATEST_RE = re.compile(
     r"most\s+recent(?:ly)?|as\s+of\s+today|today'?s|up\s+to\s+date)\b",
     re.IGNORECASE,
 )
+DECIDED_RE = re.compile(
+    r"\b(?:did|have|had)\s+(?:we|they|you|the\s+\w+)\s+(?:ever\s+)?(?:decide|agree|choose|pick|"
+    r"settle|opt|go\s+with)\b|\bwhy\s+did\s+(?:we|they|you)\s+(?:pick|choose|go\s+with|opt)\b",
+    re.IGNORECASE,
+)
+PROCEDURE_RE = re.compile(
+    r"\bwhat\s+(?:do|should|must)\s+(?:i|we|you)\s+do\b|\bwhat\s+are\s+the\s+steps\b|"
+    r"\bwhat\s+happens\s+(?:on|when|after|at|during)\b|\bhow\s+does\s+(?:a|an|the)\s+[\w\s-]+\s+go\b",
+    re.IGNORECASE,
+)
+PRICE_RE = re.compile(
+    r"\bwhat\s+(?:does|do|did|will|would)\b[^?]*\bcost\b|"
+    r"\bwhat\s+(?:fee|price|rate|cost|charge)s?\b",
+    re.IGNORECASE,
+)
 LIST_RE = re.compile(
     r"^\s*(?:please\s+)?(?:list|enumerate|name\s+(?:all|every|the))\b|"
-    r"\b(?:what|which)\s+(?:are|were)\s+(?:all\s+)?the\b|\ball\s+of\s+the\b|"
+    r"\b(?:what|which|who)\s+(?:are|were)\s+(?:all\s+)?the\b|\ball\s+of\s+the\b|"
     r"\beach\s+of\s+the\b|\bwhat\s+(?:kinds|types|sorts)\s+of\b",
     re.IGNORECASE,
 )
@@ -181,6 +196,36 @@ INTENT_RULES: tuple[IntentRule, ...] = (
         pattern=OWNERSHIP,
     ),
     IntentRule(
+        name="decided words",
+        intent=INTENT_DECISION_ITEM,
+        when="“did we decide / agree / choose / pick …”, “why did we choose …”",
+        shape="a decision item (what was decided, when, by whom)",
+        links=LINKS_RULE,
+        budget=1,
+        enough="one verified claim stating the decision",
+        pattern=DECIDED_RE,
+    ),
+    IntentRule(
+        name="steps words",
+        intent=INTENT_PROCEDURE_STEPS,
+        when="“what do I do”, “what are the steps”, “what happens when …”, “how does a … go”",
+        shape="an ordered step list",
+        links=LINKS_RULE,
+        budget=1,
+        enough="the steps, verified, in their note's order",
+        pattern=PROCEDURE_RE,
+    ),
+    IntentRule(
+        name="price words",
+        intent=INTENT_NUMBER,
+        when="“what does … cost”, “what fee”, “what price”, “what rate” …",
+        shape="a single value with its unit",
+        links=LINKS_RULE,
+        budget=1,
+        enough="one verified claim holding a number",
+        pattern=PRICE_RE,
+    ),
+    IntentRule(
         name="latest state",
         intent=INTENT_LATEST,
         when="“current”, “now”, “latest”, “still”, “these days”, “most recent” …",
@@ -193,7 +238,7 @@ INTENT_RULES: tuple[IntentRule, ...] = (
     IntentRule(
         name="list words",
         intent=INTENT_LIST,
-        when="opens with “list” or “name all”; “what are the”, “all of the”, “each of the” …",
+        when="opens with “list” or “name all”; “what / who are the”, “all of the”, “each of the” …",
         shape="a list of items",
         links=LINKS_RULE,
         budget=2,

@@ -180,7 +180,7 @@ def test_the_answer_page_shows_the_plan_in_words_under_advanced(alice_client, al
     page = alice_client.get(reverse("ask-permalink", args=[outcome.trace_id])).content.decode()
     advanced = page[page.index("<summary>Advanced</summary>") :]
     assert "How lode planned the search" in advanced
-    assert "Asks for a decision taken: rule “decided”" in advanced
+    assert "Asks for a decision taken: rule “decided words” (“did we decide”)" in advanced
     assert "Narrowed to: notes dated 2024-05-01 to 2024-05-31 (“May 2024”)." in advanced
 
 

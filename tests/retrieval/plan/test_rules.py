@@ -36,7 +36,11 @@ INTENT_CASES = [
     ("How to prepare a patient for an MRI scan", "procedure"),
     ("What is the patient's latest potassium level?", "latest"),
     ("Does the ward accept visitors after 8pm?", "yes/no"),
-    ("What are the steps of the sepsis bundle?", "list"),
+    ("What are the steps of the sepsis bundle?", "procedure"),
+    ("Who are the ward's consultants?", "list"),
+    ("Why did we choose the Corvex mattresses?", "decision"),
+    ("What does a DBS check cost?", "number"),
+    ("What happens on completion day?", "procedure"),
     ("Which drugs interact with warfarin versus heparin?", "comparison"),
     # school
     ("When is the parent-teacher evening?", "date"),
