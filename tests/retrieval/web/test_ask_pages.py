@@ -432,7 +432,8 @@ def test_answer_renders_claim_span_version_tier_and_dropped(alice_client, alice_
     assert "<mark>allkeys-lru</mark>" in html
     assert "Set maxmemory-policy <mark>" in html  # context around the span
     assert "Your note" in html and "version 1" in html
-    assert f'href="/evidence/{alice_note.pk}/{alice_note.head_id}/1/abc/"' in html
+    # The evidence link marks the quoted span and leads back to this answer.
+    assert f'href="/evidence/{alice_note.pk}/{alice_note.head_id}/1/abc/?span=' in html
     assert "1 claim dropped by the gate" in html
     assert '<details class="dropped">' in html
     assert "The cache uses volatile-lru." in html and "quoted span not found" in html
@@ -677,7 +678,7 @@ def test_the_closest_passages_come_back_on_the_permalink_and_over_the_api(alice_
     stored = alice_client.get(f"/api/ask/{data['trace_id']}").json()
     assert stored["closest"] == data["closest"]
     html = page(alice_client, f"/ask/{data['trace_id']}")
-    assert f'href="{first["evidence_url"]}"' in html
+    assert f'href="{first["evidence_url"]}?from=answer&amp;answer={data["trace_id"]}"' in html
 
 
 def test_clarifying_choices_are_buttons_that_ask_the_rewritten_question(alice_client, alice_note):
@@ -745,7 +746,7 @@ def test_choices_and_closest_render_from_a_stored_answer_escaped(alice_client, a
     assert evil not in html
     assert escape(f"Snippet {evil}") in html and escape(f"Title {evil}") in html
     assert "› Redis › Policy " in html
-    assert f'href="/evidence/{alice_note.pk}/{alice_note.head_id}/1/abc/"' in html
+    assert f'href="/evidence/{alice_note.pk}/{alice_note.head_id}/1/abc/?from=answer' in html
     assert f'href="/notes/{alice_note.pk}/versions/{alice_note.head_id}"' in html
     assert '<a class="search-instead-link" href="/search?q=Tides%3F&amp;space=all">' in html
 
