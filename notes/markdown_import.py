@@ -22,6 +22,9 @@ becomes a new head version on top of whatever the head is now, so a version save
 after the export stays in the history, one step back, and the report says so. History files
 (`.lode/versions`) are read only when the note is created by this import.
 
+New notes with a single version are written in batches through the services' bulk import
+(`notes_import`), as a large data set is; the rest one by one, each like a note saved in lode.
+
 Every file is read and judged on its own, in its own transaction: broken UTF-8, NUL bytes,
 a file over the note limit, unreadable front matter, a symbolic link are refused with the
 reason and the import goes on. Externals and annotations in the export are skipped with a
@@ -43,7 +46,7 @@ from typing import Literal
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from notes import export
 from notes.front_matter import (
@@ -55,9 +58,11 @@ from notes.front_matter import (
 from notes.models import Document, Version
 from notes.services import (
     MAX_TITLE_CHARS,
+    NoteImport,
     may_change,
     note_create,
     note_update,
+    notes_import,
     parse_tags,
     version_create,
 )
@@ -71,6 +76,8 @@ MAX_KEY_CHARS = 500  # Document.external_key
 MAX_SOURCE_CHARS = 200  # Document.source_name
 # Folders of a vault that are not notes: lode's own, Obsidian's settings and trash.
 HIDDEN_PREFIX = "."
+# New notes written per bulk statement batch.
+BATCH = 200
 
 Outcome = Literal["created", "updated", "unchanged", "skipped"]
 
@@ -494,20 +501,106 @@ def import_export_folder(
     files = note_files(root)
     if on_progress is not None:
         on_progress(0, len(files))
+    new: dict[str, _NewNote] = {}
     for done, file in enumerate(files, start=1):
         path = file.relative_to(root).as_posix()
-        try:
-            with transaction.atomic():
-                report.files.append(_import_file(root, user, file, path, folder_spaces))
-        except (FileRefused, FrontMatterError, SourceRefused) as exc:
-            report.files.append(FileResult(path, "skipped", detail=str(exc)))
-        except (ValidationError, PermissionDenied) as exc:
-            reason = " ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
-            report.files.append(FileResult(path, "skipped", detail=reason))
+        result = _guarded(
+            path,
+            lambda f=file, p=path: _import_file(root, user, f, p, folder_spaces, batch=new),
+        )
+        if isinstance(result, _NewNote):
+            new[result.note.key] = result
+        else:
+            report.files.append(result)
         if on_progress is not None:
             on_progress(done, len(files))
+    report.files.extend(_create_in_bulk(root, user, list(new.values())))
+    report.files.sort(key=lambda result: result.path)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _guarded(path: str, work: Callable[[], FileResult | _NewNote]) -> FileResult | _NewNote:
+    """`work()` in its own transaction; a refusal becomes the file's `skipped` result."""
+    try:
+        with transaction.atomic():
+            return work()
+    except (FileRefused, FrontMatterError, SourceRefused) as exc:
+        return FileResult(path, "skipped", detail=str(exc))
+    except (ValidationError, PermissionDenied) as exc:
+        reason = " ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
+        return FileResult(path, "skipped", detail=reason)
+
+
+@dataclass(frozen=True)
+class _NewNote:
+    """A file that becomes a new note with one version (its export holds no other): written
+    with others in bulk."""
+
+    path: str
+    note: ExportedNote
+    space_id: int
+    version_created: datetime | None = None  # from its history file, when exported
+
+
+def _create_in_bulk(root: Path, user: AbstractBaseUser, new: list[_NewNote]) -> list[FileResult]:
+    """New notes without history, `BATCH` at a time per space and source, through the
+    services' bulk import (`notes_import`: the rows `note_create` writes, in a few
+    statements); then each one's typed tags and exported dates. A batch that fails is
+    written again file by file, so one bad file refuses only itself."""
+    groups: dict[tuple[int, str], list[_NewNote]] = {}
+    for item in new:
+        groups.setdefault((item.space_id, item.note.source), []).append(item)
+    results: list[FileResult] = []
+    for (space_id, source), items in groups.items():
+        for start in range(0, len(items), BATCH):
+            chunk = items[start : start + BATCH]
+            try:
+                with transaction.atomic():
+                    results.extend(_create_batch(user, chunk, space_id=space_id, source=source))
+            except (ValidationError, PermissionDenied, IntegrityError):
+                for item in chunk:
+                    results.append(
+                        _guarded(item.path, lambda i=item: import_note(root, user, i.path, i.note))
+                    )
+    return results
+
+
+def _create_batch(
+    user: AbstractBaseUser, chunk: list[_NewNote], *, space_id: int, source: str
+) -> list[FileResult]:
+    imported = notes_import(
+        owner=user,
+        notes=[
+            NoteImport(external_key=i.note.key, title=i.note.title, body=i.note.body) for i in chunk
+        ],
+        source_name=source,
+        space=space_id,
+    )
+    documents = {
+        document.external_key: document
+        for document in Document.objects.filter(
+            owner=user, external_key__in=[item.note.key for item in chunk]
+        )
+    }
+    results: list[FileResult] = []
+    for item, outcome in zip(chunk, imported, strict=True):
+        if outcome.outcome is None:
+            results.append(FileResult(item.path, "skipped", detail=outcome.reason))
+            continue
+        document = documents[item.note.key]
+        if item.note.tags:
+            _save(document, user, item.note, base_version_id=document.head_id)
+        Document.objects.filter(pk=document.pk).update(
+            created_at=item.note.created, updated_at=item.note.updated or item.note.created
+        )
+        if item.version_created is not None:
+            Version.objects.filter(document=document, number=1).update(
+                created_at=item.version_created
+            )
+        detail = "1 version" if outcome.outcome == "created" else ""
+        results.append(FileResult(item.path, outcome.outcome, document.pk, detail))
+    return results
 
 
 def _import_file(
@@ -516,7 +609,11 @@ def _import_file(
     file: Path,
     path: str,
     folder_spaces: dict[str, tuple[str, str]],
-) -> FileResult:
+    *,
+    batch: dict[str, _NewNote],
+) -> FileResult | _NewNote:
+    """One file: imported now, or (a new note with one version, not yet in `batch`)
+    returned to be written in bulk."""
     text = read_text(file)
     split = split_front_matter(text)
     fields = split[0] if split is not None else {}
@@ -528,7 +625,15 @@ def _import_file(
             path, "skipped", detail="an annotation: it needs its snapshot (use lode_restore)"
         )
     if split is not None and "lode_id" in fields:
-        return import_note(root, user, path, exported_note(fields, split[1]))
+        note = exported_note(fields, split[1])
+        if note.key not in batch and find_note(user, note) is None:
+            history, why_not = read_history(root, note.lode_id)
+            if not why_not and len(history) <= 1:
+                first = history[0] if history else None
+                if first is None or (first.title, first.body) == (note.title, note.body):
+                    space_id = space_for(user, name=note.space, kind=note.space_kind)
+                    return _NewNote(path, note, space_id, first.created if first else None)
+        return import_note(root, user, path, note)
     top = path.split("/", 1)[0] if "/" in path else ""
     name, space_kind = folder_spaces.get(top, ("", export.SPACE_PERSONAL))
     space_id = space_for(user, name=name, kind=space_kind)

@@ -249,3 +249,32 @@ def test_export_refuses_a_folder_that_is_not_empty(tmp_path, alice):
         export_to_path(tmp_path / "full", user=alice)
     assert (tmp_path / "full" / "keep.md").read_text() == "mine"
     assert not Path(tmp_path / "full" / ".lode").exists()
+
+
+def test_round_trip_without_versions_keeps_heads_tags_spaces_and_dates(
+    tmp_path, alice, library, settings
+):
+    def heads() -> list[tuple[object, ...]]:
+        return sorted(
+            (d.space.name, d.title, d.head.sha256, d.created_at, d.updated_at, tags)
+            for d in Document.objects.filter(space__memberships__user=alice).select_related(
+                "head", "space"
+            )
+            for tags in [tuple(sorted(d.documenttag_set.values_list("tag__name", flat=True)))]
+        )
+
+    before = heads()
+    export_to_path(tmp_path / "vault", user=alice)
+    big = tmp_path / "vault" / "Personal" / "Runbook.md"
+    too_big = big.read_text().replace("Line two", "x" * (settings.LODE_MAX_NOTE_BYTES + 10))
+    (tmp_path / "vault" / "Personal" / "Too big.md").write_text(
+        too_big.replace(f"lode_id: {library['linked'].pk}", "lode_id: 999999")
+    )
+    wipe_notes()
+    report = import_export_folder(tmp_path / "vault", user=alice)
+    skipped = [r for r in report.files if r.outcome == "skipped"]
+    assert [r.path for r in skipped] == ["Personal/Too big.md"]
+    assert "limit" in skipped[0].detail
+    assert report.count("created") == len(before)
+    assert heads() == before
+    assert import_export_folder(tmp_path / "vault", user=alice).count("created") == 0
