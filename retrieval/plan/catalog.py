@@ -14,7 +14,7 @@ from django.db.models import Q, QuerySet
 
 from notes.models import Document, title_key
 from retrieval.eligibility import Audience, audience_documents, day_start
-from retrieval.meta.store import document_dates
+from retrieval.meta.store import document_dates, document_kinds
 from retrieval.plan.narrowing import Cues, Narrowing, Period
 from spaces.models import Space
 
@@ -67,10 +67,24 @@ def documents_dated_in(documents: QuerySet[Document], period: Period) -> set[int
     return dated | set(by_first_version.values_list("pk", flat=True))
 
 
+def documents_of_kinds(documents: QuerySet[Document], kinds: Iterable[str]) -> set[int]:
+    """The ids of `documents` of one of `kinds` (`retrieval.meta`); documents without a meta
+    row yet are read by `document_kinds` when they are few, else left out."""
+    kinds = list(kinds)
+    found = set(documents.filter(meta__kind__in=kinds).values_list("pk", flat=True))
+    missing = list(
+        documents.filter(meta__isnull=True).values_list("pk", flat=True)[: MAX_DERIVED + 1]
+    )
+    if len(missing) <= MAX_DERIVED:
+        found |= {pk for pk, kind in document_kinds(missing).items() if kind in kinds}
+    return found
+
+
 def resolve(cues: Cues, audience: Audience) -> Narrowing:
     """`cues` resolved for `audience`. Each kind of cue that names something narrows to its
-    documents (two tags: either); kinds combine (a tag and a period: both). A period no
-    document is dated in narrows nothing and says so in `fallback`."""
+    documents (two tags: either); kinds combine (a tag and a period: both). A named note's
+    kind word ("meeting", "runbook") narrows to notes of that kind when no title matches. A
+    period no document is dated in narrows nothing and says so in `fallback`."""
     narrowing = Narrowing(cues=cues)
     base = live_documents(audience)
     sets: list[set[int]] = []
@@ -79,6 +93,12 @@ def resolve(cues: Cues, audience: Audience) -> Narrowing:
         if notes:
             narrowing.notes = list(dict.fromkeys(d.title for d in notes))
             sets.append({d.pk for d in notes})
+    if cues.kinds and not narrowing.notes:
+        # No title is named: the kind word narrows to notes of that kind ("the March meeting").
+        kinds = documents_of_kinds(base, cues.kinds)
+        if kinds:
+            narrowing.kinds = list(cues.kinds)
+            sets.append(kinds)
     if cues.tags:
         rows = list(
             base.filter(tags__name__in=cues.tags).values_list("pk", "tags__name").distinct()

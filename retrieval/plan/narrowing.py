@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any, Self
 
+from retrieval.meta.extract import KIND_NAMES, Kind
+
 MONTH_NAMES = (
     "January",
     "February",
@@ -71,6 +73,19 @@ _NOTE_NOUN = "(?:" + "|".join(NOTE_NOUNS.split()) + ")"
 NOTE_RE = re.compile(
     rf"\b(?i:the|my|our|his|her|their)\s+((?:[\w'’-]+\s+){{0,5}}?)(?i:({_NOTE_NOUN}))\b"
 )
+# The note kinds a named note's kind word stands for (`retrieval.meta.extract.Kind`), when no
+# title matches it: "the March meeting" is a meeting note of March.
+KIND_OF_NOUN = {
+    "meeting": Kind.MEETING,
+    "meetings": Kind.MEETING,
+    "minutes": Kind.MEETING,
+    "agenda": Kind.MEETING,
+    "runbook": Kind.RUNBOOK,
+    "runbooks": Kind.RUNBOOK,
+    "checklist": Kind.RUNBOOK,
+    "journal": Kind.PERSONAL,
+    "diary": Kind.PERSONAL,
+}
 QUOTED_RE = re.compile(r"[“\"]([^”\"\n]{2,80})[”\"]")
 TAG_RE = re.compile(
     r"(?<![\w&#/])#([A-Za-z][\w-]{0,99})|\b(?i:tagged)\s+(?:(?i:with)\s+)?#?([\w-]{1,100})"
@@ -126,10 +141,14 @@ class Cues:
     spaces: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
     period: Period | None = None
+    # Note kinds the named note's kind word stands for, used when no title matches.
+    kinds: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not (self.notes or self.tags or self.spaces or self.sources or self.period)
+        return not (
+            self.notes or self.tags or self.spaces or self.sources or self.period or self.kinds
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -138,6 +157,7 @@ class Cues:
             "spaces": list(self.spaces),
             "sources": list(self.sources),
             "period": self.period.as_dict() if self.period else None,
+            "kinds": list(self.kinds),
         }
 
     @classmethod
@@ -153,6 +173,7 @@ class Cues:
             spaces=strings("spaces"),
             sources=strings("sources"),
             period=Period.from_dict(data.get("period")),
+            kinds=strings("kinds"),
         )
 
 
@@ -275,6 +296,18 @@ def note_phrases(question: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(p for p in found if p))
 
 
+def note_kinds(question: str) -> tuple[str, ...]:
+    """The note kinds the kind words of `question`'s named notes stand for ("the March
+    meeting": meeting notes), in the order found."""
+    kinds = [KIND_OF_NOUN.get(m[2].casefold()) for m in NOTE_RE.finditer(question)]
+    return tuple(dict.fromkeys(kind for kind in kinds if kind))
+
+
+def kind_words(kind: str) -> str:
+    """A kind as the page says it, plural ("meeting notes")."""
+    return KIND_NAMES.get(kind, (kind, kind))[1]
+
+
 def cues_in(question: str, today: date) -> Cues:
     """Every narrowing cue `question` holds (pure; `today` anchors relative periods)."""
     tags = [(m[1] or m[2]).casefold() for m in TAG_RE.finditer(question)]
@@ -286,6 +319,7 @@ def cues_in(question: str, today: date) -> Cues:
         spaces=tuple(dict.fromkeys(s for s in spaces if s)),
         sources=tuple(dict.fromkeys(s for s in sources if s)),
         period=period_in(question, today),
+        kinds=note_kinds(question),
     )
 
 
@@ -301,6 +335,7 @@ class Narrowing:
     tags: list[str] = field(default_factory=list)
     spaces: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
     period: Period | None = None
     period_documents: int = 0
     documents: int = 0
@@ -319,6 +354,7 @@ class Narrowing:
             "tags": list(self.tags),
             "spaces": list(self.spaces),
             "sources": list(self.sources),
+            "kinds": list(self.kinds),
             "period": self.period.as_dict() if self.period else None,
             "period_documents": self.period_documents,
             "documents": self.documents,
@@ -335,6 +371,7 @@ class Narrowing:
             tags=[str(v) for v in data.get("tags") or []],
             spaces=[str(v) for v in data.get("spaces") or []],
             sources=[str(v) for v in data.get("sources") or []],
+            kinds=[str(v) for v in data.get("kinds") or []],
             period=Period.from_dict(data.get("period")),
             period_documents=int(data.get("period_documents") or 0),
             documents=int(data.get("documents") or 0),

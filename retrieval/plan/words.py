@@ -3,6 +3,7 @@ differences replay reports between a stored plan and the plan made again."""
 
 from __future__ import annotations
 
+from retrieval.plan.narrowing import kind_words
 from retrieval.plan.plan import LEG_WORDS, LINKS_ASKED, LINKS_NOT_ASKED, RetrievalPlan
 from retrieval.plan.rules import LINKS_FOLLOW, rule_named
 
@@ -36,6 +37,8 @@ def narrowing_words(plan: RetrievalPlan) -> list[str]:
     named: list[str] = []
     if narrowing.notes:
         named.append("the note " + ", ".join(f"“{t}”" for t in narrowing.notes))
+    if narrowing.kinds:
+        named.append(", ".join(kind_words(k) for k in narrowing.kinds))
     if narrowing.tags:
         named.append("tag " + ", ".join(f"#{t}" for t in narrowing.tags))
     if narrowing.spaces:
@@ -97,7 +100,8 @@ def plan_differences(before: RetrievalPlan, now: RetrievalPlan) -> list[str]:
         if old != new:
             out.append(f"plan {name} differs: {old} → {new}")
     old_narrowing, new_narrowing = before.narrowing.as_dict(), now.narrowing.as_dict()
-    for key in ("notes", "tags", "spaces", "sources", "period", "documents", "applied", "fallback"):
+    keys = ("notes", "kinds", "tags", "spaces", "sources", "period", "documents", "applied")
+    for key in (*keys, "fallback"):
         if old_narrowing.get(key) != new_narrowing.get(key):
             out.append(
                 f"plan narrowing {key} differs: {old_narrowing.get(key)!r} → "

@@ -82,3 +82,9 @@ def test_cues_round_trip_through_their_stored_form():
     assert Cues.from_dict(cues.as_dict()) == cues
     assert Cues.from_dict({"period": {"start": "2024-05-02", "end": "2024-05-01"}}).period is None
     assert cues_in("Where is the stopcock?", TODAY).empty
+
+
+def test_a_named_notes_kind_word_gives_its_note_kind():
+    assert cues_in("What did we decide in the March meeting?", TODAY).kinds == ("meeting",)
+    assert cues_in("Step 3 of the restore runbook", TODAY).kinds == ("runbook",)
+    assert cues_in("What is in the backup plan?", TODAY).kinds == ()

@@ -12,6 +12,7 @@ from retrieval.answer.replay import replay
 from retrieval.answer.trace import Trace
 from retrieval.models import AskTrace, EgressLog
 from retrieval.plan.rules import RULES_VERSION
+from retrieval.plan.words import plan_lines
 from tests.factories import extractive_ask, note
 
 pytestmark = pytest.mark.django_db
@@ -119,6 +120,31 @@ def test_narrowing_words_are_left_out_only_when_the_narrowing_applied():
     applied = Narrowing(period=period, period_documents=1, tags=["backups"], applied=True)
     assert without_narrowing_words(question, applied) == "What did we decide about in ?"
     assert without_narrowing_words(question, Narrowing(period=period)) == question
+
+
+def test_a_named_meeting_no_title_matches_narrows_to_meeting_notes_of_that_month(alice):
+    from django.utils import timezone
+
+    today = timezone.localdate()
+    year = today.year if today.month >= 3 else today.year - 1
+    meeting = note(
+        alice,
+        f"Ops sync {year}-03-10",
+        f"# Ops sync {year}-03-10\n\nWe decided backups move to 03:30 UTC.\n",
+    )
+    note(
+        alice,
+        f"Backup runbook {year}-03-12",
+        f"# Backup runbook {year}-03-12\n\nWe decided backups move to 05:00 UTC.\n",
+    )
+    outcome = extractive_ask(
+        user=alice, question="What did we decide about backups in the March meeting?"
+    )
+    _, trace = stored(outcome)
+    narrowing = trace.plan.narrowing
+    assert narrowing.notes == [] and narrowing.kinds == ["meeting"] and narrowing.applied
+    assert pack_documents(trace) == {meeting.pk}
+    assert "Narrowed to: meeting notes; notes dated" in " ".join(plan_lines(trace.plan))
 
 
 def test_a_period_no_note_is_dated_in_falls_back_and_says_so(alice, ops_syncs):
