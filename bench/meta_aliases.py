@@ -10,16 +10,21 @@ vectors. Then every answerable question is searched twice per mode, with the ali
 expansion of `retrieval.search.pipeline.with_aliases` off (*before*) and on (*after*), and
 recall@5 is counted the way answer_quality.py counts it: a top-5 hit whose passage overlaps
 the question's answer text in its file. Also printed: the aliases mined from the corpus and
-how many questions an alias expanded. Writes bench/out/meta_aliases.json.
+how many questions an alias expanded, and the median milliseconds a search took each way.
+*Probes*: each side of each mined alias searched alone, found when a top-5 hit holds the other
+side and not the side typed (what only the expansion can find), before → after.
+Writes bench/out/meta_aliases.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +54,7 @@ def corpus_figures(part: str, modes: list[str]) -> dict[str, Any]:
     from notes.management.commands.lode_import_markdown import ensure_user
     from retrieval.eligibility import audience_for
     from retrieval.meta.aliases import alias_expansions
-    from retrieval.models import DocumentAlias
+    from retrieval.models import DocumentAlias, Passage
     from retrieval.query import parse
     from retrieval.search import pipeline
 
@@ -71,9 +76,12 @@ def corpus_figures(part: str, modes: list[str]) -> dict[str, Any]:
         if found:
             expanded.append({"question": row["question"], "added": [f.phrase for f in found]})
 
-    def recall(mode: str, rerank: str) -> float:
+    def recall(mode: str, rerank: str) -> tuple[float, float]:
+        """Recall@5 and the median milliseconds a search."""
         hits = 0
+        times = []
         for row in rows:
+            started = time.perf_counter()
             result = pipeline.search(
                 user=user,
                 query=row["question"],
@@ -82,23 +90,54 @@ def corpus_figures(part: str, modes: list[str]) -> dict[str, Any]:
                 limit=RECALL_K,
                 highlight=False,
             )
+            times.append((time.perf_counter() - started) * 1000)
             hits += any(
                 h.passage.document_id == row["doc"]
                 and row["range"] is not None
                 and overlaps((h.passage.start, h.passage.end), row["range"])
                 for h in result.hits[:RECALL_K]
             )
-        return round(hits / len(rows), 4) if rows else 0.0
+        return (round(hits / len(rows), 4) if rows else 0.0), round(statistics.median(times), 2)
 
     figures: dict[str, Any] = {}
     with_aliases = pipeline.with_aliases
     for label in modes:
         mode, rerank = MODES[label]
         pipeline.with_aliases = lambda parsed, audience, result: parsed  # expansion off
-        before = recall(mode, rerank)
+        before, before_ms = recall(mode, rerank)
         pipeline.with_aliases = with_aliases
-        after = recall(mode, rerank)
-        figures[label] = {"before": before, "after": after}
+        after, after_ms = recall(mode, rerank)
+        figures[label] = {"before": before, "after": after, "ms": [before_ms, after_ms]}
+
+    # Probes: each side of each mined alias searched alone; a probe is found when a top-5 hit
+    # holds the *other* side and not the side typed (what only the expansion can find).
+    probes = []
+    for short, long in set(DocumentAlias.objects.values_list("short", "long")):
+        for typed, other in ((short, long), (long, short)):
+            targets = {
+                pk
+                for pk, text in Passage.objects.filter(is_head=True).values_list("pk", "text")
+                if other.casefold() in text.casefold() and typed.casefold() not in text.casefold()
+            }
+            if targets:
+                probes.append((typed, targets))
+
+    def probe_recall(mode: str, rerank: str) -> float:
+        found = 0
+        for typed, targets in probes:
+            result = pipeline.search(
+                user=user, query=typed, mode=mode, rerank=rerank, limit=RECALL_K, highlight=False
+            )
+            found += any(h.passage.pk in targets for h in result.hits[:RECALL_K])
+        return round(found / len(probes), 4) if probes else 0.0
+
+    for label in modes:
+        mode, rerank = MODES[label]
+        pipeline.with_aliases = lambda parsed, audience, result: parsed  # expansion off
+        before = probe_recall(mode, rerank)
+        pipeline.with_aliases = with_aliases
+        figures[label]["probes"] = {"count": len(probes), "before": before}
+        figures[label]["probes"]["after"] = probe_recall(mode, rerank)
     return {
         "part": part,
         "documents": len(docs),
@@ -132,7 +171,10 @@ def main() -> int:
     )
     for r in results:
         cells = "  ".join(
-            f"{mode} {f['before']:.4f} → {f['after']:.4f}" for mode, f in r["recall_at_5"].items()
+            f"{mode} {f['before']:.4f} → {f['after']:.4f} (median {f['ms'][0]} → {f['ms'][1]} ms;"
+            f" {f['probes']['count']} probes {f['probes']['before']:.2f} → "
+            f"{f['probes']['after']:.2f})"
+            for mode, f in r["recall_at_5"].items()
         )
         print(
             f"{r['part']:<8}{r['documents']:>6}{r['questions']:>5}{len(r['aliases']):>9}"
