@@ -149,3 +149,20 @@ def test_a_rerun_says_when_the_best_match_changed(alice_client, alice_note, best
     best_match_settings.LODE_BEST_MATCH_FLOOR = 0.999998
     _, html = ask_page(alice_client, previous=str(first))
     assert "Best match changed from “Rotate the staging certs" in html and "to none." in html
+
+
+def test_a_public_best_match_is_not_called_unanswered(alice, alice_client, best_match_settings):
+    team = Space.objects.create(name="Team", created_by=alice, public_links_enabled=True)
+    Membership.objects.create(space=team, user=alice, role=Role.ADMIN)
+    services.note_create(
+        owner=alice,
+        title="Deploy runbook",
+        body="# Deploy runbook\n\nRotate the staging certs with certbot before Friday.\n",
+        space=team,
+    )
+    trace_id, _ = ask_page(alice_client, space=str(team.pk))
+    assert AskTrace.objects.get(pk=trace_id).answer["tier"] == "best_match"
+    link = public.link_create(by=alice, answer=AskTrace.objects.get(pk=trace_id))
+    html = Client().get(public.public_url(link)).content.decode()
+    assert "No sentence of the notes was confirmed as the answer" in html
+    assert "did not answer" not in html
