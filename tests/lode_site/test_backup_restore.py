@@ -7,6 +7,7 @@ name pg_dump."""
 from __future__ import annotations
 
 import io
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -158,6 +159,7 @@ def test_backup_during_writes_restores_consistently(install, tmp_path) -> None:
 def test_restore_refuses_a_backup_from_a_newer_lode(install, tmp_path) -> None:
     made = manage(install, "lode_backup", str(tmp_path / "backup"))
     assert made.returncode == 0, made.stderr
+    shutil.copytree(tmp_path / "backup", tmp_path / "untouched")
     with closing(sqlite3.connect(tmp_path / "backup" / "db.sqlite3")) as db:
         db.execute(
             "INSERT INTO django_migrations (app, name, applied) "
@@ -171,6 +173,14 @@ def test_restore_refuses_a_backup_from_a_newer_lode(install, tmp_path) -> None:
     assert "newer lode" in refused.stderr and "9999_from_a_newer_lode" in refused.stderr
     if (fresh / "lode.sqlite3").exists():  # opened by the command's start, never written
         assert query(fresh / "lode.sqlite3", "SELECT name FROM sqlite_master") == []
+    # The same backup as made restores, leaving the embedding to the worker.
+    restored = manage(fresh, "lode_restore", str(tmp_path / "untouched"), "--skip-vectors")
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert "the worker embeds the passages" in restored.stdout
+    assert "index health: healthy" in restored.stdout
+    pending = query(fresh / "lode.sqlite3", "SELECT COUNT(*) FROM retrieval_pendingvector")
+    heads = query(fresh / "lode.sqlite3", "SELECT COUNT(*) FROM retrieval_passage WHERE is_head")
+    assert pending == heads
 
 
 def test_commands_refuse_on_postgresql_naming_pg_dump(db, tmp_path) -> None:

@@ -48,10 +48,13 @@ class Command(BaseCommand):
         for path in report.kept_aside:
             self.stdout.write(f"kept the replaced copy at {path}")
         if report.repair is not None:
-            embedded = report.repair.vectors.embedded if vectors else 0
-            self.stdout.write(
-                f"indexes rebuilt from the restored passages; {embedded} passages embedded"
-                + ("" if vectors else " (the worker embeds them: --skip-vectors)")
-            )
+            repaired = report.repair.vectors
+            if repaired.error:
+                embedded = f"vectors not rebuilt ({repaired.error}): run `lode_index repair`"
+            elif vectors:
+                embedded = f"{repaired.embedded} passages embedded"
+            else:
+                embedded = "the worker embeds the passages (--skip-vectors)"
+            self.stdout.write(f"indexes rebuilt from the restored passages; {embedded}")
         health = ["health"] + ([] if vectors else ["--skip-vectors"])
         call_command("lode_index", *health, stdout=self.stdout, stderr=self.stderr)
