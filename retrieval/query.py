@@ -28,8 +28,10 @@ the site's time zone (`TIME_ZONE`); they compare with the head version's `create
 current text was saved): `after:D` keeps documents saved at or after that instant, `before:D`
 those saved strictly before it, so `after:2024-03 before:2024-04` is exactly March. A word
 whose prefix is not a filter key (`http://x`, `foo:bar`, `col:foo`) stays plain text. A bad
-value raises `QueryError` naming the filter and its allowed values; a query with filters but
-no words is rejected too. The parser only validates and normalises filters;
+value raises `QueryError` naming the filter and its allowed values. A query of filters and
+nothing else (`tag:ops`) has nothing to rank: `parse()` rejects it, and
+`parse(raw, filters_alone=True)` returns it (`ParsedQuery.filters_only`) for a caller that
+lists the documents the filters keep instead. The parser only validates and normalises filters;
 `retrieval.eligibility` turns them into the eligible-document condition both legs apply
 before their limit.
 """
@@ -55,7 +57,7 @@ DATE_KEYS = frozenset({"before", "after"})
 KIND_VALUES = ("note", "external")  # notes.models.Document.Kind
 FILTER_EXAMPLES = {
     "type": "type:note",
-    "source": "source:scifact",
+    "source": "source:Runbooks",
     "path": 'path:"my dir/x"',
     "tag": "tag:ops",
     "before": "before:2024-03-01",
@@ -125,6 +127,11 @@ class ParsedQuery:
     @property
     def is_empty(self) -> bool:
         return not self.terms and not self.phrases
+
+    @property
+    def filters_only(self) -> bool:
+        """Filters and nothing else: nothing to rank, only documents to list."""
+        return bool(self.filters) and self.is_empty and not self.excluded
 
     def all_tokens(self) -> list[str]:
         return [token for group in (*self.terms, *self.phrases) for token in group]
@@ -269,9 +276,12 @@ def _content_terms(terms: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
     return content or terms
 
 
-def _check_searchable(found: _Pieces, terms: list[tuple[str, ...]]) -> None:
-    """Raise `QueryError` when the query has nothing to search for, saying why."""
+def _check_searchable(found: _Pieces, terms: list[tuple[str, ...]], filters_alone: bool) -> None:
+    """Raise `QueryError` when the query has nothing to search for, saying why; with
+    `filters_alone`, filters without words or exclusions are a listing, not an error."""
     if terms or found.phrases:
+        return
+    if filters_alone and found.filters and not found.excluded:
         return
     if found.filters:
         raise QueryError(
@@ -290,8 +300,9 @@ def _without_spans(text: str, spans: list[tuple[int, int]]) -> str:
     return " ".join(text.split())
 
 
-def parse(raw: str) -> ParsedQuery:
-    """Parse search text; raises `QueryError` with a user-facing message when it cannot."""
+def parse(raw: str, *, filters_alone: bool = False) -> ParsedQuery:
+    """Parse search text; raises `QueryError` with a user-facing message when it cannot.
+    `filters_alone`: a query of filters only parses (`filters_only`) instead of raising."""
     limit = settings.LODE_MAX_QUERY_CHARS
     if len(raw) > limit:
         raise QueryError(f"The query is {len(raw):,} characters long; the limit is {limit:,}.")
@@ -305,7 +316,7 @@ def parse(raw: str) -> ParsedQuery:
     terms = _content_terms(found.terms)
     if len(terms) < len(found.terms):
         notes.append("Common words were ignored.")
-    _check_searchable(found, terms)
+    _check_searchable(found, terms, filters_alone)
     needles = found.needles
     if found.count <= SHORT_QUERY_TERMS:
         needles.extend(n for n in found.hyphen_needles if n not in needles)

@@ -150,3 +150,11 @@ def iter_spans(text: str, key: str) -> Iterator[tuple[int, int]]:
     pattern = re.compile(r"(?<!\w)" + r"\s+".join(words) + r"(?!\w)", re.IGNORECASE)
     for match in pattern.finditer(text):
         yield match.start(), match.end()
+
+
+def wiki_links_as_text(text: str) -> str:
+    """`text` with each `[[Title]]` shown as its title and `[[Title|alias]]` as its alias,
+    the way a rendered page reads them (search snippets are text, not rendered Markdown)."""
+    if "[[" not in text:
+        return text
+    return _WIKI.sub(lambda m: m.group(2) if (m.group(2) or "").strip() else m.group(1), text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from typing import Any, Literal
 
@@ -16,7 +17,10 @@ from lode_site.errors import NO_ACCESS
 from lode_site.ids import MAX_ID, DbId
 from retrieval.eligibility import NoAccess, audience_for
 from retrieval.highlight import ANCHOR_NOTE, HIGHLIGHT_MAX_CHARS, HIGHLIGHT_MAX_MARKS
+from retrieval.links import document_url
+from retrieval.search import listing
 from retrieval.search.evidence import EvidenceOutcome, open_evidence
+from retrieval.search.grouping import PASSAGES_PER_GROUP, group_by_document
 from retrieval.search.pipeline import (
     DEFAULT_MODE,
     DEFAULT_PAGE_SIZE,
@@ -33,6 +37,7 @@ router = Router(tags=["search"])
 # `Literal["a", "b"]`).
 SearchMode = Literal[MODES]
 Reranker = Literal[RERANK_CHOICES]
+GroupBy = Literal["passage", "note"]
 
 
 class Out(BaseModel):
@@ -225,6 +230,51 @@ class HitOut(Out):
         description="Set on a passage graph expansion added: not found by the query, reached "
         "by a link from a top hit's document (`follow_links`).",
     )
+    more_in_note: int = Field(
+        0,
+        description="How many further passages of this hit's document ranked below it among "
+        "the passages this search ranked: with `group_by=passage`, later hits of this "
+        "response; with `group_by=note`, passages left out of the response in favour of this "
+        "one (their ids in `more_in_note_passage_ids`).",
+    )
+    more_in_note_passage_ids: list[int] = Field(
+        default_factory=list,
+        description="With `group_by=note`: the ids of those further passages, best first "
+        "(each opens with GET /api/evidence/…). Empty with `group_by=passage`.",
+    )
+
+
+class ListedDocumentOut(Out):
+    """A document a filter-only query keeps."""
+
+    document_id: int
+    document_title: str
+    document_kind: str
+    trust_tier: str
+    space_id: int
+    source_name: str
+    tags: list[str]
+    version_id: int = Field(description="The current version.")
+    version_number: int
+    version_created_at: datetime = Field(
+        description="When the current text was saved (the list's order, newest first)."
+    )
+    excerpt: str = Field(
+        description=f"The first {listing.EXCERPT_CHARS} characters (at most) of the current "
+        "text, as stored."
+    )
+    url: str = Field(description="The document's page.")
+
+
+class ListingOut(Out):
+    """A query of filters only (`tag:ops`) lists the documents they keep, newest first,
+    instead of searching: one page of them."""
+
+    page: int
+    page_size: int
+    total: int = Field(description="Documents the filters keep, over every page.")
+    has_more: bool = Field(description="True when `page + 1` holds more documents.")
+    documents: list[ListedDocumentOut]
 
 
 class SearchOut(Out):
@@ -269,6 +319,16 @@ class SearchOut(Out):
         description="Graph expansion: whether links were followed from the top hits, the "
         "rule that decided and the passages added (null when nothing was searched).",
     )
+    group_by: GroupBy = Field(
+        "passage",
+        description='"passage": every hit is a passage (a document may appear several '
+        'times); "note": one hit per document, its best passage, with `more_in_note`.',
+    )
+    listing: ListingOut | None = Field(
+        None,
+        description="Set when `q` is filters only (`tag:ops`): the documents they keep, "
+        "newest first; `hits` is then empty. Null for every other query.",
+    )
     hits: list[HitOut]
 
 
@@ -295,7 +355,9 @@ def _leg(leg) -> LegOut | None:
     return LegOut(rank=leg.rank, score=leg.score, score_name=leg.score_name) if leg else None
 
 
-def hit_out(hit: Hit) -> HitOut:
+def hit_out(hit: Hit, *, more_in_note: int = 0, more_ids: list[int] | None = None) -> HitOut:
+    """The API's view of one hit; `more_in_note` and `more_ids` name further passages of
+    its document (see `HitOut.more_in_note`)."""
     p = hit.passage
     return HitOut(
         rank=hit.rank,
@@ -344,6 +406,8 @@ def hit_out(hit: Hit) -> HitOut:
         weaker=hit.weak,
         orphaned=hit.orphaned,
         via=ViaOut(**hit.via.as_dict()) if hit.via is not None else None,
+        more_in_note=more_in_note,
+        more_in_note_passage_ids=more_ids or [],
     )
 
 
@@ -369,9 +433,7 @@ class NoAccessOut(Schema):
     detail: str = Field(description="The space is not one the caller is a member of.")
 
 
-@router.get(
-    "/", response={200: SearchOut, 404: NoAccessOut, 503: BudgetExceededOut}
-)
+@router.get("/", response={200: SearchOut, 404: NoAccessOut, 503: BudgetExceededOut})
 def search_endpoint(
     request: HttpRequest,
     q: str = Query(
@@ -413,6 +475,19 @@ def search_endpoint(
         description="With expansion, also follow inferred edges (mentions, related), "
         "ranked at the bottom of the trust gradient.",
     ),
+    group_by: Literal["passage", "note"] = Query(
+        "passage",
+        description='"passage" (default): `limit` passages, a document possibly several '
+        'times. "note": up to `limit` documents, each as its best passage in rank order, '
+        "with `more_in_note` and `more_in_note_passage_ids` naming its further passages "
+        f"(up to {PASSAGES_PER_GROUP} passages per document are ranked to fill the page).",
+    ),
+    page: int = Query(
+        1,
+        ge=1,
+        le=listing.MAX_PAGE,
+        description="For a filter-only query's `listing`: the page (of `limit` documents).",
+    ),
 ):
     """Hybrid search over the documents of the caller's spaces. `q` is the search page's
     query language (words, "phrases", -exclusions, filters such as `tag:ops` or `after:2024-03`; see
@@ -423,6 +498,11 @@ def search_endpoint(
     code points; each hit's `highlights` also give UTF-16 code units (`*_utf16`). A hit's
     `anchor` spans its first to last highlight and may contain unmatched text between hits.
     `degraded` lists anything that limited this search (e.g. semantic search unavailable).
+
+    Filters alone (`tag:ops`, `source:Runbooks`, `space:"Team docs"`) search nothing: they
+    list the documents they keep, newest first, `limit` a page (`page`), in `listing`.
+    Grouping: `group_by=note` returns one hit per document (its best passage) with the
+    number and ids of its further passages; the ranking is the same.
 
     Weaker matches: the dense leg always finds nearest passages, however unrelated, so a
     passage holding none of the query's words is returned only when its cosine reaches
@@ -441,17 +521,26 @@ def search_endpoint(
         audience = audience_for(request.auth.pk, space_id=space)
     except NoAccess:
         raise HttpError(404, NO_ACCESS) from None
+    limit = max(1, min(limit, MAX_PAGE_SIZE))
+    filters_only = listing.filters_only_query(q)
+    if filters_only is not None:
+        started = time.perf_counter()
+        kept = listing.list_documents(filters_only, audience=audience, page=page, page_size=limit)
+        return listing_body(q, kept, mode=mode, elapsed_ms=(time.perf_counter() - started) * 1000)
+    grouped = group_by == "note"
     result = search(
         user=request.auth,
         audience=audience,
         query=q,
         mode=mode,
         rerank=rerank or settings.LODE_RERANK,
-        limit=max(1, min(limit, MAX_PAGE_SIZE)),
+        limit=min(limit * PASSAGES_PER_GROUP, 2 * MAX_PAGE_SIZE) if grouped else limit,
         show_weaker=weaker,
         follow_links=follow_links,
         follow_inferred=follow_inferred,
     )
+    hits = grouped_hits(result.hits, limit) if grouped else ranked_hits(result.hits)
+    trimmed = sum(1 for hit in hits if hit.text_trimmed or hit.parent.trimmed)
     body = SearchOut(
         query=result.query,
         mode=result.mode,
@@ -462,16 +551,84 @@ def search_endpoint(
         lexical_candidates=result.lexical_candidates,
         dense_candidates=result.dense_candidates,
         elapsed_ms=result.elapsed_ms,
-        truncated=bool(result.trimmed_hits),
-        trimmed_hits=result.trimmed_hits,
+        truncated=bool(trimmed),
+        trimmed_hits=trimmed,
         weaker=result.show_weaker,
         weaker_hidden=result.weaker_hidden,
         similarity_floor=MEANING_ONLY_FLOOR,
         max_chars=settings.LODE_SEARCH_RESPONSE_MAX_CHARS,
         expansion=expansion_out(result.expansion.as_dict() if result.expansion else None),
-        hits=[hit_out(hit) for hit in result.hits],
+        group_by=group_by,
+        hits=hits,
     )
     return body
+
+
+def ranked_hits(hits: list[Hit]) -> list[HitOut]:
+    """Every hit, each with how many later hits of the response share its document."""
+    later: dict[int, int] = {}
+    counts = []
+    for hit in reversed(hits):
+        document_id = hit.passage.document_id
+        counts.append(later.get(document_id, 0))
+        later[document_id] = later.get(document_id, 0) + 1
+    return [
+        hit_out(hit, more_in_note=count) for hit, count in zip(hits, reversed(counts), strict=True)
+    ]
+
+
+def grouped_hits(hits: list[Hit], limit: int) -> list[HitOut]:
+    """One hit per document (its best passage), at most `limit`, in rank order, each naming
+    its further passages."""
+    return [
+        hit_out(
+            group.best,
+            more_in_note=len(group.more),
+            more_ids=[hit.passage.pk for hit in group.more],
+        )
+        for group in group_by_document(hits, max_groups=limit)
+    ]
+
+
+def listing_body(q: str, page: listing.DocumentList, *, mode: str, elapsed_ms: float) -> SearchOut:
+    """The response to a filter-only query: no hits, one page of the documents it keeps."""
+    tags = listing.tag_names([document.pk for document in page.documents])
+    return SearchOut(
+        query=q,
+        mode=mode,
+        rerank="off",
+        error="",
+        notes=[*page.parsed.notes, *page.notes],
+        degraded=[],
+        lexical_candidates=0,
+        dense_candidates=0,
+        elapsed_ms=elapsed_ms,
+        max_chars=settings.LODE_SEARCH_RESPONSE_MAX_CHARS,
+        listing=ListingOut(
+            page=page.page,
+            page_size=page.page_size,
+            total=page.total,
+            has_more=page.has_next,
+            documents=[
+                ListedDocumentOut(
+                    document_id=document.pk,
+                    document_title=document.title,
+                    document_kind=document.kind,
+                    trust_tier=document.trust_tier,
+                    space_id=document.space_id,
+                    source_name=document.source_name,
+                    tags=tags.get(document.pk, []),
+                    version_id=document.head.pk,
+                    version_number=document.head.number,
+                    version_created_at=document.head.created_at,
+                    excerpt=document.excerpt,
+                    url=document_url(kind=document.kind, document_id=document.pk),
+                )
+                for document in page.documents
+            ],
+        ),
+        hits=[],
+    )
 
 
 # --- verified evidence opening ------------------------------------------------------------

@@ -23,6 +23,13 @@ highlighted characters still exactly the stored ones). Scores, ranks, offsets, t
 the reranker are shown only with `adv=1` in the URL (the "Advanced" link toggles it, and the
 shared link keeps it, so a shared link reproduces the view). An empty library (no notes, no
 sources) gets a first screen inviting the first note, source and question.
+
+Grouped by note: the ranking is kept, but a note's further passages fold under its best one
+("3 more in this note", a <details> that opens without JavaScript), so a page shows about
+`PAGE_NOTES` notes however long one of them is. A hit with no highlighted word says why it
+was found (by meaning, or by its title or headings). A query of filters only (`tag:ops`)
+lists the documents they keep, newest first, a page at a time (`page=N`). When nothing
+matches the page says so and what to try, and nothing else.
 """
 
 from __future__ import annotations
@@ -56,8 +63,18 @@ from notes.selectors import notes_for_user
 from retrieval.answer.display import heading_label, readable_text
 from retrieval.eligibility import NoAccess, audience_for
 from retrieval.highlight import Segment
-from retrieval.links import search_path
-from retrieval.search.pipeline import DEFAULT_MODE, MODES, Hit, search
+from retrieval.index.link_parsing import wiki_links_as_text
+from retrieval.links import document_url, search_path
+from retrieval.search import listing
+from retrieval.search.grouping import PASSAGES_PER_GROUP, group_by_document
+from retrieval.search.listing import (
+    EXCERPT_CHARS,
+    DocumentList,
+    filters_only_query,
+    list_documents,
+    tag_names,
+)
+from retrieval.search.pipeline import DEFAULT_MODE, MODES, Hit, SearchResult, search
 from retrieval.search.rerank import RERANK_CHOICES
 from retrieval.trust import document_tier_labels, tier_label
 from spaces.context import read_member_spaces
@@ -65,6 +82,8 @@ from spaces.current import current_space_id
 from spaces.models import Space
 
 TRUE_VALUES = ("1", "true", "on", "yes")
+# Notes (documents) a page of results shows, each with its further passages folded under it.
+PAGE_NOTES = 10
 
 
 @dataclass(frozen=True)
@@ -84,6 +103,30 @@ class ShownHit:
     # snapshot"); the calm view shows it as a badge on every hit but the reader's own notes.
     tier: str = ""
     tier_badge: bool = True
+    # Why a hit with no highlighted word was found ("" when words are highlighted, or a
+    # label already says it: a weaker match, a passage reached by a link).
+    found_by: str = ""
+
+
+@dataclass(frozen=True)
+class ShownGroup:
+    """One document's hits as the page shows them: its best passage, then the rest folded
+    under it."""
+
+    best: ShownHit
+    more: list[ShownHit]
+
+
+@dataclass(frozen=True)
+class ListedDocument:
+    """A document a filter-only query keeps, as its list shows it."""
+
+    document: Document
+    url: str
+    where: str
+    age: str
+    excerpt: str
+    tags: list[str]
 
 
 def _flag(request: HtmxHttpRequest, name: str) -> bool:
@@ -138,6 +181,13 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
     except NoAccess:
         return no_access(request)
     spaces = read_member_spaces(request)
+    space_names = _space_names(spaces)
+    filters_only = filters_only_query(query) if query.strip() else None
+    listing = (
+        list_documents(filters_only, audience=audience, page=page_number(request))
+        if filters_only is not None
+        else None
+    )
     result = (
         search(
             user=request.user,
@@ -145,10 +195,12 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
             query=query,
             mode=mode,
             rerank=rerank,
+            # Enough passages that the notes after a long one still fill the page.
+            limit=PAGE_NOTES * PASSAGES_PER_GROUP,
             show_weaker=weaker,
             follow_links=follow_links,
         )
-        if query.strip()
+        if query.strip() and listing is None
         else None
     )
     share_path = with_follow(
@@ -156,6 +208,11 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
             query=query, mode=mode, rerank=rerank, weaker=weaker, advanced=advanced, space=space
         ),
         follow_links,
+    )
+    groups = (
+        shown_groups(result.hits, space_names=space_names, viewer_id=request.user.pk)
+        if result is not None
+        else []
     )
     template = "search/search.html#results" if request.htmx else "search/search.html"
     response = render(
@@ -168,11 +225,11 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
             "modes": MODES,
             "rerank_choices": RERANK_CHOICES,
             "result": result,
-            "hits": shown_hits(
-                result.hits, space_names=_space_names(spaces), viewer_id=request.user.pk
-            )
-            if result is not None
-            else [],
+            "groups": groups,
+            "passages_shown": sum(1 + len(group.more) for group in groups),
+            "listing": listing,
+            "listed": listed_documents(listing, space_names=space_names) if listing else [],
+            "page_paths": _page_paths(share_path, listing) if listing else {},
             "weaker": weaker,
             "advanced": advanced,
             "follow_links": follow_links,
@@ -204,6 +261,8 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
                 search_path(query=query, mode=mode, rerank=rerank, advanced=advanced, space=space),
                 follow_links,
             ),
+            # The words of the query without its filters, for "search without the filters".
+            "unfiltered_path": _unfiltered_path(result, mode=mode, rerank=rerank, space=space),
             "share_url": request.build_absolute_uri(share_path),
             "share_audience": share_audience(request.user.pk, space_id),
             "space": space,
@@ -211,14 +270,43 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
             # Carried on each "Open evidence" link, so its "back to results" returns here.
             "search_params": share_path.partition("?")[2],
             # Only asked when there is no query: the first screen of an empty library.
-            "empty_library": result is None and library_is_empty(request.user),
+            "empty_library": result is None and listing is None and library_is_empty(request.user),
         },
     )
     if request.htmx:
         # The canonical URL (all parameters, defaults explicit) rather than whatever the
         # form happened to submit, so the address bar always holds a shareable link.
-        push_url(response, share_path)
+        push_url(response, _with_page(share_path, listing.page) if listing else share_path)
     return response
+
+
+def page_number(request: HtmxHttpRequest) -> int:
+    """The `page` parameter of a filter-only listing (1 when absent or not a number; the
+    listing clamps it)."""
+    raw = request.GET.get("page", "").strip()
+    if not raw.isascii() or not raw.isdigit():
+        return 1
+    return int(raw) if len(raw) <= 6 else listing.MAX_PAGE
+
+
+def _with_page(path: str, page: int) -> str:
+    return path if page <= 1 else f"{path}&page={page}"
+
+
+def _page_paths(share_path: str, listing: DocumentList) -> dict[str, str]:
+    """The links to the newer and older pages of a listing ("" when there is none)."""
+    return {
+        "newer": _with_page(share_path, listing.page - 1) if listing.page > 1 else "",
+        "older": _with_page(share_path, listing.page + 1) if listing.has_next else "",
+    }
+
+
+def _unfiltered_path(result: SearchResult | None, *, mode: str, rerank: str, space: str) -> str:
+    """The same words searched without the query's filters ("" when it has none)."""
+    parsed = result.parsed if result is not None else None
+    if parsed is None or not parsed.filters:
+        return ""
+    return search_path(query=parsed.text, mode=mode, rerank=rerank, space=space)
 
 
 def follow_choice(raw: str) -> bool | None:
@@ -280,11 +368,11 @@ def shown_hits(
         ShownHit(
             hit=hit,
             segments=readable_segments(hit.display_segments),
-            context_text=readable_text(hit.context_text, at_line_start=True)
+            context_text=wiki_links_as_text(readable_text(hit.context_text, at_line_start=True))
             if shows_context(hit)
             else "",
             where=_in_space(
-                where.get(hit.passage.document_id) or _where_document_lives(hit),
+                where.get(hit.passage.document_id) or _where_document_lives(hit.passage.document),
                 names.get(hit.passage.document.space_id, ""),
             ),
             headings=heading_label(hit.passage, hit.passage.document.title),
@@ -294,9 +382,71 @@ def shown_hits(
                 hit.passage.document.trust_tier == TrustTier.NOTE
                 and hit.passage.document.owner_id == viewer_id
             ),
+            found_by=found_by(hit),
         )
         for hit in hits
     ]
+
+
+def shown_groups(
+    hits: Sequence[Hit],
+    *,
+    space_names: dict[int, str] | None = None,
+    viewer_id: int | None = None,
+    max_groups: int = PAGE_NOTES,
+) -> list[ShownGroup]:
+    """`hits` grouped by document (`group_by_document`, ranking kept), at most `max_groups`
+    documents, each hit made readable as `shown_hits` does."""
+    groups = group_by_document(hits, max_groups=max_groups)
+    kept = [hit for group in groups for hit in (group.best, *group.more)]
+    shown = iter(shown_hits(kept, space_names=space_names, viewer_id=viewer_id))
+    out = []
+    for group in groups:
+        best = next(shown)
+        out.append(ShownGroup(best=best, more=[next(shown) for _ in group.more]))
+    return out
+
+
+def found_by(hit: Hit) -> str:
+    """Why a hit with no highlighted word was found, in words; "" when some of its words are
+    highlighted, or when its labels already say it (a weaker match, a linked passage)."""
+    if any(segment.highlighted for segment in hit.segments) or hit.weak or hit.via is not None:
+        return ""
+    if hit.fused.lexical is None:
+        return "Matched by meaning: none of your search words are in this passage."
+    return "Matched by its title or headings: your words are not in this passage itself."
+
+
+def listed_documents(
+    listing: DocumentList, *, space_names: dict[int, str] | None = None
+) -> list[ListedDocument]:
+    """The documents of a filter-only listing as its rows show them: where each lives, when
+    its current text was saved, its tags and the start of that text made readable."""
+    documents = listing.documents
+    where = _where_externals_live(documents)
+    names = space_names or {}
+    tags = tag_names([document.pk for document in documents])
+    rows = []
+    for document in documents:
+        excerpt = " ".join(
+            wiki_links_as_text(readable_text(document.excerpt, at_line_start=True)).split()
+        )
+        if len(document.excerpt) >= EXCERPT_CHARS:
+            excerpt = f"{excerpt.rsplit(' ', 1)[0]} …"
+        rows.append(
+            ListedDocument(
+                document=document,
+                url=document_url(kind=document.kind, document_id=document.pk),
+                where=_in_space(
+                    where.get(document.pk) or _where_document_lives(document),
+                    names.get(document.space_id, ""),
+                ),
+                age=age_words(document.head.created_at),
+                excerpt=excerpt,
+                tags=tags.get(document.pk, []),
+            )
+        )
+    return rows
 
 
 def shows_context(hit: Hit) -> bool:
@@ -319,10 +469,9 @@ def age_words(moment: datetime | None) -> str:
     return f"{timesince(moment, now, depth=1)} ago"
 
 
-def _where_document_lives(hit: Hit) -> str:
+def _where_document_lives(document: Document) -> str:
     """A note ("Note", or "Note imported from X"), an annotation, or an external by its
     source name when no source item names its path."""
-    document = hit.passage.document
     origin = f" from {document.source_name}" if document.source_name else ""
     if document.kind == Document.Kind.EXTERNAL:
         return f"External{origin}"
@@ -380,7 +529,7 @@ def readable_segments(segments: Sequence[Segment]) -> list[Segment]:
         else:
             parts.append(segment.text)
     joined = "".join(parts)
-    readable = readable_text(joined, at_line_start=True)
+    readable = wiki_links_as_text(readable_text(joined, at_line_start=True))
     pieces = re.split(rf"{stem}(\d+){stem}", readable)
     # re.split with one group: text, index, text, index, …, text.
     found = [int(index) for index in pieces[1::2]]

@@ -56,6 +56,11 @@ def test_search_page_follow_links_shows_via_link_and_why(alice, alice_client):
 def test_search_page_says_why_links_were_not_followed(alice, alice_client):
     service_and_team_notes(alice)
     page = alice_client.get("/search", {"q": SINGLE, "mode": "lexical", "rerank": "off"})
+    # The rule's "not followed" is an internal of the Advanced view.
+    assert "Links not followed" not in words(text_of(page))
+    page = alice_client.get(
+        "/search", {"q": SINGLE, "mode": "lexical", "rerank": "off", "adv": "1"}
+    )
     shown = words(text_of(page))
     assert "Links not followed — a single-hop question" in shown
     assert 'title="rule: single hop"' in page.content.decode()
