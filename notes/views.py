@@ -45,6 +45,7 @@ from retrieval import eligibility, links
 from retrieval.search import backlinks
 from retrieval.search.pipeline import pending_notice
 from retrieval.web.graph_picture import NARROW, neighbourhood_svg
+from retrieval.web.search_views import library_is_empty
 from spaces.current import current_space_id, space_for_new_documents
 from spaces.models import Role, Space
 
@@ -103,6 +104,8 @@ def note_list(request: HttpRequest) -> HttpResponse:
         "notes/list.html",
         {
             "notes": notes,
+            # Where the first login lands: an empty library gets the welcome guide.
+            "empty_library": not tag and not notes and library_is_empty(request.user),
             "tag": tag,
             "tags": selectors.tags_for_user(request.user, space_id=space_id),
             **_list_context(request),

@@ -110,7 +110,7 @@ def test_note_list_shows_own_notes_and_tags(alice_client, alice_note):
 def test_empty_note_list(alice_client):
     response = alice_client.get("/notes/")
     assert response.status_code == 200
-    assert "No notes yet" in text(response)
+    assert "Your library is empty" in text(response)  # the welcome guide
 
 
 def test_create_note_via_form(alice_client, alice):
@@ -237,7 +237,7 @@ def test_delete_confirms_then_deletes(alice_client, alice_note):
     alice_note.refresh_from_db()
     assert alice_note.is_deleted
     assert alice_client.get(reverse("notes:detail", args=[alice_note.pk])).status_code == 404
-    assert "No notes yet" in text(alice_client.get("/notes/"))
+    assert "Your library is empty" in text(alice_client.get("/notes/"))
 
 
 def test_history_version_and_restore(alice_client, alice, alice_note):
