@@ -19,8 +19,9 @@ database `bench_graph_query`), in one process:
    and evidence hydration — for `--queries` seeded random queries of each shape:
    * `neighbours out` (links_to) and `neighbours in` (links_to) of a random note;
    * `path` from a random note to one older (half 1–200 notes back, half 1–4000; max_hops
-     4, declared kinds); found and not-found paths are timed apart (a not-found one
-     explores the whole 4-hop ball);
+     4, declared kinds), following links either way (`path`, the default) and only along
+     their arrows (`path_out`), on the same pairs; found and not-found paths are timed apart
+     (a not-found one explores the whole 4-hop ball);
 3. discovery is not in these figures (it is the search pipeline plus two indexed lookups;
    bench/search_latency.py measures search). Candidates are built for the chosen seeds.
 
@@ -159,31 +160,40 @@ def measure(user_id: int, notes: int, queries: int) -> dict:
             "p95_ms": round(percentile(times, 95), 2),
             "mean_rows": round(sum(rows) / len(rows), 1),
         }
-    times, found, hops, found_times, not_found_times = [], 0, [], [], []
+    # The same pairs for both ways of following links: "both" (the default) may go against an
+    # edge's arrow, so its ball is larger; "out" only along the arrows.
+    pairs = []
     for _ in range(queries):
         start = rng.randrange(1, notes)
         # Half near (mostly found within 4 hops), half far (mostly not: the whole ball).
         goal = max(0, start - rng.randint(1, 200 if rng.random() < 0.5 else 4000))
-        a, b = by_index[start], by_index[goal]
-        raw = {"lookups": ["a", "b"], "query": {"op": "path", "from": a, "to": b, "max_hops": 4}}
-        ms, result = time_one(raw, candidates(a, b))
-        times.append(ms)
-        if result.rows:
-            found += 1
-            hops.append(len(result.rows))
-            found_times.append(ms)
-        else:
-            not_found_times.append(ms)
-    figures["path"] = {
-        "p50_ms": round(percentile(times, 50), 2),
-        "p95_ms": round(percentile(times, 95), 2),
-        "found": found,
-        "queries": queries,
-        "mean_hops_found": round(sum(hops) / len(hops), 2) if hops else None,
-        "found_p50_ms": round(percentile(found_times, 50), 2) if found_times else None,
-        "not_found_p50_ms": round(percentile(not_found_times, 50), 2) if not_found_times else None,
-        "not_found_p95_ms": round(percentile(not_found_times, 95), 2) if not_found_times else None,
-    }
+        pairs.append((by_index[start], by_index[goal]))
+    for follow, name in (("both", "path"), ("out", "path_out")):
+        times, found, hops, found_times, not_found_times = [], 0, [], [], []
+        for a, b in pairs:
+            query = {"op": "path", "from": a, "to": b, "max_hops": 4, "follow": follow}
+            ms, result = time_one({"lookups": ["a", "b"], "query": query}, candidates(a, b))
+            times.append(ms)
+            if result.rows:
+                found += 1
+                hops.append(len(result.rows))
+                found_times.append(ms)
+            else:
+                not_found_times.append(ms)
+        figures[name] = {
+            "p50_ms": round(percentile(times, 50), 2),
+            "p95_ms": round(percentile(times, 95), 2),
+            "found": found,
+            "queries": queries,
+            "mean_hops_found": round(sum(hops) / len(hops), 2) if hops else None,
+            "found_p50_ms": round(percentile(found_times, 50), 2) if found_times else None,
+            "not_found_p50_ms": round(percentile(not_found_times, 50), 2)
+            if not_found_times
+            else None,
+            "not_found_p95_ms": round(percentile(not_found_times, 95), 2)
+            if not_found_times
+            else None,
+        }
     return figures
 
 

@@ -677,55 +677,59 @@ def _path(audience: Audience, query: PathQuery) -> tuple[list[Edge], list[str], 
 
     With `follow="both"` a hop may go against an edge's arrow: "how is A connected to B"
     is answered when C links to both. Each edge comes back with the way it was followed
-    (FORWARD or BACKWARD), so the page and the API can say so hop by hop."""
+    (FORWARD or BACKWARD), so the page and the API can say so hop by hop.
+
+    The search reads edges as (id, kind, from, to) tuples, one query per end and batch (an OR
+    of both ends made SQLite scan), and loads only the path's own edges as rows."""
     start, goal = query.from_, query.to
     if start == goal:
         return [], [], "The two documents are the same: a path of no hops."
     kinds = sorted(set(query.kinds), key=_kind_rank)
     both = query.follow == FOLLOW_BOTH
-    parent: dict[int, tuple[Edge, int, str]] = {}  # node → (edge, previous node, direction)
+    fields = ("pk", "kind", "from_document_id", "to_document_id")
+    parent: dict[int, tuple[int, int, str]] = {}  # node → (edge id, previous node, direction)
     seen = {start}
     frontier = [start]
     for _level in range(query.max_hops):
-        # (from, to) → the edge the tie rule picks and the way it is followed
-        best: dict[tuple[int, int], tuple[tuple[int, int, int], Edge, str]] = {}
+        # (here, there) → the rank the tie rule orders by, the edge id and the way followed
+        best: dict[tuple[int, int], tuple[tuple[int, int, int], int, str]] = {}
         for i in range(0, len(frontier), _BATCH):
             batch = frontier[i : i + _BATCH]
-            ends = Q(from_document_id__in=batch)
-            if both:
-                ends |= Q(to_document_id__in=batch, from_document_id__isnull=False)
             members = set(batch)
-            for edge in _edges(audience).filter(ends, kind__in=kinds):
+            edges = _edges(audience).filter(kind__in=kinds)
+            found = dict.fromkeys(edges.filter(from_document_id__in=batch).values_list(*fields))
+            if both:
+                backward = edges.filter(to_document_id__in=batch, from_document_id__isnull=False)
+                found.update(dict.fromkeys(backward.values_list(*fields)))
+            for pk, kind, source, target in found:
                 steps = []
-                if edge.from_document_id in members:
-                    steps.append((edge.from_document_id, edge.to_document_id, FORWARD))
-                if both and edge.to_document_id in members:
-                    steps.append((edge.to_document_id, edge.from_document_id, BACKWARD))
+                if source in members:
+                    steps.append((source, target, FORWARD))
+                if both and target in members:
+                    steps.append((target, source, BACKWARD))
                 for here, there, way in steps:
                     if there in seen:
                         continue
-                    rank = (_kind_rank(edge.kind), 0 if way == FORWARD else 1, edge.pk)
+                    rank = (_kind_rank(kind), 0 if way == FORWARD else 1, pk)
                     held = best.get((here, there))
                     if held is None or rank < held[0]:
-                        best[(here, there)] = (rank, edge, way)
+                        best[(here, there)] = (rank, pk, way)
         following: list[int] = []
         for here, there in sorted(best):  # ascending parent id, then ascending child id
             if there not in seen:
                 seen.add(there)
-                _rank, edge, way = best[(here, there)]
-                parent[there] = (edge, here, way)
+                _rank, pk, way = best[(here, there)]
+                parent[there] = (pk, here, way)
                 following.append(there)
         if goal in seen:
-            path: list[Edge] = []
-            ways: list[str] = []
+            steps_back: list[tuple[int, str]] = []
             node = goal
             while node != start:
-                edge, node, way = parent[node]
-                path.append(edge)
-                ways.append(way)
-            path.reverse()
-            ways.reverse()
-            return path, ways, ""
+                pk, node, way = parent[node]
+                steps_back.append((pk, way))
+            steps_back.reverse()
+            rows = _edges(audience).in_bulk([pk for pk, _ in steps_back])
+            return [rows[pk] for pk, _ in steps_back], [way for _, way in steps_back], ""
         if not following:
             break
         frontier = sorted(following)
