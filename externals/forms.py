@@ -18,6 +18,7 @@ from externals.extract import READABLE_EXTENSIONS
 from externals.folders import allowed_roots, folder_refusal
 from externals.models import DEFAULT_STALE_AFTER_DAYS, Source
 from externals.services import MAX_STALE_AFTER_DAYS, MIN_STALE_AFTER_DAYS, SOURCE_TIER_VALUES
+from externals.uploads import AS_NOTES, AS_SOURCE
 from notes.forms import space_choices
 from notes.models import TrustTier
 from spaces.models import Space
@@ -29,7 +30,8 @@ SOURCE_TIERS = [(value, TrustTier(value).label) for value in SOURCE_TIER_VALUES]
 class SourceBaseForm(forms.Form):
     """Fields every kind of source has. `owner` is needed to keep names unique per user;
     `spaces` (the spaces the user may add sources to) fills the space select of the add
-    forms, and is None for the edit form, which has none (a source never changes space)."""
+    forms, and is None for the edit form, which has none (a source changes space by being
+    moved: `SourceMoveForm`)."""
 
     kind: str = ""
 
@@ -178,7 +180,7 @@ class MultipleFileInput(forms.FileInput):
 
 class MultipleFileField(forms.FileField):
     """A list of uploaded files. Each file's own checks (empty, size, type, decoding) are
-    made per file by `externals.services.upload_one`, so one bad file refuses only itself;
+    made per file by `externals.uploads`, so one bad file refuses only itself;
     this field checks only that something was sent."""
 
     # The picker offers the types lode reads; a file of another type (dropped, or picked
@@ -193,23 +195,45 @@ class MultipleFileField(forms.FileField):
 
 
 class UploadSourceForm(SourceBaseForm):
+    """Files brought in either as editable notes or as one mirrored source
+    (`externals.uploads`); the name, trust tier, no-egress and stale age are the source's."""
+
     kind = Source.Kind.UPLOAD
 
+    brought_in_as = forms.ChoiceField(
+        choices=[
+            (AS_NOTES, "As editable notes"),
+            (AS_SOURCE, "As a mirrored source"),
+        ],
+        # Left out (an older form, a script): a mirrored source, as uploads always were.
+        required=False,
+        initial=AS_SOURCE,
+        widget=forms.RadioSelect,
+        label="Bring the files in",
+        help_text="Notes: each Markdown or text file becomes a note you can edit. Source: "
+        "all the files become one source whose snapshots you annotate; any type lode reads.",
+    )
     name = forms.CharField(
         max_length=200,
         required=False,
-        help_text="Blank: each source is named after its file. With several files, each "
-        "source is named “name: file name”.",
+        label="Source name",
+        help_text="For a mirrored source. Blank: named after its file, or “Uploads” and the "
+        "date for several files.",
     )
     file = MultipleFileField(
         label="Files",
         help_text="Markdown, plain text, HTML, PDF, Word (.docx), PowerPoint (.pptx), Excel "
-        f"(.xlsx) or CSV; up to {MAX_UPLOAD_FILES} files, each a source of its own.",
+        f"(.xlsx) or CSV; up to {MAX_UPLOAD_FILES} files at once.",
         allow_empty_file=True,
     )
 
+    field_order = ["brought_in_as", "file", "space", "name"]
+
+    def clean_brought_in_as(self) -> str:
+        return self.cleaned_data["brought_in_as"] or AS_SOURCE
+
     def clean_name(self) -> str:
-        # Checked per file (`services.upload_one`): the names come from the files too.
+        # A taken name is refused by `externals.uploads.upload_as_source`, for sources only.
         return self.cleaned_data["name"].strip()
 
     def clean_file(self) -> list:
@@ -226,20 +250,13 @@ class UploadSourceForm(SourceBaseForm):
             )
         return files
 
-    def source_names(self) -> list[tuple[str, object]]:
-        """(source name, uploaded file) for every file sent."""
-        name = self.cleaned_data["name"]
-        files = self.cleaned_data["file"]
-        named = []
-        for upload in files:
-            own = Path((upload.name or "").replace("\\", "/")).name or "upload"
-            if not name:
-                named.append((own, upload))
-            elif len(files) == 1:
-                named.append((name, upload))
-            else:
-                named.append((f"{name}: {own}", upload))
-        return named
+
+class SourceMoveForm(forms.Form):
+    """The space a source moves to. The page offers the spaces the user edits; whether the
+    user may move it there is the move service's to decide (`spaces.services.source_move`),
+    so a posted id of any other space is refused in its words."""
+
+    to_space = forms.IntegerField(min_value=1, max_value=2**63 - 1, label="Move to space")
 
 
 SOURCE_FORMS: dict[str, type[SourceBaseForm]] = {

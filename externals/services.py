@@ -193,74 +193,6 @@ def upload_create(
     return source
 
 
-@dataclass(frozen=True)
-class UploadResult:
-    """What became of one file of a (multi-file) upload: `source` is set when it was
-    accepted (a source made and its file read into an external), `reason` says why not."""
-
-    filename: str
-    source: Source | None = None
-    reason: str = ""
-
-    @property
-    def accepted(self) -> bool:
-        return self.source is not None
-
-
-def _scan_refusal(source: Source) -> str:
-    """Why the upload's scan made no external (binary, broken UTF-8, unknown type, an
-    extractor failure), or "" when it made one."""
-    record = source.scans.order_by("-started_at", "-id").first()
-    if record is None:
-        return "the file was not scanned"
-    if record.items_new or record.items_changed or record.items_unchanged:
-        return ""
-    for entry in (*record.failures, *record.rejected, *record.skipped):
-        if entry.get("reason"):
-            return str(entry["reason"])
-    return record.error or "the file could not be read as text"
-
-
-def upload_one(
-    *,
-    owner: AbstractBaseUser,
-    name: str,
-    filename: str,
-    data: bytes,
-    trust_tier: str = TrustTier.EXTERNAL_CURRENT,
-    no_egress: bool = False,
-    stale_after_days: int = DEFAULT_STALE_AFTER_DAYS,
-    space: Space | int | None = None,
-) -> UploadResult:
-    """One file of an upload, through the same checks as `upload_create` (size cap, empty,
-    safe name, free source name) and the scan's (binary, strict UTF-8, file type). A file
-    the scan could not read is refused and leaves nothing behind (its source is deleted
-    again), so one bad file in a batch costs only itself."""
-    shown = (filename or "").replace("\\", "/").rpartition("/")[2] or "(no name)"
-    if not data:
-        return UploadResult(shown, reason="The submitted file is empty.")
-    if Source.objects.filter(owner_id=owner.pk, name=(name or "").strip()).exists():
-        return UploadResult(shown, reason=f"You already have a source named “{name.strip()}”.")
-    try:
-        source = upload_create(
-            owner=owner,
-            name=name,
-            filename=filename,
-            data=data,
-            trust_tier=trust_tier,
-            no_egress=no_egress,
-            stale_after_days=stale_after_days,
-            space=space,
-        )
-    except ValidationError as exc:
-        return UploadResult(shown, reason=" ".join(exc.messages))
-    refusal = _scan_refusal(source)
-    if refusal:
-        source_delete(source=source)
-        return UploadResult(shown, reason=refusal)
-    return UploadResult(shown, source=source)
-
-
 def store_upload(source: Source, data: bytes) -> Path:
     """Write the upload's bytes atomically (temp file + rename), replacing any earlier one."""
     folder = upload_folder(source)
@@ -415,7 +347,7 @@ def external_original(source: Source | None, item: SourceItem | None) -> Origina
     if source.kind == Source.Kind.FOLDER:
         return Original(text=os.path.join(source.location, item.path))
     if source.kind == Source.Kind.UPLOAD:
-        return Original(text=f"uploaded file {source.location}")
+        return Original(text=f"uploaded file {item.path}")  # one source may hold several
     parts = urlsplit(item.path)
     if parts.scheme.lower() in ("http", "https") and parts.hostname:
         return Original(text=item.path, href=item.path)

@@ -12,6 +12,7 @@ urlpatterns = [
     path("sources/<id:source_id>/enabled/", views.source_enabled, name="source-enabled"),
     path("sources/<id:source_id>/delete/", views.source_delete, name="source-delete"),
     path("sources/<id:source_id>/scan/", views.scan_now, name="scan-now"),
+    path("sources/<id:source_id>/move/", views.source_move, name="source-move"),
     path("sources/<id:source_id>/scan-status/", views.scan_status, name="scan-status"),
     path("sources/<id:source_id>/webhook-secret/", views.rotate_secret, name="rotate-secret"),
     path("externals/<id:document_id>/", views.external_detail, name="external"),

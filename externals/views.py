@@ -9,11 +9,17 @@ Markdown or HTML snapshot through the notes' one renderer and sanitiser (`notes.
 beside it, never as raw HTML.
 
 An upload may carry several files (`<input type=file multiple>`, a drop zone in
-static/upload.js); each becomes a source of its own through the same checks a single file
-has, and the page lists per file what was added and what was refused and why.
+static/upload.js), brought in as editable notes or as one mirrored source, as the uploader
+chooses (`externals.uploads`). The POST redirects to the sources page showing the per-file
+report, kept in the session under a token in the address (the last few only), so a reload
+shows the report again instead of sending the files again.
+
+A source moves to another space from its page (`source_move`): the user must be an editor
+of both spaces; its externals and their annotations go with it, each move recorded.
 
 Roles: any member of a source's space reads it (its page, scan status, externals,
-snapshots, annotations); an editor adds sources to the space and presses "Scan now"; only
+snapshots, annotations); an editor adds sources to the space, presses "Scan now" and moves
+the source to another space they edit; only
 an admin of the space edits, enables or disables, deletes a source or rotates its webhook
 secret. Anything of a space the user is not in answers the no-access page (404), for reads
 and writes alike; a member without the role gets Django's 403.
@@ -29,11 +35,12 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
+from django.utils.crypto import get_random_string
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from externals import selectors, services
+from externals import selectors, services, uploads
 from externals.annotations import annotations_for, may_delete
 from externals.extract import MARKDOWN_EXTENSIONS, MARKDOWN_EXTRACTORS, TEXT_EXTRACTOR
 from externals.folders import source_scan_refusal
@@ -43,6 +50,7 @@ from externals.forms import (
     UPLOAD_REQUEST_OVERHEAD_BYTES,
     SourceBaseForm,
     SourceEditForm,
+    SourceMoveForm,
     UploadSourceForm,
 )
 from externals.models import ScanRecord, Source, SourceItem
@@ -52,6 +60,8 @@ from notes import selectors as note_selectors
 from notes.models import Document, Version
 from notes.rendering import NoSuchPart, RenderedPart, rendered_part
 from notes.views import NotVisible, check_target_space, graph_context, shows_no_access
+from retrieval.eligibility import member_space_ids
+from spaces import services as space_services
 from spaces.current import current_space_id, space_for_new_documents
 from spaces.models import Role, Space
 
@@ -64,6 +74,11 @@ MAX_RUNNING_POLLS = 1800
 RENDERED_VIEW = "rendered"
 # `Version.extractor_name` of HTML snapshots (externals.extract.extract_html: Markdown text).
 HTML_EXTRACTOR = "trafilatura"
+# Upload reports kept in the session (newest last), so the sources page can show one after
+# the redirect; older ones are dropped. Each holds at most MAX_UPLOAD_FILES short lines.
+UPLOAD_REPORTS_SESSION_KEY = "upload_reports"
+MAX_KEPT_UPLOAD_REPORTS = 5
+UPLOAD_REPORT_PARAM = "upload"
 
 
 def _source_or_404(request: HttpRequest, source_id: int, needed: Role = Role.VIEWER) -> Source:
@@ -100,10 +115,19 @@ def _forms(request: HttpRequest, bound: SourceBaseForm | None = None) -> dict[st
 def _role_context(request: HttpRequest, source: Source) -> dict[str, object]:
     """Which of a source page's buttons this user gets: "Scan now" (editor), settings,
     enable/disable, delete and the webhook secret (admin)."""
+    can_scan = selectors.may(request.user, source.space_id, Role.EDITOR)
     return {
-        "can_scan": selectors.may(request.user, source.space_id, Role.EDITOR),
+        "can_scan": can_scan,
         "can_manage": selectors.may(request.user, source.space_id, Role.ADMIN),
         "show_spaces": note_selectors.shows_space_badges(request.user),
+        # "Move to space": the other spaces this editor edits.
+        "move_spaces": [
+            space
+            for space in note_selectors.writable_spaces(request.user)
+            if space.pk != source.space_id
+        ]
+        if can_scan
+        else [],
     }
 
 
@@ -111,13 +135,13 @@ def _list_page(
     request: HttpRequest,
     bound: SourceBaseForm | None = None,
     *,
-    upload_results: list[services.UploadResult] | None = None,
     upload_refusal: str = "",
 ) -> HttpResponse:
     sources = list(selectors.sources_for_user(request.user, space_id=current_space_id(request)))
     scans = selectors.latest_scans(sources)
     rows = [(source, scans.get(source.pk)) for source in sources]
-    uploading = bool(upload_results or upload_refusal)
+    report = _kept_report(request, request.GET.get(UPLOAD_REPORT_PARAM, ""))
+    uploading = report is not None or bool(upload_refusal)
     open_kind = bound.kind if bound else (Source.Kind.UPLOAD if uploading else "")
     return render(
         request,
@@ -126,7 +150,7 @@ def _list_page(
             "rows": rows,
             "forms": _forms(request, bound),
             "open_kind": open_kind,
-            "upload_results": upload_results or [],
+            "upload_report": report,
             "upload_refusal": upload_refusal,
             "show_spaces": note_selectors.shows_space_badges(request.user),
         },
@@ -176,10 +200,10 @@ def source_add(request: HttpRequest, kind: str) -> HttpResponse:
 
 
 def _upload(request: HttpRequest, spaces: list[Space]) -> HttpResponse:
-    """One or several files, each its own upload source, each through the checks a single
-    upload has (`services.upload_one`). The page lists per file what was added and what
-    was refused and why; one bad file never loses the others. A single accepted file goes
-    to its source page, as before."""
+    """One or several files, brought in as editable notes or as one mirrored source
+    (`externals.uploads`); one bad file never loses the others. Then post/redirect/get: the
+    per-file report is kept in the session and shown by the sources page the POST
+    redirects to, so reloading that page sends nothing again."""
     length = _int_header(request, "CONTENT_LENGTH")
     if length is not None and length > MAX_UPLOAD_TOTAL_BYTES + UPLOAD_REQUEST_OVERHEAD_BYTES:
         # Refused on the announced size alone: no file is read into memory, stored or
@@ -196,28 +220,51 @@ def _upload(request: HttpRequest, spaces: list[Space]) -> HttpResponse:
     if not form.is_valid():
         return _list_page(request, form)
     data = form.cleaned_data
-    results = [
-        services.upload_one(
-            owner=request.user,
-            space=data["space"] or space_for_new_documents(request),
-            name=name,
-            filename=upload.name,
-            data=upload.read(),
-            trust_tier=data["trust_tier"],
-            no_egress=data["no_egress"],
-            stale_after_days=data["stale_after_days"],
-        )
-        for name, upload in form.source_names()
+    space_id = data["space"] or space_for_new_documents(request).pk
+    files = [(upload.name or "", upload.read()) for upload in data["file"]]
+    if data["brought_in_as"] == uploads.AS_NOTES:
+        report = uploads.upload_as_notes(owner=request.user, space_id=space_id, files=files)
+    else:
+        try:
+            report = uploads.upload_as_source(
+                owner=request.user,
+                space_id=space_id,
+                files=files,
+                name=data["name"],
+                trust_tier=data["trust_tier"],
+                no_egress=data["no_egress"],
+                stale_after_days=data["stale_after_days"],
+            )
+        except ValidationError as exc:
+            form.add_error("name", exc.messages)
+            return _list_page(request, form)
+    token = _keep_report(request, report)
+    return redirect(f"{reverse('externals:sources')}?{UPLOAD_REPORT_PARAM}={token}#upload-results")
+
+
+def _keep_report(request: HttpRequest, report: uploads.UploadReport) -> str:
+    """Store `report` in the session under a new token (dropping the oldest beyond
+    MAX_KEPT_UPLOAD_REPORTS) and return the token."""
+    token = get_random_string(12)
+    kept = [
+        entry
+        for entry in request.session.get(UPLOAD_REPORTS_SESSION_KEY, [])
+        if isinstance(entry, dict)
     ]
-    if len(results) == 1 and results[0].accepted:
-        source = results[0].source
-        messages.success(request, f"Added source “{source.name}” and scanned the file.")
-        return redirect("externals:source", source_id=source.pk)
-    accepted = [result for result in results if result.accepted]
-    response = _list_page(request, None, upload_results=results)
-    if not accepted:
-        response.status_code = 400
-    return response
+    kept.append({"token": token, "report": report.as_dict()})
+    request.session[UPLOAD_REPORTS_SESSION_KEY] = kept[-MAX_KEPT_UPLOAD_REPORTS:]
+    return token
+
+
+def _kept_report(request: HttpRequest, token: str) -> uploads.UploadReport | None:
+    """The report kept under `token` in this user's session, or None (unknown or dropped:
+    the page then shows no report)."""
+    if not token:
+        return None
+    for entry in request.session.get(UPLOAD_REPORTS_SESSION_KEY, []):
+        if isinstance(entry, dict) and entry.get("token") == token:
+            return uploads.UploadReport.from_dict(entry.get("report") or {})
+    return None
 
 
 def _int_header(request: HttpRequest, name: str) -> int | None:
@@ -441,6 +488,40 @@ def source_delete(request: HttpRequest, source_id: int) -> HttpResponse:
             "running": scan_running_since(source) is not None,
         },
     )
+
+
+@require_POST
+@shows_no_access
+def source_move(request: HttpRequest, source_id: int) -> HttpResponse:
+    """Move a source, its externals and their annotations to another space
+    (`spaces.services.source_move`: an editor of both spaces; each document's move is
+    recorded). A viewer of the source's space gets the 403 every write they may not make
+    gets; a refusal about the space it goes to is said on the source page in plain words."""
+    source = _source_or_404(request, source_id, Role.EDITOR)
+    back = redirect("externals:source", source_id=source.pk)
+    form = SourceMoveForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose a space to move the source to.")
+        return back
+    to_space_id = form.cleaned_data["to_space"]
+    if to_space_id not in member_space_ids(request.user.pk):
+        messages.error(request, space_services.NOT_MEMBER)
+        return back
+    to_space = Space.objects.get(pk=to_space_id)
+    try:
+        moved = space_services.source_move(by=request.user, source=source, to_space=to_space)
+    except PermissionDenied as exc:
+        messages.error(request, str(exc) or "You may not move this source there.")
+        return back
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return back
+    messages.success(
+        request,
+        f"Moved “{source.name}” to {to_space.name}, with {moved} document"
+        f"{'s' if moved != 1 else ''}.",
+    )
+    return back
 
 
 def _snapshot_html(version: Version) -> SafeString:

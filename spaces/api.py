@@ -317,7 +317,7 @@ def move_document(request: HttpRequest, document_id: DbId, payload: MoveIn):
 )
 def move_source(request: HttpRequest, source_id: DbId, payload: MoveIn):
     """Move a source, every external it feeds and their annotations to another space: you
-    must be an admin of its space and an editor of `to_space`."""
+    must be an editor of its space and of `to_space`."""
     source = Source.objects.filter(
         pk=source_id, space_id__in=member_space_ids(request.auth.pk)
     ).first()

@@ -330,13 +330,14 @@ def document_move(*, by: AbstractBaseUser, document: Document, to_space: Space) 
 
 def source_move(*, by: AbstractBaseUser, source: Source, to_space: Space) -> int:
     """Move a source to another space together with every document it feeds and the notes
-    of their annotations (one `DocumentMove` each). `by` must be an admin of the source's
-    space and an editor of `to_space`. Returns how many documents moved."""
+    of their annotations (one `DocumentMove` each), in one transaction. `by` must be an
+    editor (or admin) of the source's space and of `to_space`, as for moving a note.
+    Returns how many documents moved."""
     with transaction.atomic():
         source = Source.objects.select_for_update().select_related("space").get(pk=source.pk)
         from_space = source.space
         _require_role(
-            by, from_space, Role.ADMIN, "Only an admin of a source's space can move the source."
+            by, from_space, Role.EDITOR, "Only an editor of a source's space can move the source."
         )
         _require_role(
             by, to_space, Role.EDITOR, "You need to be an editor of the space you move it to."

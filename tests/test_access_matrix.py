@@ -553,6 +553,9 @@ RULES: dict[str, dict[str, tuple[Case, ...]]] = {
         "POST": (Case("team_source", ADMIN_MANAGE),),
     },
     "/sources/<source_id>/scan/": {"POST": (Case("team_source", EDITOR_WRITE),)},
+    "/sources/<source_id>/move/": {
+        "POST": (Case("team_source", EDITOR_WRITE, body=move_body("team_source")),),
+    },
     "/sources/<source_id>/scan-status/": {"GET": (Case("team_source", MEMBER_READ),)},
     "/sources/<source_id>/webhook-secret/": {"POST": (Case("team_source", ADMIN_MANAGE),)},
     "/externals/<document_id>/": {"GET": (Case("team_external", MEMBER_READ),)},
@@ -720,8 +723,8 @@ RULES: dict[str, dict[str, tuple[Case, ...]]] = {
         ),
     },
     "/api/spaces/move/source/{source_id}": {
-        # Admin of the source's space, editor where it goes.
-        "POST": (Case("team_source", ADMIN_MANAGE, body=move_body("team_source")),),
+        # Editor of the source's space and where it goes.
+        "POST": (Case("team_source", EDITOR_WRITE, body=move_body("team_source")),),
     },
 }
 

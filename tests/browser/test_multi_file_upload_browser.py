@@ -1,7 +1,8 @@
 """Several files at once by drag-and-drop, and the rendered view of a snapshot, in a real
 browser. Debian's chromium drops two files on the upload form's zone (a
 DragEvent carrying a DataTransfer, as a drag from the desktop delivers), sees both listed,
-uploads them and finds both added; then opens one external's rendered view. Every page fits
+uploads them as one mirrored source and finds both saved in the report the upload redirects
+to; then opens one external's rendered view. Every page fits
 1280 px and 360 px without sideways scrolling.
 
 `LODE_PHONE_SHOTS=/some/folder` writes a full-page screenshot of each page at both widths
@@ -77,18 +78,16 @@ def test_drop_two_files_and_see_both_added(open_session, alice, settings, tmp_pa
     page.locator("#add-upload button[type=submit]").click()
     results = page.locator("[data-upload-result]")
     expect(results).to_have_count(2)
-    expect(page.locator('[data-upload-result="accepted"]')).to_have_count(2)
+    expect(page.locator('[data-upload-result="saved"]')).to_have_count(2)
+    assert "?upload=" in page.url
     expect(page.locator("#upload-results")).to_contain_text("failover.md")
     expect(page.locator("#upload-results")).to_contain_text("backups.md")
     fits(page, "upload-results")
-    assert set(Source.objects.filter(owner=alice).values_list("name", flat=True)) == {
-        "failover.md",
-        "backups.md",
-    }
+    [source] = Source.objects.filter(owner=alice)
+    assert source.name.startswith("Uploads ") and source.items.count() == 2
 
     # The external of one of them, exact text first, then rendered.
-    page.locator("#upload-results a", has_text="failover.md").click()
-    page.get_by_role("link", name="Failover runbook").click()
+    page.locator("#upload-results a", has_text="Failover runbook").click()
     expect(page.locator("#snapshot-text")).to_contain_text("**replica**")
     page.get_by_role("link", name="Rendered", exact=True).click()
     rendered = page.locator("#snapshot-rendered")

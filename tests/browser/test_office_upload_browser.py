@@ -55,17 +55,17 @@ def test_upload_a_word_file_and_read_it(open_session, alice, settings, tmp_path,
 
     page.locator("#add-upload button[type=submit]").click()
     expect(page.locator("[data-upload-result]")).to_have_count(2)
-    added = page.locator('[data-upload-result="accepted"]')
+    added = page.locator('[data-upload-result="saved"]')
     expect(added).to_contain_text("runbook.docx")
     refused = page.locator('[data-upload-result="refused"]')
     expect(refused).to_contain_text("costs.xlsx")
     expect(refused).to_contain_text("not a readable .xlsx file: it is not a ZIP package")
     fits(page, "office-upload-results")
-    assert list(Source.objects.filter(owner=alice).values_list("name", flat=True)) == [
-        "runbook.docx"
-    ]
+    # Both files went to one source; the damaged one was refused and left it again.
+    [source] = Source.objects.filter(owner=alice)
+    assert [item.path for item in source.items.all()] == ["runbook.docx"]
 
-    page.locator("#upload-results a", has_text="runbook.docx").click()
+    page.locator("#upload-results .upload-source a", has_text=source.name).click()
     fits(page, "office-source")
     page.get_by_role("link", name="Failover runbook").click()
     expect(page.locator("#snapshot-text")).to_contain_text("| promote \\| verify | ops team |")

@@ -211,10 +211,12 @@ def test_upload_form_rejects_oversize_and_empty_files(alice_client, settings):
     settings.LODE_SOURCE_MAX_FILE_BYTES = 1024
     url = reverse("externals:source-add", args=["upload"])
     big = SimpleUploadedFile("big.txt", b"x" * 1025, content_type="text/plain")
-    page = alice_client.post(url, {**form_data("upload"), "upload-file": big}).content.decode()
+    data = {**form_data("upload"), "upload-file": big}
+    page = alice_client.post(url, data, follow=True).content.decode()
     assert "The file is 1,025 bytes; the limit is 1,024 bytes." in page
     empty = SimpleUploadedFile("empty.txt", b"", content_type="text/plain")
-    page = alice_client.post(url, {**form_data("upload"), "upload-file": empty}).content.decode()
+    data = {**form_data("upload"), "upload-file": empty}
+    page = alice_client.post(url, data, follow=True).content.decode()
     assert "The submitted file is empty." in page
     assert not Source.objects.exists()
 
@@ -553,10 +555,10 @@ def test_upload_source_is_stored_and_scanned(alice_client, alice):
     response = alice_client.post(reverse("externals:source-add", args=["upload"]), data)
     assert response.status_code == 302
     source = Source.objects.get(owner=alice)
-    assert (source.kind, source.location) == ("upload", "notes.md")
+    assert (source.kind, source.location, source.name) == ("upload", "notes.md", "My upload")
     assert source.scans.get().items_new == 1
     page = alice_client.get(response["Location"]).content.decode()
-    assert "notes.md" in page and "scanned the file" in page
+    assert "notes.md" in page and "My upload" in page and 'data-upload-result="saved"' in page
 
 
 def test_scan_now_on_disabled_source_does_nothing(alice_client, source, monkeypatch):

@@ -150,7 +150,9 @@ def test_an_uploaded_word_file_is_added_and_a_corrupt_one_refused(alice, alice_c
     assert Source.objects.filter(owner=alice, name="plan.pptx").exists()
     assert "Quarterly plan" in page.content.decode()
 
-    response = alice_client.post(UPLOAD_URL, upload("notes.docx", b"PK\x03\x04 not really"))
+    response = alice_client.post(
+        UPLOAD_URL, upload("notes.docx", b"PK\x03\x04 not really"), follow=True
+    )
     page = response.content.decode()
     assert 'data-upload-result="refused"' in page
     assert "not a readable .docx file: it is not a ZIP package" in page

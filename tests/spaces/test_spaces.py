@@ -307,15 +307,17 @@ def test_a_source_moves_with_its_externals_and_their_annotations(team, alice, ca
     assert sorted(synced) == sorted(moved_ids)
 
 
-def test_moving_a_source_needs_admin_of_its_space(team, alice, carol, synced):
+def test_moving_a_source_needs_editor_of_both_spaces(team, alice, bob, carol, synced):
     source = factories.make_source(alice)
     Source.objects.filter(pk=source.pk).update(space=team)
     factories.make_source_external(source)
-    with pytest.raises(PermissionDenied, match="admin"):  # carol is only an editor of Team
-        services.source_move(by=carol, source=source, to_space=personal_space(carol))
+    with pytest.raises(PermissionDenied, match="editor"):  # bob only views Team
+        services.source_move(by=bob, source=source, to_space=personal_space(bob))
     with pytest.raises(PermissionDenied):  # alice is no editor of carol's personal space
         services.source_move(by=alice, source=source, to_space=personal_space(carol))
     assert not DocumentMove.objects.exists() and synced == []
+    # carol edits Team and her own space: the source and its external go.
+    assert services.source_move(by=carol, source=source, to_space=personal_space(carol)) == 1
 
 
 # --- pages ---------------------------------------------------------------------------------
