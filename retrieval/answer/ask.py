@@ -112,6 +112,7 @@ from retrieval.answer.types import (
 )
 from retrieval.eligibility import Audience, audience_documents, audience_for
 from retrieval.models import AskTrace, Passage
+from retrieval.plan.enough import enough_for
 from retrieval.plan.narrowing import without_narrowing_words
 from retrieval.plan.plan import RetrievalPlan, plan_for
 from retrieval.plan.plan import search_hits as plan_search_hits
@@ -618,6 +619,9 @@ def ask(
     )
     trace.gate = verdicts
     _show(outcome, verdicts, stage.pack, audience)
+    if outcome.claims:
+        shown = [(c.text, {s.document_id for s in c.support}) for c in outcome.claims]
+        plan.enough_met, plan.enough_why = enough_for(plan.intent, shown)
     return store.save(
         f"{len(outcome.claims)} claim(s) shown, {len(outcome.dropped)} dropped, "
         f"{len(outcome.conflicts)} conflict(s)"

@@ -84,6 +84,10 @@ class RetrievalPlan:
     refined_by: str = ""
     refinement: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    # Whether the claims shown were enough for `enough` (`enough.enough_for`), and why; None
+    # until claims are shown.
+    enough_met: bool | None = None
+    enough_why: str = ""
 
     @property
     def search_follow_links(self) -> bool | None:
@@ -111,6 +115,9 @@ class RetrievalPlan:
             "narrowing": self.narrowing.as_dict(),
             "notes": list(self.notes),
         }
+        if self.enough_met is not None:
+            data["enough_met"] = self.enough_met
+            data["enough_why"] = self.enough_why
         if self.refined_by:
             data["refined_by"] = self.refined_by
             data["refined"] = list(self.refined)
@@ -144,6 +151,8 @@ class RetrievalPlan:
             refined_by=str(data.get("refined_by") or ""),
             refinement=refinement if isinstance(refinement, dict) else None,
             notes=[str(v) for v in data.get("notes") or []],
+            enough_met=met if isinstance(met := data.get("enough_met"), bool) else None,
+            enough_why=str(data.get("enough_why") or ""),
         )
 
 

@@ -75,6 +75,9 @@ def plan_lines(plan: RetrievalPlan) -> list[str]:
         f"{plan.budget.max_items} passages ({plan.budget.max_chars:,} characters).",
         links_words(plan),
     ]
+    if plan.enough_met is not None:
+        verdict = "Enough" if plan.enough_met else "Less than expected"
+        lines.append(f"{verdict} for this question: {plan.enough_why}.")
     if plan.refined_by:
         changed = ", ".join(plan.refined) if plan.refined else "nothing"
         lines.append(f"Refined by the model {plan.refined_by}: {changed}.")

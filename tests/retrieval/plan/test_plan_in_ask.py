@@ -71,6 +71,9 @@ def test_an_ask_stores_its_plan_and_the_plan_round_trips(alice, backup_notes):
     assert trace.plan is not None and trace.plan.as_dict() == plan
     assert trace.to_dict() == row.trace
     assert pack_documents(trace) == {d.pk for d in backup_notes}
+    # Claims were shown, so whether they hold what a "how long" question wants is recorded.
+    assert outcome.claims and plan["enough_met"] is True
+    assert plan["enough_why"] == "a claim holds a number"
 
 
 def test_a_named_note_narrows_the_evidence_to_it(alice, backup_notes):
