@@ -23,10 +23,12 @@ counted; no counter row is shared between writers (see "BM25 statistics" below).
 
 Candidates come from the GIN index (`lode_bm25_matches`, which also keeps the planner off a
 sequential scan that would detoast every tsvector to test `@@`), so phrases, exclusions and
-the eligibility clause keep their meaning, all before the LIMIT. Two shortcuts, both exact
-(`bm25_sql`, `search`): a query of single words takes its matches from the postings it
-reads anyway, and without document filters the top list of every match is ranked first and
-only its rows are looked up for eligibility (`base.top_first`, as on SQLite).
+the eligibility clause keep their meaning, all before the LIMIT. Three shortcuts, all exact
+(`bm25_sql`, `search`, `pruned_top`): a query of single words takes its matches from the
+postings it reads anyway; without document filters the top list of every match is ranked
+first and only its rows are looked up for eligibility (`base.top_first`, as on SQLite); and
+that top list, for a query of single words, comes from MaxScore, which reads the rare
+lexemes' postings whole and looks the common ones up for the surviving candidates only.
 
 `index_health()` recomputes postings and lengths from the canonical text and compares;
 `rebuild()` refills both tables (and recreates their triggers if they were dropped).
@@ -35,10 +37,11 @@ only its rows are looked up for eligibility (`base.top_first`, as on SQLite).
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 from typing import TYPE_CHECKING
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import QuerySet
 
 from notes.models import Document
@@ -56,6 +59,7 @@ from retrieval.index.lexical.base import (
     LexicalHealth,
     LexicalHit,
     top_first,
+    with_spaces,
 )
 from retrieval.query import ParsedQuery
 
@@ -294,6 +298,20 @@ def query_tokens(query: ParsedQuery) -> list[str]:
 # (the parser counts stop words, as FTS5 does, but a trailing stop word of the title or body is
 # not counted, and `long-term` takes three positions, `long-term`, `long` and `term`, where FTS5
 # counts two tokens).
+# A posting's weighted tf, from the postings table aliased `b`.
+TF_SQL = f"b.title_tf * {TITLE_WEIGHT}::float8 + b.body_tf * {TEXT_WEIGHT}::float8"
+
+
+def part_sql(idf: str, avgdl: str, tf: str = "b.tf", length: str = "b.length") -> str:
+    """One lexeme's part of a passage's score in fixed point (int8), from SQL expressions
+    for the lexeme's IDF, avgdl, the posting's weighted tf and the passage's length (float8).
+    Exhaustive and pruned scoring both use it, so their scores are the same to the bit."""
+    return (
+        f"round({idf} * {tf} * {BM25_K1 + 1} / ({tf} + {BM25_K1} * "
+        f"(1 - {BM25_B} + {BM25_B} * {length} / nullif({avgdl}, 0))) * {FIXED_POINT})::int8"
+    )
+
+
 def bm25_sql(candidates: str | None) -> str:
     """A statement scoring the passages `candidates` selects (a SELECT of `id`s over `m`,
     the GIN matches of the query, run as a CTE after `q`; None: every match, the top list),
@@ -335,17 +353,15 @@ def bm25_sql(candidates: str | None) -> str:
         "totals AS (SELECT count(*)::float8 AS n, "
         f"coalesce(avg(length), 0)::float8 AS avgdl FROM {LENGTHS}), "
         "postings AS MATERIALIZED (SELECT b.lexeme, b.passage_id, "
-        f"b.title_tf * {TITLE_WEIGHT}::float8 + b.body_tf * {TEXT_WEIGHT}::float8 AS tf, "
-        "b.length::float8 AS length "
+        f"{TF_SQL} AS tf, b.length::float8 AS length "
         f"FROM {POSTINGS} b WHERE b.lexeme IN (SELECT lexeme FROM ql)), "
         "idf AS (SELECT lexeme, "
         f"greatest(ln((totals.n - count(*) + 0.5) / (count(*) + 0.5)), {BM25_MIN_IDF}) AS idf "
         "FROM postings, totals GROUP BY lexeme, totals.n), "
         "m AS MATERIALIZED (SELECT m.id, m.document_id FROM q, lode_bm25_matches(q.query) m)"
         f"{candidates_cte} "
-        f"SELECT b.passage_id, (sum(round(idf.idf * b.tf * {BM25_K1 + 1} / (b.tf + {BM25_K1} * "
-        f"(1 - {BM25_B} + {BM25_B} * b.length / nullif(totals.avgdl, 0))) * {FIXED_POINT})::int8)"
-        f" / {FIXED_POINT})::float8 AS score "
+        f"SELECT b.passage_id, (sum({part_sql('idf.idf', 'totals.avgdl')}) "
+        f"/ {FIXED_POINT})::float8 AS score "
         "FROM postings b JOIN idf ON idf.lexeme = b.lexeme CROSS JOIN totals "
         f"WHERE {wanted} "
         "GROUP BY b.passage_id ORDER BY score DESC, b.passage_id LIMIT %s"
@@ -355,6 +371,133 @@ def bm25_sql(candidates: str | None) -> str:
 def single_words(query: ParsedQuery) -> bool:
     """A query of single words only: no phrase, no exclusion (see `bm25_sql`)."""
     return not query.phrases and not query.excluded and all(len(g) == 1 for g in query.terms)
+
+
+# --- MaxScore: the top list without scoring every posting -------------------------------
+# MaxScore (Turtle & Flood, 1995), over the postings table as it is (no extra statistics):
+# every lexeme gets an upper bound of its part of any passage's score; lexemes are read
+# whole from the highest bound down (rare lexemes first), summing parts per passage, until
+# the k-th best partial sum exceeds the sum of the bounds of the lexemes not read. No
+# passage holding only those can then reach the top k, so the unread (common) lexemes are
+# looked up for the surviving candidates only, through the (lexeme, passage) key.
+#
+# The bound is `part(max weighted tf, min length)` over the lexeme's postings, read in the
+# query's own snapshot with df (one index-only aggregate per lexeme): exact under deletes
+# and new versions with nothing kept between queries, and no per-lexeme row that every
+# writer would update (see "BM25 statistics" above). The part grows with tf and shrinks
+# with length, so it bounds every posting's part.
+
+# Bounds are rounded up by this relative margin (plus one fixed-point unit) so float
+# rounding in Python can never make a bound smaller than a part SQL computes.
+BOUND_MARGIN = 1e-9
+
+# Per query lexeme, in one snapshot: df, the largest weighted tf, the shortest passage, the
+# IDF as `bm25_sql` computes it, and N, avgdl; plus whether every token makes <= 1 lexeme.
+_TERM_STATS_SQL = (
+    "WITH tl AS MATERIALIZED (SELECT "
+    f"tsvector_to_array(to_tsvector('{CONFIG}'::regconfig, t.token)) AS lexemes "
+    "FROM unnest(%s::text[]) AS t(token)), "
+    "ql AS (SELECT DISTINCT l AS lexeme FROM tl, unnest(tl.lexemes) AS l), "
+    "totals AS (SELECT count(*)::float8 AS n, "
+    f"coalesce(avg(length), 0)::float8 AS avgdl FROM {LENGTHS}), "
+    "s AS (SELECT ql.lexeme, s.df, s.max_tf, s.min_length FROM ql CROSS JOIN LATERAL ("
+    f"SELECT count(*) AS df, max({TF_SQL}) AS max_tf, min(b.length)::float8 AS min_length "
+    f"FROM {POSTINGS} b WHERE b.lexeme = ql.lexeme) s WHERE s.df > 0) "
+    "SELECT s.lexeme, s.df, s.max_tf, s.min_length, "
+    f"greatest(ln((totals.n - s.df + 0.5) / (s.df + 0.5)), {BM25_MIN_IDF}) AS idf, "
+    "totals.n, totals.avgdl, "
+    "(SELECT coalesce(bool_and(cardinality(lexemes) <= 1), true) FROM tl) "
+    "FROM totals LEFT JOIN s ON true"
+)
+# Every posting of one lexeme: (passage, its part in fixed point).
+_POSTING_PART = part_sql("%s::float8", "%s::float8", f"({TF_SQL})", "b.length::float8")
+_LEXEME_PARTS_SQL = f"SELECT b.passage_id, {_POSTING_PART} FROM {POSTINGS} b WHERE b.lexeme = %s"
+# The postings of these lexemes (with their IDFs) held by these passages.
+_CANDIDATE_PARTS_SQL = (
+    f"SELECT b.passage_id, {part_sql('t.idf', '%s::float8', f'({TF_SQL})', 'b.length::float8')} "
+    "FROM unnest(%s::text[], %s::float8[]) AS t(lexeme, idf) "
+    f"JOIN {POSTINGS} b ON b.lexeme = t.lexeme WHERE b.passage_id = ANY(%s::bigint[])"
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Lexeme:
+    lexeme: str
+    idf: float
+    bound: int  # fixed point, >= the part of any posting of this lexeme
+
+
+def _bound(idf: float, max_tf: float, min_length: float, avgdl: float) -> int:
+    """The largest part a posting of a lexeme can have, in fixed point, rounded up."""
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * min_length / avgdl) if avgdl else math.inf
+    part = idf * max_tf * (BM25_K1 + 1) / (max_tf + norm) if avgdl else 0.0
+    return math.ceil(part * 1e12 * (1 + BOUND_MARGIN)) + 1
+
+
+def _kth_best(scores: dict[int, int], k: int) -> int:
+    return heapq.nlargest(k, scores.values())[-1]
+
+
+def pruned_top(query: ParsedQuery, limit: int) -> list[tuple[int, float]] | None:
+    """`floor_search`'s list by MaxScore (see above): the same passages, order and scores as
+    scoring every posting, or None for a query it does not cover (a phrase, an exclusion, a
+    word the parser splits into several lexemes: their matches come from the GIN index).
+
+    Its statements share one snapshot: a REPEATABLE READ transaction of its own, or the
+    caller's transaction (whose writes it sees, as `bm25_sql` does)."""
+    if not single_words(query):
+        return None
+    if connection.in_atomic_block:
+        return _pruned_top(query, limit)
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        return _pruned_top(query, limit)
+
+
+def _pruned_top(query: ParsedQuery, limit: int) -> list[tuple[int, float]] | None:
+    with connection.cursor() as cursor:
+        cursor.execute(_TERM_STATS_SQL, [query_tokens(query)])
+        rows = cursor.fetchall()
+        if not rows[0][-1]:
+            return None
+        avgdl = rows[0][6]
+        lexemes = sorted(
+            (
+                _Lexeme(lexeme, idf, _bound(idf, max_tf, min_length, avgdl))
+                for lexeme, _df, max_tf, min_length, idf, _n, _avgdl, _single in rows
+                if lexeme is not None
+            ),
+            key=lambda t: (-t.bound, t.lexeme),
+        )
+        if not lexemes or limit <= 0:
+            return []
+        partial: dict[int, int] = {}
+        unread = sum(t.bound for t in lexemes)
+        read = 0
+        for lexeme in lexemes:
+            if len(partial) >= limit and _kth_best(partial, limit) > unread:
+                break
+            cursor.execute(_LEXEME_PARTS_SQL, [lexeme.idf, avgdl, lexeme.lexeme])
+            for passage_id, part in cursor.fetchall():
+                partial[passage_id] = partial.get(passage_id, 0) + part
+            unread -= lexeme.bound
+            read += 1
+        rest = lexemes[read:]
+        if rest:
+            # A passage whose partial sum plus every unread bound stays below the k-th best
+            # partial sum (itself <= the k-th best score) cannot reach the top k.
+            threshold = _kth_best(partial, limit)
+            partial = {pid: s for pid, s in partial.items() if s + unread >= threshold}
+            cursor.execute(
+                _CANDIDATE_PARTS_SQL,
+                [avgdl, [t.lexeme for t in rest], [t.idf for t in rest], list(partial)],
+            )
+            for passage_id, part in cursor.fetchall():
+                partial[passage_id] += part
+    # The score as `bm25_sql` turns the fixed-point sum into a float (numeric / float8).
+    best = heapq.nsmallest(limit, partial.items(), key=lambda item: (-item[1], item[0]))
+    return [(pid, total / 1e12) for pid, total in best]
 
 
 def search(
@@ -413,7 +556,11 @@ def _hits(rows: list[tuple[int, float]]) -> list[LexicalHit]:
 def _top_list(query: ParsedQuery, limit: int) -> list[tuple[int, float, int | None]]:
     """The floor's top list with the space of each live head passage (None for the rest),
     looked up after the limit in the same statement (`base.TopList`); outer joins, so the
-    list keeps its length whatever the lookups find."""
+    list keeps its length whatever the lookups find. MaxScore's list where it applies
+    (`pruned_top`), its spaces looked up after."""
+    pruned = pruned_top(query, limit)
+    if pruned is not None:
+        return with_spaces(pruned)
     tsquery, params = tsquery_sql(query)
     sql = (
         "SELECT t.passage_id, t.score, "
@@ -428,9 +575,16 @@ def _top_list(query: ParsedQuery, limit: int) -> list[tuple[int, float, int | No
         return cursor.fetchall()
 
 
-def floor_search(query: ParsedQuery, *, limit: int = LEXICAL_LIMIT) -> list[tuple[int, float]]:
+def floor_search(
+    query: ParsedQuery, *, limit: int = LEXICAL_LIMIT, pruned: bool = True
+) -> list[tuple[int, float]]:
     """The same tsquery and BM25 over every match, with no joins or eligibility: the
-    benchmark floor, and the top list `search()` checks first. Best first, ties by id."""
+    benchmark floor, and the top list `search()` checks first. Best first, ties by id.
+    By MaxScore where it applies (`pruned_top`); `pruned=False` scores every posting."""
+    if pruned:
+        found = pruned_top(query, limit)
+        if found is not None:
+            return found
     tsquery, params = tsquery_sql(query)
     sql = bm25_sql(None).replace("{tsquery}", tsquery)
     with connection.cursor() as cursor:
