@@ -296,3 +296,31 @@ def test_without_the_setting_the_chat_model_is_not_asked_about_the_plan(
     outcome = chat_ask(alice, "How long are backups kept?")
     _, trace = stored(outcome)
     assert not trace.plan.refined_by and len(fake_llm.requests) == 1
+
+
+def test_a_models_links_choice_applies_but_never_over_the_users(
+    alice, backup_notes, fake_llm, settings
+):
+    from retrieval.answer.answerers import ChatAnswerer
+    from retrieval.answer.ask import ask
+
+    settings.LODE_PLAN_REFINE = True
+    follow = {**REFINEMENT, "intent": None, "tags": None, "links": "follow"}
+    fake_llm.reply(follow)
+    fake_llm.reply({"claims": []})
+    outcome = chat_ask(alice, "How long are backups kept?")
+    row, trace = stored(outcome)
+    assert trace.plan.refined == ["links"] and trace.plan.search_follow_links is True
+    assert row.trace["expansion"]["rule"] == "asked"  # search was told to follow
+    fake_llm.reply(follow)
+    fake_llm.reply({"claims": []})
+    outcome = ask(
+        user=alice,
+        question="How long are backups kept?",
+        mode="lexical",
+        answerer=ChatAnswerer(),
+        follow_links=False,
+    )
+    _, trace = stored(outcome)
+    assert trace.plan.links == "not asked" and trace.plan.refined == []
+    assert trace.plan.search_follow_links is False
