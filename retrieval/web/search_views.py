@@ -107,6 +107,13 @@ class ShownHit:
     # label already says it: a weaker match, a passage reached by a link).
     found_by: str = ""
 
+    @property
+    def opens_with_heading(self) -> bool:
+        """Whether the shown text starts with its nearest heading (a folded passage then
+        needs no separate heading line)."""
+        text = "".join(segment.text for segment in self.segments).lstrip()
+        return bool(self.headings) and text.startswith(self.headings[-1])
+
 
 @dataclass(frozen=True)
 class ShownGroup:

@@ -102,6 +102,8 @@ def test_a_long_note_is_one_result_with_its_other_passages_folded_under_it(
     assert folded.count('class="more-hit"') == len(runbook_passages) - 1
     assert folded.count('class="evidence-link"') == len(runbook_passages) - 1
     assert "<mark>backup</mark>" in folded
+    # A folded passage that opens with its heading is not preceded by it a second time.
+    assert 'class="meta heading-path"' not in folded and "Step 2" in folded
     # The calm view names no ranks or scores.
     assert "rank 1" not in html and "bm25" not in html.lower()
 
@@ -151,6 +153,8 @@ def test_a_filter_alone_lists_what_it_keeps_newest_first(alice_client, alice, bo
     _age(rota, 3)
     _age(offsite, 1)
     services.note_create(owner=bob, title="Bob's ops diary", body="Private.", tags="ops")
+    binned = services.note_create(owner=alice, title="Old ops plan", body="Gone.", tags="ops")
+    services.note_delete(document=binned, user=alice)
 
     html = page(alice_client, {"q": "tag:ops"})
     assert 'class="error"' not in html and "Add at least one search word" not in html
@@ -161,6 +165,7 @@ def test_a_filter_alone_lists_what_it_keeps_newest_first(alice_client, alice, bo
     ]
     assert "2 documents</span> with <code>tag:ops</code>, newest first" in html
     assert "Bob" not in html  # only what alice may see
+    assert "Old ops plan" not in html  # nor what is in the trash
     # Each row: its tags and the start of its text, links read as text.
     assert '<span class="tag">#infra</span> <span class="tag">#ops</span>' in html
     assert "see Backup runbook and the rota." in html
