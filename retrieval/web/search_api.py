@@ -491,8 +491,8 @@ def search_endpoint(
 ):
     """Hybrid search over the documents of the caller's spaces. `q` is the search page's
     query language (words, "phrases", -exclusions, filters such as `tag:ops` or `after:2024-03`; see
-    /search/help); a query the language cannot run (a bad filter value, filters or
-    exclusions without a word, no letters or digits) finds nothing: no hits, and the reason
+    /search/help); a query the language cannot run (a bad filter value, exclusions
+    without a word, no letters or digits) finds nothing: no hits, and the reason
     in `error` (empty otherwise), as the search page shows it. `mode`: hybrid | lexical |
     semantic; `rerank`: learned | cross-encoder | off (default from settings). Offsets are Unicode
     code points; each hit's `highlights` also give UTF-16 code units (`*_utf16`). A hit's
