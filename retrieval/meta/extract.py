@@ -9,9 +9,9 @@
   the first rule of `KIND_RULES` whose cue appears where the rule looks (a front matter
   `kind:`/`type:` naming a kind wins; a mirrored document is always external).
 * `aliases_in(text)`: pairs of names for one thing stated in the text: "Service Level
-  Objective (SLO)", "SLO (service level objective)", "X, also called Y", "X aka Y",
-  "X (also known as Y)". Only forms that say so outright: an acronym must spell its long
-  form's initials.
+  Objective (SLO)", "SLO (service level objective)", a glossary line "SLO: service level
+  objective, …", "X, also called Y", "X aka Y", "X (also known as Y)". Only forms that say so
+  outright: an acronym must spell its long form's initials.
 * `top_terms(...)`: a document's most frequent topic words (title and headings count more),
   for the per-space catalog.
 """
@@ -370,6 +370,12 @@ _CALLED = re.compile(
     rf"|(?:also\s+called|also\s+known\s+as|{_AKA})\s+([^.,;:!?()\n]{{1,120}}))",
     re.IGNORECASE,
 )
+# A glossary line: "- **RPO**: recovery point objective, how much data we may lose."
+_GLOSSARY = re.compile(
+    r"^[ \t]{0,3}(?:[-*+][ \t]+)?(?:\*\*|__)?([A-Z][A-Za-z0-9&]{1,9})(?:\*\*|__)?"
+    r"[ \t]*(?::|—|–| - |=)[ \t]*([^\n]{1,300})",
+    re.MULTILINE,
+)
 BEFORE_CHARS = 200
 
 
@@ -394,7 +400,7 @@ class AliasPair:
 
     short: str
     long: str
-    pattern: str  # "acronym_after", "acronym_before", "also_called"
+    pattern: str  # "acronym_after", "acronym_before", "glossary", "also_called"
 
 
 def _is_acronym(text: str) -> bool:
@@ -403,10 +409,11 @@ def _is_acronym(text: str) -> bool:
 
 
 def _spells(acronym: str, words: list[str]) -> bool:
-    """Whether the acronym's letters are the initials of `words`, in order (small words may
-    be skipped; a word may give two letters, as "Kubernetes" gives K8s only by its
-    initial — digits in the acronym are skipped)."""
+    """Whether the acronym's letters are the initials of `words`, in order: each part of a
+    hyphenated word gives its own ("point-in-time recovery" spells PITR), small connecting
+    words may give none, and digits in the acronym are skipped."""
     letters = [ch.casefold() for ch in acronym if ch.isalpha()]
+    words = [part for word in words for part in re.split(r"[-‐–]", word) if part]
     initials = [word[0].casefold() for word in words]
     if not letters or not initials or initials[0] != letters[0]:
         return False
@@ -431,6 +438,16 @@ def _long_before(acronym: str, before: str) -> str | None:
         candidate = words[-count:]
         if _spells(acronym, candidate) and count >= 2:
             return " ".join(candidate)
+    return None
+
+
+def _long_prefix(acronym: str, text: str) -> str | None:
+    """The fewest words opening `text` (up to its first comma or full stop) whose initials
+    spell `acronym`: a glossary definition's long form."""
+    words = _PHRASE_WORD.findall(re.split(r"[,.;:(]", text, maxsplit=1)[0])[: len(acronym) + 3]
+    for count in range(2, len(words) + 1):
+        if _spells(acronym, words[:count]):
+            return " ".join(words[:count])
     return None
 
 
@@ -489,6 +506,9 @@ def aliases_in(text: str) -> list[AliasPair]:
             and _spells(tail[-1], inner_words)
         ):
             add(tail[-1], " ".join(inner_words), "acronym_before")
+    for match in _GLOSSARY.finditer(text):
+        if _is_acronym(match.group(1)):
+            add(match.group(1), _long_prefix(match.group(1), match.group(2)), "glossary")
     for match in _CALLED.finditer(text):
         first = _name_before(_before(text, match.start(), ".;:!?()\n"))
         second = _name_after(match.group(1) or match.group(2) or "")

@@ -32,7 +32,7 @@ from retrieval.models import DocumentAlias, DocumentMeta, DocumentTerm
 # The extraction rules' version: raise it when `extract.py` changes what it derives, so
 # `lode_index health` reports every row made under the old rules as stale and `repair`
 # re-derives them.
-RULES = 1
+RULES = 2
 # Bounds per document: a note listing hundreds of acronyms keeps its first ones.
 MAX_ALIASES_PER_DOCUMENT = 50
 BATCH = 500

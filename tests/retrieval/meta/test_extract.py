@@ -139,6 +139,26 @@ def test_aliases_stated_outright() -> None:
     ]
 
 
+def test_glossary_lines_and_hyphenated_long_forms() -> None:
+    text = (
+        "# Glossary\n"
+        "- **RPO**: recovery point objective, how much data we may lose.\n"
+        "- **PITR**: point-in-time recovery, restoring to a chosen moment.\n"
+        "SLO - service level objective\n"
+        "- **canary**: the first app host.\n"  # not an acronym
+        "TODO: fix the alerts\n"  # initials spell nothing
+        "- **IC**: whoever is on call leads.\n"  # a definition, not a long form
+    )
+    assert aliases_in(text) == [
+        AliasPair("RPO", "recovery point objective", "glossary"),
+        AliasPair("PITR", "point-in-time recovery", "glossary"),
+        AliasPair("SLO", "service level objective", "glossary"),
+    ]
+    assert aliases_in("Point-in-time Recovery (PITR) is tested.") == [
+        AliasPair("PITR", "Point-in-time Recovery", "acronym_after")
+    ]
+
+
 @pytest.mark.parametrize(
     "text",
     [
