@@ -125,11 +125,11 @@ DROP_SQL: list[str] = [
 # (common lexemes by nearly all), serialising concurrent writers until they commit and, with
 # several rows locked in different orders by two transactions, deadlocking them. Postings
 # of different passages never share a key, so concurrent writers never wait on each other
-# here. The price is read time: df counts the postings of the query's lexemes, which scoring
-# reads anyway (one index range per lexeme), and N/avgdl scan `retrieval_bm25_length`
-# (narrow rows: about 1 ms for SciFact's 8k passages, linear in head passages; a cached total
-# is the next step if that ever dominates). The cost of a query is linear in its lexemes'
-# postings, like FTS5's; `statement_timeout` (the request budget) bounds it.
+# here. The price is read time: df counts the postings of the query's lexemes (one
+# index-only range per lexeme), and N/avgdl scan `retrieval_bm25_length` (narrow rows: about
+# 1 ms for SciFact's 8k passages, ~20-40 ms at 200k). Scoring itself reads only what MaxScore
+# needs (`pruned_top`); that counting pass stays linear in the query's postings, and
+# `statement_timeout` (the request budget) bounds it.
 
 POSTINGS = "retrieval_bm25_posting"
 LENGTHS = "retrieval_bm25_length"
@@ -302,14 +302,18 @@ def query_tokens(query: ParsedQuery) -> list[str]:
 TF_SQL = f"b.title_tf * {TITLE_WEIGHT}::float8 + b.body_tf * {TEXT_WEIGHT}::float8"
 
 
-def part_sql(idf: str, avgdl: str, tf: str = "b.tf", length: str = "b.length") -> str:
+def part_sql(
+    idf: str, avgdl: str, tf: str = "b.tf", length: str = "b.length", *, fixed_point: bool = True
+) -> str:
     """One lexeme's part of a passage's score in fixed point (int8), from SQL expressions
     for the lexeme's IDF, avgdl, the posting's weighted tf and the passage's length (float8).
-    Exhaustive and pruned scoring both use it, so their scores are the same to the bit."""
-    return (
-        f"round({idf} * {tf} * {BM25_K1 + 1} / ({tf} + {BM25_K1} * "
-        f"(1 - {BM25_B} + {BM25_B} * {length} / nullif({avgdl}, 0))) * {FIXED_POINT})::int8"
+    Exhaustive and pruned scoring both use it, so their scores are the same to the bit.
+    `fixed_point=False`: the plain float8 part (MaxScore's bounds)."""
+    part = (
+        f"{idf} * {tf} * {BM25_K1 + 1} / ({tf} + {BM25_K1} * "
+        f"(1 - {BM25_B} + {BM25_B} * {length} / nullif({avgdl}, 0)))"
     )
+    return f"round({part} * {FIXED_POINT})::int8" if fixed_point else part
 
 
 def bm25_sql(candidates: str | None) -> str:
@@ -381,18 +385,21 @@ def single_words(query: ParsedQuery) -> bool:
 # passage holding only those can then reach the top k, so the unread (common) lexemes are
 # looked up for the surviving candidates only, through the (lexeme, passage) key.
 #
-# The bound is `part(max weighted tf, min length)` over the lexeme's postings, read in the
-# query's own snapshot with df (one index-only aggregate per lexeme): exact under deletes
-# and new versions with nothing kept between queries, and no per-lexeme row that every
-# writer would update (see "BM25 statistics" above). The part grows with tf and shrinks
-# with length, so it bounds every posting's part.
+# A lexeme's bound is its IDF times the largest `tf·(k1+1) / (tf + k1·(1 - b + b·|D|/avgdl))`
+# over its postings, read in the query's own snapshot with df (one index-only aggregate per
+# lexeme): exact under deletes and new versions with nothing kept between queries, and no
+# per-lexeme row that every writer would update (see "BM25 statistics" above).
 
 # Bounds are rounded up by this relative margin (plus one fixed-point unit) so float
 # rounding in Python can never make a bound smaller than a part SQL computes.
 BOUND_MARGIN = 1e-9
 
-# Per query lexeme, in one snapshot: df, the largest weighted tf, the shortest passage, the
-# IDF as `bm25_sql` computes it, and N, avgdl; plus whether every token makes <= 1 lexeme.
+# A posting's part with an IDF of 1: a lexeme's bound is its IDF times the largest of these.
+_SATURATION = part_sql(
+    "1::float8", "totals.avgdl", f"({TF_SQL})", "b.length::float8", fixed_point=False
+)
+# Per query lexeme, in one snapshot: df, the largest part with an IDF of 1, the IDF as
+# `bm25_sql` computes it, and N, avgdl; plus whether every token makes <= 1 lexeme.
 _TERM_STATS_SQL = (
     "WITH tl AS MATERIALIZED (SELECT "
     f"tsvector_to_array(to_tsvector('{CONFIG}'::regconfig, t.token)) AS lexemes "
@@ -400,10 +407,10 @@ _TERM_STATS_SQL = (
     "ql AS (SELECT DISTINCT l AS lexeme FROM tl, unnest(tl.lexemes) AS l), "
     "totals AS (SELECT count(*)::float8 AS n, "
     f"coalesce(avg(length), 0)::float8 AS avgdl FROM {LENGTHS}), "
-    "s AS (SELECT ql.lexeme, s.df, s.max_tf, s.min_length FROM ql CROSS JOIN LATERAL ("
-    f"SELECT count(*) AS df, max({TF_SQL}) AS max_tf, min(b.length)::float8 AS min_length "
+    "s AS (SELECT ql.lexeme, s.df, s.max_saturation FROM ql, totals CROSS JOIN LATERAL ("
+    f"SELECT count(*) AS df, max({_SATURATION}) AS max_saturation "
     f"FROM {POSTINGS} b WHERE b.lexeme = ql.lexeme) s WHERE s.df > 0) "
-    "SELECT s.lexeme, s.df, s.max_tf, s.min_length, "
+    "SELECT s.lexeme, s.df, s.max_saturation, "
     f"greatest(ln((totals.n - s.df + 0.5) / (s.df + 0.5)), {BM25_MIN_IDF}) AS idf, "
     "totals.n, totals.avgdl, "
     "(SELECT coalesce(bool_and(cardinality(lexemes) <= 1), true) FROM tl) "
@@ -412,26 +419,25 @@ _TERM_STATS_SQL = (
 # Every posting of one lexeme: (passage, its part in fixed point).
 _POSTING_PART = part_sql("%s::float8", "%s::float8", f"({TF_SQL})", "b.length::float8")
 _LEXEME_PARTS_SQL = f"SELECT b.passage_id, {_POSTING_PART} FROM {POSTINGS} b WHERE b.lexeme = %s"
-# The postings of these lexemes (with their IDFs) held by these passages.
+# The postings of one lexeme held by these passages (ids sorted, so a merge join can walk
+# them beside the lexeme's key range when they are many).
 _CANDIDATE_PARTS_SQL = (
-    f"SELECT b.passage_id, {part_sql('t.idf', '%s::float8', f'({TF_SQL})', 'b.length::float8')} "
-    "FROM unnest(%s::text[], %s::float8[]) AS t(lexeme, idf) "
-    f"JOIN {POSTINGS} b ON b.lexeme = t.lexeme WHERE b.passage_id = ANY(%s::bigint[])"
+    f"SELECT b.passage_id, {_POSTING_PART} FROM {POSTINGS} b "
+    "JOIN unnest(%s::bigint[]) AS c(id) ON b.passage_id = c.id WHERE b.lexeme = %s"
 )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Lexeme:
     lexeme: str
+    df: int
     idf: float
     bound: int  # fixed point, >= the part of any posting of this lexeme
 
 
-def _bound(idf: float, max_tf: float, min_length: float, avgdl: float) -> int:
+def _bound(idf: float, max_saturation: float | None) -> int:
     """The largest part a posting of a lexeme can have, in fixed point, rounded up."""
-    norm = BM25_K1 * (1 - BM25_B + BM25_B * min_length / avgdl) if avgdl else math.inf
-    part = idf * max_tf * (BM25_K1 + 1) / (max_tf + norm) if avgdl else 0.0
-    return math.ceil(part * 1e12 * (1 + BOUND_MARGIN)) + 1
+    return math.ceil(idf * (max_saturation or 0.0) * 1e12 * (1 + BOUND_MARGIN)) + 1
 
 
 def _kth_best(scores: dict[int, int], k: int) -> int:
@@ -461,11 +467,11 @@ def _pruned_top(query: ParsedQuery, limit: int) -> list[tuple[int, float]] | Non
         rows = cursor.fetchall()
         if not rows[0][-1]:
             return None
-        avgdl = rows[0][6]
+        avgdl = rows[0][5]
         lexemes = sorted(
             (
-                _Lexeme(lexeme, idf, _bound(idf, max_tf, min_length, avgdl))
-                for lexeme, _df, max_tf, min_length, idf, _n, _avgdl, _single in rows
+                _Lexeme(lexeme, df, idf, _bound(idf, saturation))
+                for lexeme, df, saturation, idf, _n, _avgdl, _single in rows
                 if lexeme is not None
             ),
             key=lambda t: (-t.bound, t.lexeme),
@@ -483,18 +489,24 @@ def _pruned_top(query: ParsedQuery, limit: int) -> list[tuple[int, float]] | Non
                 partial[passage_id] = partial.get(passage_id, 0) + part
             unread -= lexeme.bound
             read += 1
-        rest = lexemes[read:]
-        if rest:
+        for lexeme in lexemes[read:]:
             # A passage whose partial sum plus every unread bound stays below the k-th best
-            # partial sum (itself <= the k-th best score) cannot reach the top k.
+            # partial sum (itself <= the k-th best score) cannot reach the top k; each
+            # lookup raises the partial sums and lowers the unread bounds, so fewer remain.
             threshold = _kth_best(partial, limit)
             partial = {pid: s for pid, s in partial.items() if s + unread >= threshold}
-            cursor.execute(
-                _CANDIDATE_PARTS_SQL,
-                [avgdl, [t.lexeme for t in rest], [t.idf for t in rest], list(partial)],
-            )
+            if lexeme.df <= len(partial):
+                # Fewer postings than candidates: one range read beats a probe per candidate
+                # (passages outside the candidates are out already).
+                cursor.execute(_LEXEME_PARTS_SQL, [lexeme.idf, avgdl, lexeme.lexeme])
+            else:
+                cursor.execute(
+                    _CANDIDATE_PARTS_SQL, [lexeme.idf, avgdl, sorted(partial), lexeme.lexeme]
+                )
             for passage_id, part in cursor.fetchall():
-                partial[passage_id] += part
+                if passage_id in partial:
+                    partial[passage_id] += part
+            unread -= lexeme.bound
     # The score as `bm25_sql` turns the fixed-point sum into a float (numeric / float8).
     best = heapq.nsmallest(limit, partial.items(), key=lambda item: (-item[1], item[0]))
     return [(pid, total / 1e12) for pid, total in best]
