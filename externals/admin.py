@@ -2,11 +2,11 @@
 
 Sources are created through `externals.services` (which validates the folder or URL and
 runs the first scan), so the admin edits only the settings an operator changes afterwards:
-trust tier, no-egress, enabled and the stale age. Saving copies trust tier and no-egress
-onto the source's existing externals at once — no-egress in particular must not wait for
-the next scan. The webhook secret is never displayed (only whether one is set); rotate it
-with `manage.py lode_sources secret ID`. Scan records, items, deliveries and snapshots are
-records of what happened: read-only.
+trust tier (one of the tiers a source may carry), no-egress, enabled and the stale age.
+Saving copies trust tier and no-egress onto the source's existing externals at once —
+no-egress in particular must not wait for the next scan. The webhook secret is never
+displayed (only whether one is set); rotate it with `manage.py lode_sources secret ID`.
+Scan records, items, deliveries and snapshots are records of what happened: read-only.
 
 Staff who are not superusers see only the sources (and their records, snapshots and
 annotations) of the spaces they are members of; superusers see all.
@@ -19,12 +19,14 @@ import json
 from django.contrib import admin
 from django.core.paginator import Paginator
 from django.db import transaction
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_GET
 
+from externals.forms import SOURCE_TIERS
 from externals.models import Annotation, ScanRecord, Source, SourceItem, WebhookDelivery
 from externals.pipeline import COUNTERS, sync_source_flags
 from notes.admin import ReadOnlyAdmin, SpaceScopedAdmin
@@ -40,23 +42,27 @@ def _pretty_json(data: object) -> str:
     return format_html('<pre class="lode-json">{}</pre>', text)
 
 
+class SourceTierFilter(admin.SimpleListFilter):
+    """Filter by trust tier, offering only the tiers a source may carry."""
+
+    title = "trust tier"
+    parameter_name = "trust_tier__exact"
+
+    def lookups(self, request: HttpRequest, model_admin) -> list[tuple[str, str]]:
+        return SOURCE_TIERS
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Source]) -> QuerySet[Source]:
+        return queryset.filter(trust_tier=self.value()) if self.value() else queryset
+
+
 @admin.register(Source)
 class SourceAdmin(SpaceScopedAdmin):
-    list_display = [
-        "name",
-        "space",
-        "owner",
-        "kind",
-        "enabled",
-        "no_egress",
-        "trust_tier",
-        "stale_after_days",
-        "webhook_secret_set",
-        "last_scan",
-        "snapshots_link",
-    ]
-    list_editable = ["enabled", "no_egress", "trust_tier", "stale_after_days"]
-    list_filter = ["kind", "enabled", "no_egress", "trust_tier"]
+    # Few enough columns for a 1280 px screen; owner, stale age and the webhook secret's
+    # state are on each source's own page.
+    list_display = ["name_and_kind", "space", "trust_tier", "enabled", "no_egress", "last_scan"]
+    list_display_links = ["name_and_kind"]
+    list_editable = ["trust_tier", "enabled", "no_egress"]
+    list_filter = ["kind", "enabled", "no_egress", SourceTierFilter]
     list_select_related = ["owner"]
     search_fields = ["name", "location", "owner__username"]
     # `webhook_secret` is deliberately absent: not in the form, not on the page.
@@ -85,6 +91,14 @@ class SourceAdmin(SpaceScopedAdmin):
         "updated_at",
     ]
 
+    def formfield_for_choice_field(self, db_field, request: HttpRequest, **kwargs):
+        # The model field lists every tier; a source may carry only the externals' tiers
+        # (`externals.services`), on its page and in the list's editable column alike. The
+        # form refuses any other value, so a forged POST saves nothing.
+        if db_field.name == "trust_tier":
+            kwargs["choices"] = SOURCE_TIERS
+        return super().formfield_for_choice_field(db_field, request, **kwargs)
+
     def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
         # Creation validates the location and runs the first scan: the sources page does it.
         return False
@@ -103,17 +117,24 @@ class SourceAdmin(SpaceScopedAdmin):
     def webhook_secret_set(self, obj: Source) -> bool:
         return bool(obj.webhook_secret)
 
+    @admin.display(description="source", ordering="name")
+    def name_and_kind(self, obj: Source) -> str:
+        return format_html("{}<br><small>{}</small>", obj.name, obj.get_kind_display())
+
     @admin.display(description="last scan")
     def last_scan(self, obj: Source) -> str:
+        # Status, time and the snapshots link on separate lines: one narrow column.
+        snapshots = self.snapshots_link(obj)
         scan = obj.scans.order_by("-started_at", "-id").first()
         if scan is None:
-            return "never"
+            return format_html("never<br>{}", snapshots)
         url = reverse("admin:externals_scanrecord_change", args=[scan.pk])
         return format_html(
-            '<a href="{}">{} {}</a>',
+            '<a href="{}">{}<br>{}</a><br>{}',
             url,
             scan.get_status_display(),
             f"{scan.started_at:%Y-%m-%d %H:%M}",
+            snapshots,
         )
 
     @admin.display(description="snapshots")
@@ -203,6 +224,11 @@ class SourceItemAdmin(SpaceScopedAdmin, ReadOnlyAdmin):
     @admin.display(description="SHA-256")
     def short_hash(self, obj: SourceItem) -> str:
         return obj.sha256[:12]
+
+
+# The admin's plural, set here rather than in the model's Meta, which would need a migration
+# for a label no table stores.
+WebhookDelivery._meta.verbose_name_plural = "webhook deliveries"
 
 
 @admin.register(WebhookDelivery)

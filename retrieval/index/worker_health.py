@@ -15,12 +15,14 @@ passage over. It is counted, not reported as a problem.
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from retrieval.index.sync import WORKER_CLAIM_TTL_SECONDS
+from lode_site.models import _process_exists as process_exists
+from retrieval.index.sync import WORKER_CLAIM_TTL_SECONDS, claims_enabled
 from retrieval.models import VectorClaim, WorkerHeartbeat
 
 # Matches `db_worker.STALE_AFTER_SECONDS` (the sweep's limit): a row this old is a gone worker.
@@ -30,8 +32,9 @@ EXAMPLES = 5
 
 @dataclass(frozen=True)
 class WorkerHealth:
-    """Live and stale workers (PostgreSQL deployments; SQLite's single worker writes no row
-    while idle, so an empty table is normal) and expired vector claims."""
+    """Live and stale workers and expired vector claims. SQLite's single worker beats from
+    its own loop, between polls and tasks, so during one long task its row goes quiet: there
+    a quiet row naming a task, whose process still exists on this host, counts as alive."""
 
     alive: int = 0
     stale: int = 0
@@ -63,13 +66,22 @@ def worker_health(now: datetime | None = None) -> WorkerHealth:
     """Count live and stale heartbeats and expired claims (read-only, three queries)."""
     now = now or timezone.now()
     stale_before = now - timedelta(seconds=STALE_AFTER_SECONDS)
-    stale = WorkerHeartbeat.objects.filter(seen_at__lt=stale_before).order_by("seen_at")
+    stale = list(WorkerHeartbeat.objects.filter(seen_at__lt=stale_before).order_by("seen_at"))
+    busy = [] if claims_enabled() else [row for row in stale if _busy_on_this_host(row)]
+    stale = [row for row in stale if row not in busy]
     return WorkerHealth(
-        alive=WorkerHeartbeat.objects.filter(seen_at__gte=stale_before).count(),
-        stale=stale.count(),
+        alive=WorkerHeartbeat.objects.filter(seen_at__gte=stale_before).count() + len(busy),
+        stale=len(stale),
         stale_examples=[_describe(row) for row in stale[:EXAMPLES]],
         expired_claims=VectorClaim.objects.filter(expires_at__lt=now).count(),
     )
+
+
+def _busy_on_this_host(row: WorkerHeartbeat) -> bool:
+    # Only this host's pids mean anything here; a reused pid makes a dead worker look busy
+    # (as `JobProgress.mark_vanished` accepts), never a busy one dead.
+    host = socket.gethostname()[:255]
+    return bool(row.task_id) and row.hostname == host and bool(row.pid) and process_exists(row.pid)
 
 
 def forget_gone_workers(now: datetime | None = None) -> int:

@@ -4,6 +4,7 @@ scan records, items, deliveries and snapshots are read-only."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from django.test import Client
 
 from externals.models import ScanRecord, Source, SourceItem, WebhookDelivery
 from externals.pipeline import scan_source
+from externals.services import SOURCE_TIER_VALUES
 from notes.models import Document, TrustTier
 
 pytestmark = pytest.mark.django_db
@@ -167,3 +169,46 @@ def test_snapshots_list_external_versions_per_source(source, bob, tmp_path, staf
     assert "Bob&#x27;s" not in text and "bob.md" not in text
     version = Document.objects.get(source_items__source=source).head
     assert f"/admin/notes/version/{version.pk}/change/" in text
+
+
+def test_the_trust_tier_offers_only_the_tiers_a_source_may_carry(source, staff_client):
+    for url in (f"/admin/externals/source/{source.pk}/change/", "/admin/externals/source/"):
+        page = staff_client.get(url).content.decode()
+        offered = set(re.findall(r'<option value="([a-z_]+)"', page))
+        tiers = {tier.value for tier in TrustTier}
+        assert offered & tiers == set(SOURCE_TIER_VALUES), url
+    listed = staff_client.get("/admin/externals/source/").content.decode()
+    assert TrustTier.NOTE.label not in listed  # nor in the list's filter
+    stale = staff_client.get("/admin/externals/source/?trust_tier__exact=external_stale")
+    assert "Alice docs" not in stale.content.decode()
+
+
+@pytest.mark.parametrize("tier", [TrustTier.NOTE, TrustTier.ANNOTATION, "made-up"])
+def test_a_tier_a_source_may_not_carry_is_refused_and_nothing_changes(source, staff_client, tier):
+    change = staff_client.post(
+        f"/admin/externals/source/{source.pk}/change/",
+        {"trust_tier": tier, "enabled": "on", "stale_after_days": "30"},
+    )
+    assert change.status_code == 200  # the form again, with its error
+    assert "Select a valid choice" in change.content.decode()
+    listed = staff_client.post(
+        "/admin/externals/source/",
+        {
+            "form-TOTAL_FORMS": "1",
+            "form-INITIAL_FORMS": "1",
+            "form-0-id": str(source.pk),
+            "form-0-trust_tier": tier,
+            "form-0-enabled": "on",
+            "_save": "Save",
+        },
+    )
+    assert listed.status_code == 200
+    source.refresh_from_db()
+    assert source.trust_tier == TrustTier.EXTERNAL_CURRENT
+    document = Document.objects.get(source_items__source=source)
+    assert document.trust_tier == TrustTier.EXTERNAL_CURRENT
+
+
+def test_webhook_deliveries_are_called_that(source, staff_client):
+    page = staff_client.get("/admin/").content.decode()
+    assert "Webhook deliveries" in page and "deliverys" not in page

@@ -27,8 +27,12 @@ What the stock worker lacks, and what this command adds around it (subclassing, 
   `close_old_connections()` around every poll.
 
 SQLite runs one worker (no `SKIP LOCKED`, one writer): there is no heartbeat thread (an
-in-process second connection would contend for SQLite's lock) and no claims; instead, on
-start, RUNNING rows left by any other worker id are taken as lost — run one worker there.
+in-process second connection would contend for SQLite's lock) and no claims. Its heartbeat
+row is written from the worker's own loop instead, in the loop's thread and connection:
+between polls (at most every `HEARTBEAT_SECONDS`) and before and after each task, so the
+admin and `lode_index health` count it alive; during one long task the row goes quiet, and
+health counts it alive while its process exists (`worker_health`). On start, RUNNING rows
+left by any other worker id are taken as lost — run one worker there.
 
 On start the command also re-chunks head versions whose passages are longer than
 `LODE_CHUNK_MAX_CHARS` (saved before the character bound existed) and queues one sweep when
@@ -44,6 +48,7 @@ import socket
 import threading
 import time
 from datetime import datetime, timedelta
+from types import FrameType
 from typing import Any
 
 from django.core.management.base import CommandError
@@ -190,17 +195,7 @@ class Heartbeat(threading.Thread):
 
     def beat(self) -> None:
         now = timezone.now()
-        WorkerHeartbeat.objects.update_or_create(
-            worker_id=self.worker.worker_id,
-            defaults={"seen_at": now, "task_id": self.worker.current_task_id},
-            create_defaults={
-                "seen_at": now,
-                "task_id": self.worker.current_task_id,
-                "started_at": self.started_at,
-                "hostname": socket.gethostname()[:255],
-                "pid": os.getpid(),
-            },
-        )
+        write_heartbeat(self.worker, started_at=self.started_at, now=now)
         renew_claims()
         if time.monotonic() - self.last_sweep >= SWEEP_SECONDS:
             self.last_sweep = time.monotonic()
@@ -223,23 +218,86 @@ class Heartbeat(threading.Thread):
     def stop(self) -> None:
         self.stopping.set()
         self.join(timeout=HEARTBEAT_SECONDS * 2)
-        try:  # a clean exit: nobody needs to wait for this worker to go stale
-            WorkerHeartbeat.objects.filter(worker_id=self.worker.worker_id).delete()
-        except DatabaseError:
-            logger.warning("could not remove the heartbeat of worker %s", self.worker.worker_id)
+        forget_heartbeat(self.worker)
+
+
+def write_heartbeat(worker: ResilientWorker, *, started_at: datetime, now: datetime) -> None:
+    """Create or renew `worker`'s heartbeat row, naming the task it runs now (if any)."""
+    WorkerHeartbeat.objects.update_or_create(
+        worker_id=worker.worker_id,
+        defaults={"seen_at": now, "task_id": worker.current_task_id},
+        create_defaults={
+            "seen_at": now,
+            "task_id": worker.current_task_id,
+            "started_at": started_at,
+            "hostname": socket.gethostname()[:255],
+            "pid": os.getpid(),
+        },
+    )
+
+
+def forget_heartbeat(worker: ResilientWorker) -> None:
+    """A clean exit deletes the row: nobody needs to wait for this worker to go stale."""
+    try:
+        WorkerHeartbeat.objects.filter(worker_id=worker.worker_id).delete()
+    except DatabaseError:
+        logger.warning("could not remove the heartbeat of worker %s", worker.worker_id)
 
 
 class ResilientWorker(Worker):
-    """The stock worker, resumed after database errors instead of dying on them."""
+    """The stock worker, resumed after database errors instead of dying on them.
+
+    With `beats_in_loop` (SQLite, where no heartbeat thread runs) it writes its own
+    heartbeat row between polls and around each task, in the loop's thread and connection.
+    """
 
     current_task_id = ""
+    beats_in_loop = False
+    _running = True
+    _last_beat = float("-inf")
+    _started_at: datetime | None = None
+
+    @property
+    def running(self) -> bool:
+        # The stock loop reads this once per poll (outside its task-claiming transaction):
+        # the one point between polls where a subclass runs code in the loop's own thread.
+        if self.beats_in_loop:
+            self.beat_in_loop()
+        return self._running
+
+    @running.setter
+    def running(self, value: bool) -> None:
+        self._running = value
+
+    def shutdown(self, signum: int, frame: FrameType | None) -> None:
+        # A signal handler may interrupt a query: no more beats from here on.
+        self.beats_in_loop = False
+        super().shutdown(signum, frame)
+
+    def beat_in_loop(self, *, due_anyway: bool = False) -> None:
+        """Renew the heartbeat row when `HEARTBEAT_SECONDS` passed (or `due_anyway`); a
+        database error (SQLite busy) skips this beat, the next poll tries again."""
+        if not due_anyway and time.monotonic() - self._last_beat < HEARTBEAT_SECONDS:
+            return
+        now = timezone.now()
+        self._started_at = self._started_at or now
+        try:
+            write_heartbeat(self, started_at=self._started_at, now=now)
+        except DatabaseError:
+            logger.warning("worker %s: heartbeat skipped", self.worker_id, exc_info=True)
+            return
+        self._last_beat = time.monotonic()
 
     def run_task(self, db_task_result: DBTaskResult) -> None:
         self.current_task_id = str(db_task_result.pk)
         try:
+            if self.beats_in_loop:
+                self.beat_in_loop(due_anyway=True)  # the row names the task it runs
             super().run_task(db_task_result)
         finally:
             self.current_task_id = ""
+            if self.beats_in_loop:
+                self.beat_in_loop(due_anyway=True)
 
     def run(self) -> None:
         failures = 0
@@ -350,7 +408,11 @@ class Command(StockWorkerCommand):
 def run_worker(worker: ResilientWorker) -> None:
     """Run the loop; where several workers may run, with a heartbeat beside it."""
     if not claims_enabled():
-        worker.run()
+        worker.beats_in_loop = True
+        try:
+            worker.run()
+        finally:
+            forget_heartbeat(worker)
         return
     set_claim_owner(worker.worker_id)
     heartbeat = Heartbeat(worker)

@@ -3,6 +3,8 @@ workers were not reported anywhere)."""
 
 from __future__ import annotations
 
+import os
+import socket
 from datetime import timedelta
 
 import pytest
@@ -19,6 +21,7 @@ from retrieval.index.worker_health import (
     forget_gone_workers,
     worker_health,
 )
+from retrieval.management.commands import db_worker
 from retrieval.models import VectorClaim, WorkerHeartbeat
 
 
@@ -122,3 +125,69 @@ def test_the_admin_lists_workers_to_those_allowed_to_view_them(staff_client, ali
     client = Client()
     client.force_login(alice)
     assert client.get(reverse("admin:retrieval_workerheartbeat_changelist")).status_code == 403
+
+
+def sqlite_worker(**options: object) -> db_worker.ResilientWorker:
+    settings_ = {
+        "queue_names": ["default"],
+        "interval": 0.0,
+        "batch": True,
+        "backend_name": "default",
+        "startup_delay": False,
+        "max_tasks": None,
+        "worker_id": "loop-beats",
+        "excluded_queue_names": [],
+    }
+    return db_worker.ResilientWorker(**{**settings_, **options})
+
+
+def _needs_sqlite() -> None:
+    if sync.claims_enabled():
+        pytest.skip("the loop beats where no heartbeat thread runs: SQLite's single worker")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_single_sqlite_worker_beats_from_its_loop_and_counts_as_alive() -> None:
+    _needs_sqlite()
+    worker = sqlite_worker()
+    worker.beats_in_loop = True
+    worker.run()  # batch mode: polls once, finds nothing, returns
+    row = WorkerHeartbeat.objects.get(worker_id="loop-beats")
+    assert (row.pid, row.task_id) == (os.getpid(), "")
+    assert worker_health().alive == 1
+    seen = row.seen_at
+    assert worker.running  # a poll right after: not due, no write
+    assert WorkerHeartbeat.objects.get(worker_id="loop-beats").seen_at == seen
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sqlite_workers_row_names_the_task_it_runs_and_goes_on_a_clean_stop(
+    monkeypatch,
+) -> None:
+    _needs_sqlite()
+    seen_during: list[str] = []
+
+    def run_stock_task(self, db_task_result) -> None:
+        seen_during.append(WorkerHeartbeat.objects.get(worker_id=self.worker_id).task_id)
+
+    monkeypatch.setattr(db_worker.Worker, "run_task", run_stock_task)
+    task = sync.sync_pending_vectors.using(backend="default").enqueue()
+    worker = sqlite_worker(max_tasks=1)
+    db_worker.run_worker(worker)
+    assert seen_during == [str(task.id)]
+    assert not WorkerHeartbeat.objects.filter(worker_id="loop-beats").exists()
+
+
+@pytest.mark.django_db
+def test_a_quiet_sqlite_row_is_alive_while_its_process_runs_a_long_task() -> None:
+    busy = beat("busy", age_seconds=STALE_AFTER_SECONDS + 120)
+    busy.hostname, busy.pid, busy.task_id = socket.gethostname()[:255], os.getpid(), "t-1"
+    busy.save()
+    health = worker_health()
+    if sync.claims_enabled():  # a thread beats during tasks there: quiet means hung
+        assert (health.alive, health.stale) == (0, 1)
+    else:
+        assert (health.alive, health.stale, health.problems) == (1, 0, [])
+    busy.task_id = ""  # between tasks a live worker beats: a quiet idle row is a gone one
+    busy.save()
+    assert (worker_health().alive, worker_health().stale) == (0, 1)
