@@ -44,9 +44,13 @@ def test_search_page_follow_links_shows_via_link_and_why(alice, alice_client):
     assert 'name="follow" value="1" checked' in html
     assert "Links followed — you asked to follow links" in shown
     assert "via link from “Billing API”" in shown and 'data-kind="links_to"' in html
-    # The rule and its offsets are the tooltip, not words on the page.
-    assert "rule wiki-link v1" in html and "rule wiki-link" not in shown
-    assert 'title="rule: asked"' in html
+    # The rule and its offsets are the tooltip of the Advanced view only; otherwise words.
+    assert "rule wiki-link" not in html and 'title="rule:' not in html
+    assert 'title="a link written in the note"' in html
+    advanced = alice_client.get(
+        "/search", {"q": SINGLE, "mode": "lexical", "rerank": "off", "follow": "1", "adv": "1"}
+    ).content.decode()
+    assert "rule wiki-link v1" in advanced and 'title="rule: asked"' in advanced
     assert FALCON_SPAN.split(" in ")[0] in shown
     assert 'class="hit hit-expanded"' in html
     # The shareable link keeps the choice.
@@ -174,8 +178,9 @@ def test_ask_page_follow_links_box_and_via_link(alice, alice_client):
     html = response.content.decode()
     # Re-run keeps the choice.
     assert re.search(r'name="follow_links" value="1"', html)
-    # Without the box, the rule decides (single hop here: skipped, said so).
+    # Without the box, the rule decides (single hop here: skipped, said in plain words).
     again = alice_client.post("/ask", {"question": SINGLE, "mode": "lexical"}, follow=True)
     shown = words(text_of(again))
-    assert "Links not followed — a single-hop question" in shown
+    assert "Links not followed — the question does not ask how notes connect" in shown
+    assert "single-hop" not in shown
     assert "via link from" not in shown
