@@ -68,7 +68,6 @@ _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _FORMAT_NAMES = {"docx": "Word", "pptx": "PowerPoint", "xlsx": "Excel"}
 _HEADING_STYLE_RE = re.compile(r"^heading (\d)$", re.IGNORECASE)
 _PIPE_RE = re.compile(r"(\\*)\|")
-_SPACE_RE = re.compile(r"\s+")
 
 
 class Unreadable(Exception):
@@ -89,7 +88,7 @@ def without_nul(text: str) -> str:
 def cell_text(value: object) -> str:
     """A value as one table cell: one line, at most `MAX_CELL_CHARS`, `|` escaped (with the
     backslashes before it doubled, so the pipe stays escaped whatever precedes it)."""
-    text = _SPACE_RE.sub(" ", without_nul(_value_text(value))).strip()
+    text = " ".join(without_nul(_value_text(value)).split())
     if len(text) > MAX_CELL_CHARS:
         text = text[: MAX_CELL_CHARS - 1] + "…"
     return _PIPE_RE.sub(lambda match: match.group(1) * 2 + "\\|", text)
@@ -125,7 +124,7 @@ def markdown_table(rows: list[list[str]]) -> str:
 
 
 def one_line(text: str) -> str:
-    return _SPACE_RE.sub(" ", without_nul(text)).strip()
+    return " ".join(without_nul(text).split())
 
 
 def _cut_note(rows_cut: int, columns_cut: bool, what: str) -> str:

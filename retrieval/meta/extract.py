@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from datetime import date, datetime
 
 from retrieval.text.tokens import tokens
+from retrieval.words.alias_cues import ALIAS_NAME_BOUNDARY_WORDS
 from retrieval.words.stopwords import EXTRACTIVE_STOPWORDS
-from retrieval.words.word_set import word_set
 
 # --- front matter and headings -----------------------------------------------------------
 
@@ -386,12 +386,6 @@ def _before(text: str, at: int, stops: str) -> str:
 
 
 _PHRASE_WORD = re.compile(r"[\w][\w'’./+-]*")
-# Words that end a name read backwards from a cue (a sentence's verb or article before it).
-_BOUNDARY_WORDS = word_set(
-    "a an the is are was were be we i you they it this that these those our my your their "
-    "use uses used using call calls called named with for of in on at to by from and or "
-    "also which who"
-)
 
 
 @dataclass(frozen=True)
@@ -455,7 +449,7 @@ def _name_before(text: str) -> str | None:
     """The name a cue follows: words read backwards up to a boundary word or punctuation."""
     words: list[str] = []
     for word in reversed(_PHRASE_WORD.findall(text)):
-        if word.casefold() in _BOUNDARY_WORDS or len(words) >= ALIAS_MAX_WORDS:
+        if word.casefold() in ALIAS_NAME_BOUNDARY_WORDS or len(words) >= ALIAS_MAX_WORDS:
             break
         words.append(word)
     return " ".join(reversed(words)) or None
@@ -464,7 +458,7 @@ def _name_before(text: str) -> str | None:
 def _name_after(text: str) -> str | None:
     words: list[str] = []
     for word in _PHRASE_WORD.findall(text):
-        if word.casefold() in _BOUNDARY_WORDS and words:
+        if word.casefold() in ALIAS_NAME_BOUNDARY_WORDS and words:
             break
         if word.casefold() in ("the", "a", "an") and not words:
             continue
