@@ -268,7 +268,7 @@ def test_page_rejects_empty_and_too_long_questions(alice_client, settings, quest
     assert not AskTrace.objects.exists()
 
 
-def test_nav_and_search_page_link_to_ask(alice_client):
+def test_nav_and_search_page_link_to_ask(alice_client, alice_note):
     assert 'href="/ask"' in alice_client.get("/notes/").content.decode()
     search = alice_client.get("/search", {"q": "certs"}).content.decode()
     assert 'href="/ask?q=certs"' in search
