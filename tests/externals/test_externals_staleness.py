@@ -2,7 +2,7 @@
 and the trust tier the refresh gives documents (`pipeline.refresh_staleness`, one query)
 must agree on every snapshot, at the boundary too, on SQLite and PostgreSQL alike.
 
-The rule (README: a snapshot "becomes a stale external snapshot when not confirmed for the
+The rule (docs/features.md: a snapshot "becomes a stale external snapshot when not confirmed for the
 source's stale age"): a snapshot is last confirmed at the later of its fetch and the last
 scan that found the source unchanged; it is stale when that is strictly before
 now − `stale_after_days` (confirmed exactly at the cutoff: still current).

@@ -1,6 +1,6 @@
 """What lode tells people matches what it does: the webhook reply names its source, the
-README's configuration table is one table, `/api/docs` says what the API offers and links
-back to the app, and the `#channel-name` rule is the documented one."""
+configuration table (docs/operations.md) is one table, `/api/docs` says what the API offers
+and links back to the app, and the `#channel-name` rule is the documented one."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from externals.models import Source
 from externals.webhooks import sign
 from notes.services import hashtags
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 SECRET = "small-fixes-secret-0123456789"
 
 
-def readme_section(heading: str) -> str:
-    """The README's text from the `## heading` line to the next `## ` heading."""
-    text = README.read_text(encoding="utf-8")
+def docs_section(page: str, heading: str) -> str:
+    """The text of docs/`page` from the `## heading` line to the next `## ` heading."""
+    text = (DOCS / page).read_text(encoding="utf-8")
     start = text.index(f"\n## {heading}")
     end = text.find("\n## ", start + 1)
     return text[start : end if end >= 0 else len(text)]
@@ -85,13 +85,13 @@ def test_the_webhook_reply_names_its_source(source, queued):
     assert queued == [source.pk]
 
 
-# --- the README's configuration table ------------------------------------------------------
+# --- the configuration table (docs/operations.md) ---------------------------------------------
 
 
 def test_the_configuration_table_is_one_table():
     """A blank line before the `LODE_LLM_*` rows ended the table there: the rows after it
     rendered as a paragraph of pipes. Every `|` line of the section is a row of one table."""
-    section = readme_section("Configuration (environment variables)")
+    section = docs_section("operations.md", "Configuration (environment variables)")
     tokens = MarkdownIt("commonmark").enable("table").parse(section)
     tables = [t for t in tokens if t.type == "table_open"]
     rows = [t for t in tokens if t.type == "tr_open"]
@@ -141,10 +141,10 @@ def test_hyphenated_hashtags_follow_the_documented_rule(body, tags):
     assert hashtags(body) == tags
 
 
-def test_the_readme_documents_the_hashtag_rule():
+def test_the_docs_state_the_hashtag_rule():
     """The rule was not written down, so `#channel-name` became a tag without the user
-    being told; the README now states it, and every example it gives holds."""
-    notes = readme_section("What works now").split("\n- ")[1]
+    being told; docs/features.md states it, and every example it gives holds."""
+    notes = docs_section("features.md", "What works now").split("\n- ")[1]
     assert notes.startswith("**Notes**")
     documented = {
         "`#ops` is the tag `ops`": ("#ops", ("ops",)),

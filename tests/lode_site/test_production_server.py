@@ -6,7 +6,7 @@
   (new workers, the port never closed) and a clean stop on SIGTERM to bootstrap;
 * `--debug` keeps Django's development server (and DEBUG on);
 * `manage.py check --deploy` with the settings the run command uses: clean behind a TLS
-  proxy (`LODE_HTTPS=1`); without one, exactly the HTTPS warnings the README explains;
+  proxy (`LODE_HTTPS=1`); without one, exactly the HTTPS warnings docs/operations.md explains;
 * the gunicorn configuration's numbers come from the machine and the environment, and a bad
   value stops start-up.
 
@@ -269,10 +269,10 @@ def deploy_check(tmp_path: Path, **env: str) -> dict[str, list[str]]:
 
 @pytest.mark.slow
 def test_check_deploy_behind_a_tls_proxy_and_without(tmp_path):
-    readme = (ROOT / "README.md").read_text()
+    operations = (ROOT / "docs" / "operations.md").read_text()
     behind_proxy = deploy_check(tmp_path, LODE_HTTPS="1")
     assert behind_proxy["reported"] == []
-    # The one silenced check, with its reason in settings.py and the README.
+    # The one silenced check, with its reason in settings.py and docs/operations.md.
     assert behind_proxy["unsilenced"] == ["security.W021"]
     plain_http = deploy_check(tmp_path, LODE_HTTPS="0")
     assert plain_http["reported"] == [
@@ -282,4 +282,4 @@ def test_check_deploy_behind_a_tls_proxy_and_without(tmp_path):
         "security.W016",
     ]
     for check_id in {*behind_proxy["unsilenced"], *plain_http["reported"]}:
-        assert f"`{check_id}`" in readme, f"the README does not explain {check_id}"
+        assert f"`{check_id}`" in operations, f"docs/operations.md does not explain {check_id}"
