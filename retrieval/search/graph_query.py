@@ -58,6 +58,8 @@ CANDIDATES_PER_LOOKUP = 4
 MAX_HOPS = 4
 MAX_ROWS = 20
 MAX_EVIDENCE = 4
+# Document ids are bigint primary keys; a larger number is refused by the schema itself.
+MAX_DOCUMENT_ID = 2**63 - 1
 EVIDENCE_BUDGET = 2400
 # Below this an excerpt says too little to be worth its link; the budget is then spent.
 MIN_EXCERPT = 40
@@ -112,6 +114,7 @@ QUERY_JSON_SCHEMA: dict[str, Any] = {
                         "seed": {
                             "type": "integer",
                             "minimum": 1,
+                            "maximum": MAX_DOCUMENT_ID,
                             "description": "The document id of a discovered candidate.",
                         },
                         "direction": {
@@ -130,8 +133,8 @@ QUERY_JSON_SCHEMA: dict[str, Any] = {
                     "required": ["op", "from", "to"],
                     "properties": {
                         "op": {"const": "path"},
-                        "from": {"type": "integer", "minimum": 1},
-                        "to": {"type": "integer", "minimum": 1},
+                        "from": {"type": "integer", "minimum": 1, "maximum": MAX_DOCUMENT_ID},
+                        "to": {"type": "integer", "minimum": 1, "maximum": MAX_DOCUMENT_ID},
                         "max_hops": {
                             "type": "integer",
                             "minimum": 1,
@@ -158,6 +161,7 @@ QUERY_JSON_SCHEMA: dict[str, Any] = {
         "space": {
             "type": ["integer", "null"],
             "minimum": 1,
+            "maximum": MAX_DOCUMENT_ID,
             "description": "Only this space's documents (one of yours).",
         },
     },
@@ -180,7 +184,7 @@ class UnknownSeed(GraphQueryError):
 # --- the validator's model -------------------------------------------------------------------
 
 Kind = Literal["links_to", "contains", "annotates", "mentions", "related"]
-DocumentId = Annotated[int, Field(ge=1, le=2**63 - 1)]
+DocumentId = Annotated[int, Field(ge=1, le=MAX_DOCUMENT_ID)]
 Lookup = Annotated[
     str,
     StringConstraints(
