@@ -56,11 +56,11 @@ WEBHOOK_SECRET_BYTES = 32
 # least a day, so a snapshot is never stale the moment it is fetched; at most ten years.
 MIN_STALE_AFTER_DAYS = 1
 MAX_STALE_AFTER_DAYS = 3650
-# Tiers a source may carry: externals corroborate, they never outrank your own notes.
+# Tiers a source may carry: externals corroborate, they never outrank your own notes, and
+# "inferred" belongs to edges the index guesses, not to text someone wrote.
 SOURCE_TIER_VALUES = (
     TrustTier.EXTERNAL_CURRENT.value,
     TrustTier.EXTERNAL_STALE.value,
-    TrustTier.INFERRED.value,
 )
 SAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._ -]+")
 

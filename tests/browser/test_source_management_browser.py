@@ -105,7 +105,7 @@ def test_edit_disable_and_delete_a_source(open_session, alice):
     page.get_by_role("link", name="Edit", exact=True).click()
     page.wait_for_url(re.compile(r"/edit/$"))
     page.get_by_label("Name").fill("Runbooks (platform)")
-    page.get_by_label("Trust tier").select_option(TrustTier.INFERRED.value)
+    page.get_by_label("Trust tier").select_option(TrustTier.EXTERNAL_STALE.value)
     page.get_by_label("No egress").check()
     page.get_by_label("Stale after (days)").fill("0")
     page.get_by_role("button", name="Save").click()
@@ -121,11 +121,11 @@ def test_edit_disable_and_delete_a_source(open_session, alice):
     external.refresh_from_db()
     assert (source.name, source.trust_tier, source.no_egress, source.stale_after_days) == (
         "Runbooks (platform)",
-        TrustTier.INFERRED,
+        TrustTier.EXTERNAL_STALE,
         True,
         90,
     )
-    assert (external.no_egress, external.trust_tier) == (True, TrustTier.INFERRED)
+    assert (external.no_egress, external.trust_tier) == (True, TrustTier.EXTERNAL_STALE)
 
     # Disable, then enable again.
     page.get_by_role("button", name="Disable").click()

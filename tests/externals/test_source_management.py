@@ -134,7 +134,7 @@ def test_edit_saves_and_copies_onto_the_externals_at_once(alice, alice_client, s
     url = reverse("externals:source-edit", args=[source.pk])
     data = edit_data(
         name="Runbooks",
-        trust_tier=TrustTier.INFERRED.value,
+        trust_tier=TrustTier.EXTERNAL_STALE.value,
         no_egress="on",
         stale_after_days="90",
         enabled=None,  # unchecked
@@ -145,7 +145,7 @@ def test_edit_saves_and_copies_onto_the_externals_at_once(alice, alice_client, s
     source.refresh_from_db()
     assert (source.name, source.trust_tier, source.no_egress) == (
         "Runbooks",
-        TrustTier.INFERRED,
+        TrustTier.EXTERNAL_STALE,
         True,
     )
     assert (source.stale_after_days, source.enabled) == (90, False)
@@ -153,7 +153,7 @@ def test_edit_saves_and_copies_onto_the_externals_at_once(alice, alice_client, s
     # No-egress must not wait for the next scan (the admin's rule, externals.admin).
     assert (external.no_egress, external.trust_tier, external.source_name) == (
         True,
-        TrustTier.INFERRED,
+        TrustTier.EXTERNAL_STALE,
         "Runbooks",
     )
 
