@@ -53,6 +53,8 @@ def product_files() -> list[Path]:
         if path.exists():
             files.extend(_text_files(path))
     files.extend(sorted((ROOT / "bench").glob("*.py")))
+    # The bench's own documentation; the corpora's notes are data (a meeting's "item 3").
+    files.extend(sorted((ROOT / "bench").rglob("README.md")))
     return files
 
 
