@@ -308,7 +308,7 @@ def _tier(edge: Edge) -> str:
 
 
 def basis_text(edge: Edge, version_number: int | None) -> str:
-    """The basis in words, for a tooltip: the rule and version, where it was read."""
+    """The basis in words, for an Advanced view: the rule and version, where it was read."""
     words = [f"rule {edge.rule} v{edge.rule_version}"]
     if edge.kind in (Edge.Kind.MENTIONS, Edge.Kind.RELATED):
         words.append("inferred, not written as a link")
@@ -504,9 +504,8 @@ def link_mention(
     body = version.body
     text = body[start:end] if 0 <= start < end <= len(body) else ""
     stale = LinkItRefused(
-        f"The mention of “{target.title}” is no longer at characters {start}–{end} of "
-        f"“{note.title}” (version {version.number}); nothing was saved. Reload the page and "
-        "try again."
+        "The note changed since this page was loaded; the mention is no longer where it was. "
+        "Nothing was saved. Reload to see the current mentions."
     )
     if not text or title_key(text) != target.title_key or not target.title_key:
         raise stale

@@ -1,7 +1,7 @@
-"""The everyday pages of notes, spaces, sources and settings speak plainly: rule names and
-versions, offsets, scores, thresholds, generation numbers, hashes and "single hop" appear only
-inside an Advanced block (a `<details class="advanced">`), neither as words nor as tooltips,
-and every version label is the number users see, never a row id."""
+"""The everyday pages of notes, spaces, sources, settings and answers speak plainly: rule
+names and versions, offsets, scores, thresholds, generation numbers, hashes and "single hop"
+appear only inside an Advanced block (a `<details class="advanced">`), neither as words nor
+as tooltips, and every version label is the number users see, never a row id."""
 
 from __future__ import annotations
 
@@ -24,47 +24,62 @@ INTERNAL = re.compile(
     r"|sha-?256|characters \d+\s*[–-]\s*\d+|character \d+ of",
     re.IGNORECASE,
 )
-ADVANCED = re.compile(r'<details class="advanced[^"]*">.*?</details>', re.DOTALL)
-# The Links section's edge badges (templates/graph/_links.html) keep the edge's basis as
-# their tooltip; that section belongs to the graph pages and is checked there.
-GRAPH_BADGE_CLASSES = ("edge-kind", "edge-inferred", "edge-unresolved")
+QUESTION = "Which maxmemory-policy is set on the cache?"
 
 
 class _Shown(HTMLParser):
-    """The words a reader meets: text outside script/style and the tooltips and labels."""
+    """The words a reader meets: text outside script/style and the tooltips and labels,
+    split into what is inside an Advanced block (which may hold further `<details>`) and what
+    is outside."""
 
     def __init__(self) -> None:
         super().__init__()
         self.parts: list[str] = []
+        self.advanced: list[str] = []
         self._hidden = 0
+        self._details: list[bool] = []  # per open <details>: is it an Advanced block
+
+    def _keep(self, text: str) -> None:
+        (self.advanced if any(self._details) else self.parts).append(text)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in ("script", "style"):
             self._hidden += 1
         fields = dict(attrs)
-        if any(name in (fields.get("class") or "") for name in GRAPH_BADGE_CLASSES):
-            return
+        if tag == "details":
+            self._details.append("advanced" in (fields.get("class") or "").split())
         for name in ("title", "aria-label", "placeholder"):
             if fields.get(name):
-                self.parts.append(fields[name])
+                self._keep(fields[name] or "")
 
     def handle_endtag(self, tag: str) -> None:
         if tag in ("script", "style"):
             self._hidden -= 1
+        if tag == "details" and self._details:
+            self._details.pop()
 
     def handle_data(self, data: str) -> None:
         if not self._hidden:
-            self.parts.append(data)
+            self._keep(data)
+
+
+def _read(html: str) -> _Shown:
+    parser = _Shown()
+    parser.feed(html)
+    parser.close()
+    return parser
 
 
 def shown_outside_advanced(html: str) -> str:
-    parser = _Shown()
-    parser.feed(ADVANCED.sub(" ", html))
-    return " ".join(" ".join(parser.parts).split())
+    return " ".join(" ".join(_read(html).parts).split())
+
+
+def shown_under_advanced(html: str) -> str:
+    return " ".join(" ".join(_read(html).advanced).split())
 
 
 @pytest.fixture
-def pages(alice, carol) -> dict[str, str]:
+def pages(alice, alice_client, carol) -> dict[str, str]:
     # Rows before these notes make every version's row id differ from its number.
     for i in range(6):
         note(carol, f"Someone else's {i}", "Unrelated text.")
@@ -76,6 +91,11 @@ def pages(alice, carol) -> dict[str, str]:
         "On call: see [[Team Falcon]] and [[Missing runbook]].\n",
     )
     edit(team, alice, "# Team Falcon\n\nPages go to the falcon pager alias.\n")
+    # An unlinked mention: an inferred row on Team Falcon's page.
+    note(alice, "Pager rota", "This week Team Falcon holds the pager.")
+    note(alice, "Cache", "# Cache\n\nSet maxmemory-policy allkeys-lru on the cache.\n")
+    asked = alice_client.post(reverse("ask"), {"question": QUESTION})
+    assert asked.status_code == 303
     hosts = "\n\n".join(f"Host {i} runs the cache." for i in range(1500))
     long_note = note(alice, "Inventory", hosts)
     gone = note(alice, "Old plan", "Nothing here.")
@@ -107,6 +127,7 @@ def pages(alice, carol) -> dict[str, str]:
         "source edit": reverse("externals:source-edit", args=[source.pk]),
         "tokens": reverse("settings-tokens"),
         "public version": public.public_url(link),
+        "answer": asked["Location"],
     }
 
 
@@ -119,13 +140,31 @@ def test_everyday_pages_keep_internals_under_advanced(alice_client, pages):
         assert not found, f"{name} ({url}) shows {found} outside Advanced"
 
 
+def test_everyday_pages_show_links_and_the_answer(alice_client, pages):
+    """The pages checked above hold what would carry internals: link badges (written and
+    inferred) and a verified answer with its quote."""
+    note_page = alice_client.get(pages["note"]).content.decode()
+    assert 'title="a link written in the note"' in note_page
+    linked = alice_client.get(pages["linked note"]).content.decode()
+    assert 'title="inferred from the text, not a written link"' in linked
+    assert "Why inferred" in linked and "Pager rota" in linked
+    answer = alice_client.get(pages["answer"]).content.decode()
+    assert 'data-decision="ANSWER"' in answer and "<mark>" in answer
+    assert 'class="provenance"' in answer
+
+
 def test_internals_are_still_there_under_advanced(alice_client, pages):
+    def advanced(name: str) -> str:
+        return shown_under_advanced(alice_client.get(pages[name]).content.decode())
+
     for name in ("note", "version"):
-        html = alice_client.get(pages[name]).content.decode()
-        folded = " ".join(ADVANCED.findall(html))
-        assert "sha256" in folded and "bytes" in folded, name
-    source = alice_client.get(pages["source"]).content.decode()
-    assert "X-Lode-Signature" in " ".join(ADVANCED.findall(source))
+        assert "sha256" in advanced(name) and "bytes" in advanced(name), name
+    assert "X-Lode-Signature" in advanced("source")
+    links = advanced("note")
+    assert "rule wiki-link v1; characters" in links and "of version 1" in links
+    linked = advanced("linked note")
+    assert "rule title-mention v" in linked and "inferred, not written as a link" in linked
+    assert re.search(r"“Cache”, version 1: characters \d+–\d+ .*code points", advanced("answer"))
 
 
 def test_version_labels_are_the_numbers_users_see(alice_client, pages, alice):

@@ -242,7 +242,10 @@ def test_link_it_refuses_a_stale_span(alice_client, world):
     form["start"] += 1  # "ackup policy " is not the title
     form["end"] += 1
     response = alice_client.post(link_url(world), form, follow=True)
-    assert "is no longer at characters" in response.content.decode()
+    page = response.content.decode()
+    assert "the mention is no longer where it was" in page
+    assert "Reload to see the current mentions." in page
+    assert "characters" not in page.split('<section class="graph-links"')[0]
     assert factories.note_state(world["mentioner"]) == before
 
 
