@@ -34,11 +34,11 @@ def test_huge_note_shows_parts_on_request(open_session, alice, screenshot, width
     expect(page.locator(".rendered table").first).to_be_visible()
     more = page.locator(".more-parts a")
     expect(more).to_have_text("Show more")
-    expect(page.locator(".more-parts")).to_contain_text(f"part 1 of {count}")
+    expect(page.locator(".more-parts")).to_contain_text(f"Part 1 of {count}")
 
     more.click()
     expect(page.locator(".rendered")).to_have_count(2)
-    expect(page.locator(".more-parts")).to_contain_text(f"part 2 of {count}")
+    expect(page.locator(".more-parts")).to_contain_text(f"Part 2 of {count}")
     # The continuation is still a table with its header, not rows spilled as text.
     expect(page.locator(".rendered").nth(1).locator("thead th").first).to_have_text("name")
     assert page.url.endswith(f"/notes/{note.pk}")  # swapped in place, no navigation

@@ -53,7 +53,7 @@ def test_history_restore_column_has_a_header(alice_client, alice, alice_note):
     )
     found = headers(alice_client.get(reverse("notes:history", args=[alice_note.pk])))
     # "From" and "To" pick two versions to compare (more than one version exists here).
-    assert found == ["From", "To", "Version", "Title", "Saved", "Size", "SHA-256", "Restore"]
+    assert found == ["From", "To", "Version", "Title", "Saved", "Size", "Restore"]
 
 
 def test_no_table_of_the_app_has_an_empty_header(alice_client, alice):
