@@ -47,15 +47,21 @@ QUERIES = (
     "certbot -redis",
 )
 # How the two ways read in the SQL log, per database: the engine's own top list (it starts
-# the statement on SQLite, it is anywhere in it on PostgreSQL), and the joined query.
+# the statement on SQLite; on PostgreSQL, MaxScore's first statement, which reads each query
+# word's statistics, or the exhaustive top list), and the joined query.
 TOP_LIST, JOINED = {
     "sqlite": ("SELECT rowid, bm25(retrieval_passage_fts", "JOIN retrieval_passage p ON p.id = "),
-    "postgresql": ("(SELECT single FROM shape) OR", "candidates AS MATERIALIZED"),
+    "postgresql": (
+        ("AS max_saturation FROM", "(SELECT single FROM shape) OR"),
+        "candidates AS MATERIALIZED",
+    ),
 }[connection.vendor]
 
 
 def is_top_list(sql: str) -> bool:
-    return sql.startswith(TOP_LIST) if connection.vendor == "sqlite" else TOP_LIST in sql
+    if connection.vendor == "sqlite":
+        return sql.startswith(TOP_LIST)
+    return any(marker in sql for marker in TOP_LIST)
 
 
 def _body(i: int) -> str:
