@@ -60,6 +60,15 @@ MARKDOWN_TYPES = frozenset({"text/markdown", "text/x-markdown"})
 TEXT_TYPES = MARKDOWN_TYPES | frozenset({"text/plain"})
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 PDF_TYPES = frozenset({"application/pdf"})
+# A fetched file's extractor by its served type (IANA media types; the name decides for
+# files on disk). Macro-enabled types are absent, so a web page serving one is refused.
+OFFICE_AND_DATA_TYPES = {
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": "pptx",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
+    "text/csv": "csv",
+    "text/tab-separated-values": "tsv",
+}
 
 MAX_TITLE_CHARS = 500
 # A level-1 ATX heading (CommonMark: up to three spaces of indent, `#`, then a space or the
@@ -143,6 +152,8 @@ def kind_of(filename: str, content_type: str = "") -> str:
         return "pdf"
     if mime in TEXT_TYPES:
         return "text"
+    if mime in OFFICE_AND_DATA_TYPES:
+        return OFFICE_AND_DATA_TYPES[mime]
     suffix = PurePosixPath(filename).suffix.lower()
     if suffix in HTML_EXTENSIONS:
         return "html"

@@ -41,9 +41,15 @@ import httpcore
 import httpx
 from django.conf import settings
 
-from externals.extract import HTML_TYPES, PDF_TYPES, TEXT_TYPES, media_type
+from externals.extract import (
+    HTML_TYPES,
+    OFFICE_AND_DATA_TYPES,
+    PDF_TYPES,
+    TEXT_TYPES,
+    media_type,
+)
 
-ALLOWED_CONTENT_TYPES = HTML_TYPES | PDF_TYPES | TEXT_TYPES
+ALLOWED_CONTENT_TYPES = HTML_TYPES | PDF_TYPES | TEXT_TYPES | frozenset(OFFICE_AND_DATA_TYPES)
 MAX_REDIRECTS = 5
 USER_AGENT = "lode-mirror/1 (+self-hosted; one page per request)"
 # The minimum transfer rate is measured from the first byte of the final page's body and

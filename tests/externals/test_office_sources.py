@@ -184,3 +184,42 @@ def test_a_two_megabyte_csv_is_indexed_and_rendered_within_bounds(alice, tmp_pat
     rendering = time.monotonic() - started
     assert "<table>" in part.html
     assert extracting < 2 and rendering < 5, (extracting, rendering)
+
+
+DOCX_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+
+
+def test_a_url_serving_word_or_csv_is_read_by_its_served_type(alice, settings):
+    from tests.local_http import local_server
+
+    settings.LODE_FETCH_ALLOW_PRIVATE = True
+    settings.LODE_FETCH_MAX_BYTES = 1_000_000
+    with local_server() as server:
+        # No extension in either address: the served type alone picks the reader.
+        server.routes["/runbook"] = (200, {"Content-Type": DOCX_TYPE}, docx_file())
+        server.routes["/stock"] = (
+            200,
+            {"Content-Type": "text/csv; charset=utf-8"},
+            b"item,count\nflour,12\nsugar,7\n",
+        )
+        server.routes["/macro"] = (
+            200,
+            {"Content-Type": "application/vnd.ms-word.document.macroEnabled.12"},
+            docx_file(),
+        )
+        texts = {}
+        for path in ("/runbook", "/stock"):
+            source = services.source_create(
+                owner=alice, name=path.strip("/"), kind="url", location=server.url(path)
+            )
+            record = pipeline.scan_source(source)
+            assert record.status == ScanRecord.Status.OK, record.error
+            texts[path] = source.items.get().document.head.body
+        macro = services.source_create(
+            owner=alice, name="macro", kind="url", location=server.url("/macro")
+        )
+        refused = pipeline.scan_source(macro)
+    assert "pg_ctl promote" in texts["/runbook"] and "# " in texts["/runbook"]
+    assert "| flour | 12 |" in texts["/stock"]
+    assert refused.status == ScanRecord.Status.FAILED
+    assert "macroenabled" in refused.error.casefold().replace(".", "").replace("-", "")
