@@ -109,9 +109,7 @@ async def search(
 async def open_(
     evidence_url: Annotated[str, Field(description="A hit's evidence_url from `search`.")],
 ) -> str:
-    return await _call(
-        "open", lambda token: mcp_tools.open_tool(token, evidence_url=evidence_url)
-    )
+    return await _call("open", lambda token: mcp_tools.open_tool(token, evidence_url=evidence_url))
 
 
 @server.tool(
@@ -120,7 +118,10 @@ async def open_(
         "Ask a question and get a cited answer: decision (ANSWER, ABSTAIN_NO_EVIDENCE, "
         "ASK_CLARIFYING, ANSWER_WITH_CONFLICTS), and claims that passed lode's faithfulness "
         "gate, each with its verbatim quoted span, the version it is pinned to, its trust "
-        "tier and an evidence_url. Slower than search; needs a token with the ask scope. "
+        "tier and an evidence_url. `tier` says what to lead with: answer; best_match (no "
+        "claim answered, and `best_match` is the verified sentence that came closest: to be "
+        "checked, not stated as the answer); not_in_notes. "
+        "Slower than search; needs a token with the ask scope. "
         "Every ask is stored (permalink) and anything sent to a remote model is logged."
     ),
 )

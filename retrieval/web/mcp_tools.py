@@ -111,7 +111,9 @@ def run_tool(grant: Grant, tool: str, work: Callable[[ApiToken], dict[str, Any]]
         if reason := token.refusal():
             raise Refused(reason)
         text = json.dumps(
-            _within_budget(tool, work, token), ensure_ascii=False, separators=(",", ":"),
+            _within_budget(tool, work, token),
+            ensure_ascii=False,
+            separators=(",", ":"),
             default=str,
         )
     except Refused as exc:
@@ -120,7 +122,6 @@ def run_tool(grant: Grant, tool: str, work: Callable[[ApiToken], dict[str, Any]]
     _log(grant, token, tool, started, len(text.encode()), "")
     token.mark_used()
     return text
-
 
 
 def _within_budget(
@@ -338,12 +339,14 @@ def ask_tool(
     return {
         "question": full["question"],
         "decision": full["decision"],
+        "tier": full["tier"],
         "message": full["message"],
         "error": full["error"],
         "claims": full["claims"],
         "dropped_claims": len(full["dropped"]),
         "conflicts": full["conflicts"],
         "clarifying_questions": full["clarifying_questions"],
+        "best_match": full.get("best_match"),
         "closest": full.get("closest", []),
         "notes": full["notes"],
         "trace_id": full["trace_id"],

@@ -166,6 +166,7 @@ def test_http_ask_gives_cited_claims(corpus, mcp_url):
 
     body = payload(http_call(mcp_url, raw, steps))
     assert body["decision"].startswith("ANSWER")
+    assert (body["tier"], body["best_match"]) == ("answer", None)
     support = body["claims"][0]["support"][0]
     assert support["document_title"] == "Deploy runbook"
     assert "allkeys-lru" in support["quoted_span"]
