@@ -15,22 +15,9 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any, Self
 
+from retrieval.meta.catalog import MONTH_NAMES
 from retrieval.meta.extract import KIND_NAMES, Kind
 
-MONTH_NAMES = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
 _MONTH_NUMBER = {name.casefold(): i for i, name in enumerate(MONTH_NAMES, start=1)}
 _MONTH_NUMBER.update({name.casefold()[:3]: i for i, name in enumerate(MONTH_NAMES, start=1)})
 _MONTH_NUMBER["sept"] = 9
